@@ -1,0 +1,243 @@
+"""``ParallelDims``: the parallel degrees of a job, their validation, and the device mesh.
+
+The base mesh dims are, in this order, ``dp_replicate, dp_shard, ep, cp, tp, pp``; only degrees
+> 1 become mesh dims (a job with no parallelism gets a 1-D ``dp_shard`` mesh of the world size).
+Expert parallelism is its own axis here and counts in the world-size product (unlike torchtitan,
+which carves it out of data parallelism).
+
+Flattened aliases registered on the root mesh:
+
+* ``fsdp`` = ``dp_shard`` (only when ``dp_shard`` is a mesh dim);
+* ``dp`` = ``(dp_replicate, dp_shard)``, whichever of them exist;
+* ``loss`` = the ``dp`` dims plus ``cp`` when it is a mesh dim (tokens are counted over it).
+
+A pure tensor-parallel mesh has no ``fsdp`` / ``dp`` / ``loss`` alias.
+
+Only :meth:`ParallelDims.build_mesh` imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+BASE_DIM_ORDER = ("dp_replicate", "dp_shard", "ep", "cp", "tp", "pp")
+
+
+@dataclass
+class ParallelDims:
+    dp_replicate: int = 1
+    dp_shard: int = 1
+    cp: int = 1
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    etp: int = 1
+    ulysses_degree: Optional[int] = None
+    world_size: int = 1
+    _device_mesh: Any = field(default=None, init=False, repr=False, compare=False)
+    _alias_meshes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @classmethod
+    def from_config(cls, accelerator: Any, world_size: int) -> "ParallelDims":
+        """Build from a ``train.accelerator`` section (legacy ``dp`` falls back into ``dp_shard``)."""
+        dp_shard = accelerator.dp_shard
+        if dp_shard is None:
+            dp_shard = accelerator.dp if getattr(accelerator, "dp", None) is not None else 1
+        return cls(
+            dp_replicate=accelerator.dp_replicate,
+            dp_shard=dp_shard,
+            cp=accelerator.cp,
+            tp=accelerator.tp,
+            pp=accelerator.pp,
+            ep=accelerator.ep,
+            etp=getattr(accelerator, "etp", accelerator.tp),
+            ulysses_degree=getattr(accelerator, "ulysses_degree", None),
+            world_size=world_size,
+        )
+
+    def __post_init__(self) -> None:
+        for name in ("dp_replicate", "cp", "tp", "pp", "ep", "etp", "world_size"):
+            value = getattr(self, name)
+            if value < 1:
+                raise ValueError(f"{name}={value} is invalid: it must be >= 1")
+        if self.dp_shard != -1 and self.dp_shard < 1:
+            raise ValueError(
+                f"dp_shard={self.dp_shard} is invalid: it must be >= 1, or -1 to infer it from "
+                "the world size"
+            )
+        others = self.dp_replicate * self.cp * self.tp * self.pp * self.ep
+        if self.dp_shard == -1:
+            if self.world_size % others:
+                raise ValueError(
+                    f"cannot infer dp_shard: world_size({self.world_size}) is not divisible by "
+                    f"dp_replicate*cp*tp*pp*ep = {others}; change the other degrees or the "
+                    "number of processes"
+                )
+            self.dp_shard = self.world_size // others
+        product = others * self.dp_shard
+        if product != self.world_size:
+            raise ValueError(
+                f"dp_replicate({self.dp_replicate}) * dp_shard({self.dp_shard}) * cp({self.cp}) "
+                f"* tp({self.tp}) * pp({self.pp}) * ep({self.ep}) = {product} != "
+                f"world_size({self.world_size}). Set dp_shard=-1 to auto-infer, or launch "
+                f"{product} processes"
+            )
+        if self.ep > 1 and self.etp not in (1, self.tp):
+            raise ValueError(f"etp={self.etp} is invalid with ep>1: it must be 1 or tp ({self.tp})")
+        if self.pp > 1:
+            raise NotImplementedError(
+                f"pp={self.pp}: pipeline parallelism is not supported yet; set train.accelerator.pp=1"
+            )
+        if self.ulysses_degree is not None and self.cp > 1:
+            if self.ulysses_degree < 1 or self.cp % self.ulysses_degree:
+                raise ValueError(
+                    f"ulysses_degree={self.ulysses_degree} must be >= 1 and divide cp={self.cp}"
+                )
+
+    # ------------------------------------------------------------------ sizes and switches
+
+    @property
+    def dp_size(self) -> int:
+        return self.dp_replicate * self.dp_shard
+
+    @property
+    def non_dp_size(self) -> int:
+        return self.tp * self.cp * self.pp * self.ep
+
+    @property
+    def seq_divisor(self) -> int:
+        """Sequence lengths must be a multiple of this (``cp * tp``)."""
+        return self.cp * self.tp
+
+    @property
+    def dp_replicate_enabled(self) -> bool:
+        return self.dp_replicate > 1
+
+    @property
+    def dp_shard_enabled(self) -> bool:
+        return self.dp_shard > 1
+
+    @property
+    def fsdp_enabled(self) -> bool:
+        return self.dp_shard > 1 or self.dp_replicate > 1
+
+    @property
+    def tp_enabled(self) -> bool:
+        return self.tp > 1
+
+    @property
+    def cp_enabled(self) -> bool:
+        return self.cp > 1
+
+    @property
+    def pp_enabled(self) -> bool:
+        return self.pp > 1
+
+    @property
+    def ep_enabled(self) -> bool:
+        return self.ep > 1
+
+    def summary(self) -> str:
+        return (
+            f"dp_replicate={self.dp_replicate} dp_shard={self.dp_shard} cp={self.cp} "
+            f"tp={self.tp} pp={self.pp} ep={self.ep} etp={self.etp} | "
+            f"dp={self.dp_size} world={self.world_size}"
+        )
+
+    # ------------------------------------------------------------------ model checks
+
+    def validate_against_model(self, model: Any, seq_len: int) -> None:
+        """Check that the model's head counts and ``seq_len`` split evenly over the mesh."""
+        config = getattr(model, "config", None)
+        if config is None:
+            return
+        checks = [
+            ("num_attention_heads", self.tp, "tp"),
+            ("num_key_value_heads", self.tp, "tp"),
+            ("linear_num_key_heads", self.tp, "tp"),
+            ("linear_num_value_heads", self.tp, "tp"),
+            ("num_experts", self.ep, "ep"),
+        ]
+        for attr, degree, degree_name in checks:
+            value = getattr(config, attr, None)
+            if value is not None and degree > 1 and value % degree:
+                raise ValueError(
+                    f"model {attr}={value} is not divisible by {degree_name}={degree}; choose a "
+                    f"{degree_name} degree that divides it"
+                )
+        if self.seq_divisor > 1 and seq_len % self.seq_divisor:
+            raise ValueError(
+                f"data.max_seq_len={seq_len} is not divisible by cp*tp={self.seq_divisor}; use a "
+                f"multiple of {self.seq_divisor}"
+            )
+
+    # ------------------------------------------------------------------ mesh
+
+    def mesh_dims(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """``(names, sizes)`` of the base mesh in canonical order."""
+        sizes = {
+            "dp_replicate": self.dp_replicate,
+            "dp_shard": self.dp_shard,
+            "ep": self.ep,
+            "cp": self.cp,
+            "tp": self.tp,
+            "pp": self.pp,
+        }
+        names = tuple(n for n in BASE_DIM_ORDER if sizes[n] > 1)
+        if not names:
+            return ("dp_shard",), (self.world_size,)
+        return names, tuple(sizes[n] for n in names)
+
+    def alias_dims(self) -> dict[str, tuple[str, ...]]:
+        """Flattened aliases -> the base dims they cover (only those that exist)."""
+        names, _ = self.mesh_dims()
+        present = set(names)
+        dp = tuple(n for n in ("dp_replicate", "dp_shard") if n in present)
+        aliases: dict[str, tuple[str, ...]] = {}
+        if "dp_shard" in present:
+            aliases["fsdp"] = ("dp_shard",)
+        if dp:
+            aliases["dp"] = dp
+        loss = dp + (("cp",) if "cp" in present else ())
+        if loss:
+            aliases["loss"] = loss
+        return aliases
+
+    def build_mesh(self, device_type: str):
+        """Create (once) the device mesh with its flattened aliases."""
+        if self._device_mesh is not None:
+            return self._device_mesh
+        from torch.distributed.device_mesh import init_device_mesh
+
+        names, sizes = self.mesh_dims()
+        mesh = init_device_mesh(device_type, sizes, mesh_dim_names=names)
+        for alias, dims in self.alias_dims().items():
+            # Keep the flattened meshes ourselves: slicing a flattened dim back out of the root
+            # mesh is deprecated in torch.
+            self._alias_meshes[alias] = mesh[dims]._flatten(alias)
+        self._device_mesh = mesh
+        return mesh
+
+    def get_mesh(self, name: str):
+        """The 1-D mesh of a base dim or alias (``dp_shard``, ``tp``, ``fsdp``, ``dp``, ``loss``).
+
+        Raises ``KeyError`` listing the available names when ``name`` is not in this job's mesh.
+        """
+        mesh = self.world_mesh
+        if name in self._alias_meshes:
+            return self._alias_meshes[name]
+        if name in (mesh.mesh_dim_names or ()):
+            return mesh[name]
+        available = list(mesh.mesh_dim_names or ()) + list(self._alias_meshes)
+        raise KeyError(f"mesh has no dim {name!r}; available: {', '.join(available)}")
+
+    def has_mesh(self, name: str) -> bool:
+        mesh = self.world_mesh
+        return name in self._alias_meshes or name in (mesh.mesh_dim_names or ())
+
+    @property
+    def world_mesh(self):
+        if self._device_mesh is None:
+            raise RuntimeError("build_mesh(device_type) must be called first")
+        return self._device_mesh

@@ -1,0 +1,1 @@
+"""Small framework-free utilities."""

@@ -1,0 +1,34 @@
+"""Read attribute docstrings of dataclass fields.
+
+Fields document themselves with a string literal right after the annotation (the convention tyro
+and Sphinx understand). Python drops those strings at run time, so this module recovers them from
+the class source for ``--help`` and the reference docs.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import textwrap
+
+
+@functools.lru_cache(maxsize=None)
+def field_docstrings(cls: type) -> dict[str, str]:
+    """``{field_name: docstring}`` for the annotated attributes of ``cls`` that have one."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    body = ast.parse(source).body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, following in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[node.target.id] = inspect.cleandoc(following.value.value)
+    return docs

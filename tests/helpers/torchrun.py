@@ -1,0 +1,52 @@
+"""Launch a script under torchrun (CPU, gloo) from a test and fail loudly on a hang."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def torchrun(
+    script: str | Path,
+    args: Sequence[str] = (),
+    *,
+    nproc: int = 2,
+    timeout: float = 180,
+    env: dict[str, str] | None = None,
+    module: bool = False,
+    check: bool = True,
+) -> subprocess.CompletedProcess:
+    """Run ``torchrun --nproc_per_node nproc script args`` and return the completed process.
+
+    With ``check`` a non-zero exit fails with the tail of the output; a run over ``timeout``
+    seconds raises ``subprocess.TimeoutExpired`` (a hang is a failure, never a pass).
+    """
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nproc_per_node", str(nproc),
+        "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
+    ]
+    cmd += ["-m", str(script)] if module else [str(script)]
+    cmd += list(args)
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1",
+                "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    full_env.update(env or {})
+    proc = subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"torchrun exited {proc.returncode}: {' '.join(cmd)}\n--- stdout ---\n"
+            f"{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+        )
+    return proc

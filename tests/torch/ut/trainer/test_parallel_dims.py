@@ -1,0 +1,126 @@
+"""ParallelDims: validation, auto-fill, canonical mesh order, aliases; real meshes under torchrun."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from hyper_parallel.trainer.config import AcceleratorConfig
+from hyper_parallel.trainer.parallel_dims import ParallelDims
+from tests.helpers.torchrun import torchrun
+
+WORKER = Path(__file__).parent / "workers" / "mesh_worker.py"
+
+
+def test_auto_fill_dp_shard():
+    assert ParallelDims(dp_shard=-1, tp=2, cp=2, world_size=16).dp_shard == 4
+    assert ParallelDims(dp_shard=-1, world_size=8).dp_shard == 8
+
+
+def test_product_rule_message_has_world_size_and_fix():
+    with pytest.raises(ValueError, match=r"world_size\(8\).*Set dp_shard=-1 to auto-infer"):
+        ParallelDims(dp_shard=2, tp=2, world_size=8)
+
+
+def test_auto_fill_not_divisible():
+    with pytest.raises(ValueError, match=r"world_size\(6\) is not divisible by .* = 4"):
+        ParallelDims(dp_shard=-1, tp=4, world_size=6)
+
+
+@pytest.mark.parametrize("field", ["dp_replicate", "cp", "tp", "pp", "ep", "etp"])
+def test_degrees_must_be_positive(field):
+    with pytest.raises(ValueError, match=f"{field}=0 is invalid"):
+        ParallelDims(**{field: 0}, world_size=1)
+
+
+@pytest.mark.parametrize("value", [0, -2])
+def test_dp_shard_zero_or_below_minus_one(value):
+    with pytest.raises(ValueError, match=f"dp_shard={value} is invalid"):
+        ParallelDims(dp_shard=value, world_size=1)
+
+
+def test_etp_rule_and_pp_and_ulysses():
+    with pytest.raises(ValueError, match="etp=3"):
+        ParallelDims(ep=2, tp=2, etp=3, world_size=4)
+    assert ParallelDims(ep=2, tp=2, etp=2, world_size=4).etp == 2
+    with pytest.raises(NotImplementedError, match="pipeline parallelism is not supported"):
+        ParallelDims(pp=2, world_size=2)
+    with pytest.raises(ValueError, match="ulysses_degree=3"):
+        ParallelDims(cp=4, ulysses_degree=3, world_size=4)
+
+
+def test_from_config_legacy_dp_fallback():
+    acc = AcceleratorConfig(dp=4)
+    assert ParallelDims.from_config(acc, world_size=4).dp_shard == 4
+    acc = AcceleratorConfig(dp=4, dp_shard=2, tp=2)
+    assert ParallelDims.from_config(acc, world_size=4).dp_shard == 2
+    assert ParallelDims.from_config(AcceleratorConfig(), world_size=1).dp_shard == 1
+    duck = SimpleNamespace(dp_replicate=1, dp_shard=1, cp=1, tp=2, pp=1, ep=2)  # no etp attribute
+    assert ParallelDims.from_config(duck, world_size=4).etp == 2
+
+
+def test_sizes_and_summary():
+    d = ParallelDims(dp_replicate=2, dp_shard=2, tp=2, world_size=8)
+    assert (d.dp_size, d.non_dp_size, d.seq_divisor) == (4, 2, 2)
+    assert d.fsdp_enabled and d.tp_enabled and not d.cp_enabled
+    assert d.summary() == "dp_replicate=2 dp_shard=2 cp=1 tp=2 pp=1 ep=1 etp=1 | dp=4 world=8"
+
+
+def test_canonical_order_and_aliases():
+    d = ParallelDims(dp_replicate=2, dp_shard=2, ep=2, cp=2, tp=2, world_size=32)
+    assert d.mesh_dims() == (("dp_replicate", "dp_shard", "ep", "cp", "tp"), (2, 2, 2, 2, 2))
+    assert d.alias_dims() == {
+        "fsdp": ("dp_shard",),
+        "dp": ("dp_replicate", "dp_shard"),
+        "loss": ("dp_replicate", "dp_shard", "cp"),
+    }
+    assert ParallelDims(dp_shard=2, cp=2, world_size=4).alias_dims()["loss"] == ("dp_shard", "cp")
+    assert ParallelDims(cp=2, world_size=2).alias_dims() == {"loss": ("cp",)}
+    assert ParallelDims(tp=2, world_size=2).alias_dims() == {}  # pure TP: no fsdp/dp/loss
+    assert ParallelDims(world_size=1).mesh_dims() == (("dp_shard",), (1,))
+
+
+def test_validate_against_model():
+    model = SimpleNamespace(config=SimpleNamespace(num_attention_heads=12, num_key_value_heads=4))
+    with pytest.raises(ValueError, match="num_attention_heads=12 is not divisible by tp=8"):
+        ParallelDims(tp=8, world_size=8).validate_against_model(model, seq_len=64)
+    with pytest.raises(ValueError, match=r"max_seq_len=30 is not divisible by cp\*tp=4"):
+        ParallelDims(tp=2, cp=2, world_size=4).validate_against_model(model, seq_len=30)
+    ParallelDims(tp=2, world_size=2).validate_against_model(model, seq_len=64)
+    ParallelDims(tp=2, world_size=2).validate_against_model(SimpleNamespace(), seq_len=3)
+
+
+def _mesh(tmp_path, nproc, **kwargs):
+    out = tmp_path / "mesh.json"
+    torchrun(WORKER, [json.dumps(kwargs), str(out)], nproc=nproc, timeout=120)
+    return json.loads(out.read_text())
+
+
+def test_mesh_fsdp2_torchrun(tmp_path):
+    info = _mesh(tmp_path, 2, dp_shard=-1)
+    assert info["dim_names"] == ["dp_shard"] and info["shape"] == [2] and info["dp_shard"] == 2
+    assert set(info["aliases"]) == {"fsdp", "dp", "loss"}
+    assert info["aliases"]["dp"] == {"size": 2, "group_of_rank": [0, 1]}
+
+
+def test_mesh_tp2_torchrun(tmp_path):
+    info = _mesh(tmp_path, 2, tp=2)
+    assert info["dim_names"] == ["tp"] and info["aliases"] == {}
+
+
+def test_mesh_hsdp_torchrun(tmp_path):
+    # dp_replicate=2 on 2 ranks: the replicate axis alone.
+    info = _mesh(tmp_path, 2, dp_replicate=2)
+    assert info["dim_names"] == ["dp_replicate"]
+    assert set(info["aliases"]) == {"dp", "loss"}
+
+
+@pytest.mark.slow
+def test_mesh_hsdp_2x2_torchrun(tmp_path):
+    info = _mesh(tmp_path, 4, dp_replicate=2, dp_shard=2)
+    assert info["dim_names"] == ["dp_replicate", "dp_shard"] and info["shape"] == [2, 2]
+    assert info["aliases"]["fsdp"] == {"size": 2, "group_of_rank": [0, 1]}
+    assert info["aliases"]["dp"] == {"size": 4, "group_of_rank": [0, 1, 2, 3]}

@@ -1,0 +1,43 @@
+"""torchrun worker: build a ParallelDims mesh and write what it looks like to JSON (rank 0)."""
+
+import json
+import sys
+
+import torch
+import torch.distributed as dist
+
+from hyper_parallel.trainer.parallel_dims import ParallelDims
+
+
+def main() -> None:
+    kwargs, out_path = json.loads(sys.argv[1]), sys.argv[2]
+    dist.init_process_group("gloo")
+    dims = ParallelDims(world_size=dist.get_world_size(), **kwargs)
+    mesh = dims.build_mesh("cpu")
+    assert dims.build_mesh("cpu") is mesh  # cached
+    info = {
+        "dim_names": list(mesh.mesh_dim_names),
+        "shape": list(mesh.shape),
+        "aliases": {},
+        "dp_shard": dims.dp_shard,
+    }
+    for alias in dims.alias_dims():
+        sub = dims.get_mesh(alias)
+        # Ranks that share my alias group, found by an all-gather over that group.
+        ranks = [None] * sub.size()
+        dist.all_gather_object(ranks, dist.get_rank(), group=sub.get_group())
+        info["aliases"][alias] = {"size": sub.size(), "group_of_rank": sorted(ranks)}
+    # Collectives really run on every named dim.
+    for name in mesh.mesh_dim_names:
+        t = torch.ones(1)
+        dist.all_reduce(t, group=mesh[name].get_group())
+        assert t.item() == mesh[name].size()
+    if dist.get_rank() == 0:
+        with open(out_path, "w") as f:
+            json.dump(info, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
