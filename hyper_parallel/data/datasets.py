@@ -1,0 +1,290 @@
+"""Map-style training datasets: synthetic tokens and packed text.
+
+``data.type`` selects one of:
+
+* ``dummy`` -- :class:`DummyDataset`, random token ids (legacy behaviour, no files needed);
+* ``jsonl`` -- one JSON object per line, the document text under ``data.text_key``;
+* ``text``  -- plain UTF-8 text. Within a file, **documents are separated by one or more blank
+  (empty or whitespace-only) lines**; a file without blank lines is one document. Lines inside a
+  document keep their ``\\n`` (CRLF is read as LF).
+
+For ``jsonl`` and ``text``, ``data.train_path`` may be a file, a directory (its ``*.jsonl`` /
+``*.txt`` files, not recursive, in name order) or a glob pattern (matches in sorted order), and
+may start with ``pkg://`` to address the files shipped in ``hyper_parallel/assets``:
+``pkg://corpus/train.jsonl``, ``pkg://corpus/valid.jsonl``, ``pkg://corpus/train.txt``.
+
+Both text types are packed the same way (:class:`PackedTextDataset`): every non-empty document
+is tokenized once, followed by the eos id, all documents are concatenated in file/line order and
+the stream is cut into consecutive samples of exactly ``max_seq_len`` tokens; the incomplete
+tail is dropped. ``labels`` equal ``input_ids`` (the model shifts them). Nothing is cached on
+disk: the shipped corpus (~1 MB) tokenizes in well under a second.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Sequence
+
+import torch
+from torch.utils.data import Dataset
+
+from hyper_parallel import assets
+from hyper_parallel.data.tokenizer import TextTokenizer, load_tokenizer
+
+DATA_TYPES = ("dummy", "jsonl", "text")
+# Legacy: the dummy vocabulary comes from the model config, else 32000.
+DEFAULT_DUMMY_VOCAB_SIZE = 32000
+DUMMY_BASE_SEED = 42
+
+
+class DummyDataset(Dataset):
+    """Random token ids; sample ``i`` comes from a generator seeded ``42 + i``.
+
+    Each sample depends only on its index, so the data a step sees is identical for every
+    data-parallel layout (the sampler only decides which rank reads which index).
+    """
+
+    def __init__(self, num_samples: int, seq_len: int, vocab_size: int) -> None:
+        for name, value in (("num_samples", num_samples), ("seq_len", seq_len),
+                            ("vocab_size", vocab_size)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"DummyDataset: {name} must be a positive int, got {value!r}")
+        self.num_samples = num_samples
+        self.seq_len = seq_len
+        self.vocab_size = vocab_size
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        if not 0 <= index < self.num_samples:
+            raise IndexError(f"DummyDataset index {index} out of range [0, {self.num_samples})")
+        gen = torch.Generator().manual_seed(DUMMY_BASE_SEED + index)
+        ids = torch.randint(0, self.vocab_size, (self.seq_len,), generator=gen)
+        return {"input_ids": ids, "labels": ids.clone()}
+
+
+class PackedTextDataset(Dataset):
+    """Documents tokenized once, joined with eos and cut into fixed-length samples.
+
+    Attributes for logging: ``num_documents`` (non-empty documents packed), ``num_empty``
+    (empty documents skipped), ``num_tokens`` (stream length including the eos ids),
+    ``num_dropped_tokens`` (the tail shorter than ``max_seq_len``), ``source``.
+    """
+
+    def __init__(self, documents: Sequence[str], *, tokenizer: TextTokenizer, max_seq_len: int,
+                 source: str = "<documents>") -> None:
+        if not isinstance(max_seq_len, int) or max_seq_len < 1:
+            raise ValueError(f"data.max_seq_len must be a positive int, got {max_seq_len!r}")
+        texts = [d for d in documents if d]
+        eos = tokenizer.eos_id
+        stream: list[int] = []
+        for ids in tokenizer.encode_batch(texts):
+            stream.extend(ids)
+            stream.append(eos)
+        num_samples = len(stream) // max_seq_len
+        if num_samples == 0:
+            raise ValueError(
+                f"{source}: {len(texts)} documents give only {len(stream)} tokens, fewer than "
+                f"data.max_seq_len={max_seq_len}; lower data.max_seq_len or add data"
+            )
+        # int32 halves the memory of the packed stream; samples are widened to int64 on read.
+        tokens = torch.tensor(stream[: num_samples * max_seq_len], dtype=torch.int32)
+        self.samples = tokens.view(num_samples, max_seq_len)
+        self.max_seq_len = max_seq_len
+        self.source = source
+        self.num_documents = len(texts)
+        self.num_empty = len(documents) - len(texts)
+        self.num_tokens = len(stream)
+        self.num_dropped_tokens = len(stream) - num_samples * max_seq_len
+
+    @classmethod
+    def from_jsonl(cls, path: str, *, tokenizer: TextTokenizer, max_seq_len: int,
+                   text_key: str = "text", path_field: str = "data.train_path"
+                   ) -> PackedTextDataset:
+        files = resolve_data_files(path, suffix=".jsonl", path_field=path_field)
+        docs = read_jsonl_documents(files, text_key)
+        return cls(docs, tokenizer=tokenizer, max_seq_len=max_seq_len, source=path)
+
+    @classmethod
+    def from_text(cls, path: str, *, tokenizer: TextTokenizer, max_seq_len: int,
+                  path_field: str = "data.train_path") -> PackedTextDataset:
+        files = resolve_data_files(path, suffix=".txt", path_field=path_field)
+        docs = read_text_documents(files)
+        return cls(docs, tokenizer=tokenizer, max_seq_len=max_seq_len, source=path)
+
+    def __len__(self) -> int:
+        return self.samples.shape[0]
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        ids = self.samples[index].to(torch.long)  # a fresh tensor: callers may modify it
+        return {"input_ids": ids, "labels": ids.clone()}
+
+    def describe(self) -> str:
+        """One line for the training log."""
+        return (f"{self.source}: {self.num_documents} documents, {self.num_tokens} tokens -> "
+                f"{len(self)} samples of {self.max_seq_len} tokens "
+                f"({self.num_dropped_tokens} tail tokens dropped)")
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading files
+# ----------------------------------------------------------------------------------------------
+
+
+def _has_glob(path: str) -> bool:
+    return any(ch in path for ch in "*?[")
+
+
+def resolve_data_files(path: str, *, suffix: str, path_field: str = "data.train_path"
+                       ) -> list[str]:
+    """Files named by ``path``: a file, a directory (its ``*suffix`` files) or a glob pattern.
+
+    ``pkg://`` paths address the shipped assets. Errors name ``path_field``.
+    """
+    resolved = assets.resolve_path(os.path.expanduser(path))
+    shown = path if resolved == path else f"{path!r} (= {resolved!r})"
+    if os.path.isfile(resolved):
+        return [resolved]
+    if os.path.isdir(resolved):
+        files = sorted(os.path.join(resolved, n) for n in os.listdir(resolved)
+                       if n.endswith(suffix) and os.path.isfile(os.path.join(resolved, n)))
+        if not files:
+            raise FileNotFoundError(f"{path_field}: directory {shown} contains no *{suffix} files")
+        return files
+    if _has_glob(resolved):
+        files = sorted(f for f in glob.glob(resolved, recursive=True) if os.path.isfile(f))
+        if not files:
+            raise FileNotFoundError(f"{path_field}: pattern {shown} matches no files")
+        return files
+    hint = (f"; shipped files are addressed as {assets.PKG_PREFIX}corpus/train.jsonl"
+            if not path.startswith(assets.PKG_PREFIX) else "")
+    raise FileNotFoundError(f"{path_field}: {shown} does not exist{hint}")
+
+
+def _decode_utf8(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{where}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+
+
+def read_jsonl_documents(files: Sequence[str], text_key: str = "text") -> list[str]:
+    """The ``text_key`` string of every JSON object, in file and line order.
+
+    Blank lines are skipped; any other malformed line raises ``ValueError`` naming
+    ``file:line`` and the key.
+    """
+    docs: list[str] = []
+    for file in files:
+        with open(file, "rb") as fh:  # bytes: so a decoding error can name its line too
+            for lineno, raw in enumerate(fh, start=1):
+                where = f"{file}:{lineno}"
+                line = _decode_utf8(raw, where)
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno}); "
+                                     f"expected one object per line with the text under key "
+                                     f"{text_key!r} (data.text_key)") from exc
+                # ValueError, not TypeError: this is bad file content, like the other errors
+                # here, so callers can catch every data error the same way.
+                if not isinstance(obj, dict):
+                    raise ValueError(  # noqa: TRY004
+                        f"{where}: expected a JSON object with the text under key {text_key!r} "
+                        f"(data.text_key), got {type(obj).__name__}"
+                    )
+                if text_key not in obj:
+                    raise ValueError(f"{where}: no key {text_key!r} (data.text_key); the object "
+                                     f"has keys {sorted(obj)}")
+                text = obj[text_key]
+                if not isinstance(text, str):
+                    raise ValueError(  # noqa: TRY004
+                        f"{where}: key {text_key!r} (data.text_key) holds "
+                        f"{type(text).__name__}, expected a string"
+                    )
+                docs.append(text)
+    return docs
+
+
+def read_text_documents(files: Sequence[str]) -> list[str]:
+    """Documents of plain-text files: runs of non-blank lines, separated by blank lines."""
+    docs: list[str] = []
+    for file in files:
+        with open(file, "rb") as fh:
+            text = _decode_utf8(fh.read(), file).replace("\r\n", "\n")
+        current: list[str] = []
+        for line in text.split("\n"):
+            if line.strip():
+                current.append(line)
+            elif current:
+                docs.append("\n".join(current))
+                current = []
+        if current:
+            docs.append("\n".join(current))
+    return docs
+
+
+# ----------------------------------------------------------------------------------------------
+# Factory
+# ----------------------------------------------------------------------------------------------
+
+
+def build_dataset(
+    type: str,
+    *,
+    train_path: str | None,
+    max_seq_len: int,
+    text_key: str = "text",
+    tokenizer: TextTokenizer | None = None,
+    vocab_size: int | None = None,
+    num_samples: int | None = None,
+    path_field: str = "data.train_path",
+) -> Dataset:
+    """Build the dataset selected by ``data.type``.
+
+    Args:
+        type: ``data.type``, one of :data:`DATA_TYPES`.
+        train_path: ``data.train_path`` (ignored by ``dummy``); see the module docstring.
+        max_seq_len: ``data.max_seq_len``: sample length (dummy) / packing length (text types).
+        text_key: ``data.text_key`` (``jsonl`` only).
+        tokenizer: for the text types; None loads the shipped tokenizer (the same default as an
+            unset ``model.tokenizer_path``). Unused by ``dummy``.
+        vocab_size: the model's vocabulary size. ``dummy`` draws ids below it (None: 32000, the
+            legacy default); the text types check the tokenizer fits into it.
+        num_samples: ``dummy`` only: dataset length, legacy ``max_steps * global_batch_size``.
+        path_field: the config field ``train_path`` came from, named in errors (use
+            ``"train.eval.eval_dataset"`` when building the evaluation set).
+    """
+    if type not in DATA_TYPES:
+        raise ValueError(f"data.type={type!r} is not supported; choose one of "
+                         f"{', '.join(DATA_TYPES)}")
+    if type == "dummy":
+        if num_samples is None:
+            raise ValueError("the dummy dataset needs num_samples "
+                             "(train.max_steps * train.global_batch_size)")
+        return DummyDataset(num_samples, max_seq_len,
+                            DEFAULT_DUMMY_VOCAB_SIZE if vocab_size is None else vocab_size)
+
+    if not train_path:
+        example = "pkg://corpus/train.jsonl" if type == "jsonl" else "pkg://corpus/train.txt"
+        raise ValueError(f"data.type={type!r} needs {path_field} (a file, directory or glob; "
+                         f"e.g. {example} for the shipped corpus)")
+    if tokenizer is None:
+        tokenizer = load_tokenizer(None)
+    if vocab_size is not None and tokenizer.vocab_size > vocab_size:
+        raise ValueError(
+            f"the tokenizer {tokenizer.path!r} has {tokenizer.vocab_size} ids but the model "
+            f"vocabulary (model.vocab_size) is {vocab_size}; use a matching model.tokenizer_path "
+            f"or set model.vocab_size >= {tokenizer.vocab_size}"
+        )
+    if type == "jsonl":
+        return PackedTextDataset.from_jsonl(train_path, tokenizer=tokenizer,
+                                            max_seq_len=max_seq_len, text_key=text_key,
+                                            path_field=path_field)
+    return PackedTextDataset.from_text(train_path, tokenizer=tokenizer, max_seq_len=max_seq_len,
+                                       path_field=path_field)

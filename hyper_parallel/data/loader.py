@@ -1,0 +1,190 @@
+"""Per-rank data loading: sampler, collate, resumable loader and gradient-accumulation grouping.
+
+The loader is a ``torchdata`` ``StatefulDataLoader`` over a :class:`ResumableDistributedSampler`
+(a ``DistributedSampler``). ``loader.state_dict()`` captures the exact position, including
+the sampler's epoch, so ``load_state_dict`` on a freshly built loader continues with the very
+next batch an uninterrupted run would have produced, mid-epoch included.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+from torchdata.stateful_dataloader import StatefulDataLoader
+from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
+IGNORE_INDEX = -100
+# Keys collate knows how to pad, with their pad values; None = the tokenizer pad id.
+_PAD_VALUES: dict[str, int | None] = {
+    "input_ids": None,
+    "labels": IGNORE_INDEX,
+    "attention_mask": 0,
+    "position_ids": 0,
+}
+
+
+class ResumableDistributedSampler(StatefulDistributedSampler):
+    """``DistributedSampler`` whose state also records the epoch and the layout.
+
+    torchdata's ``StatefulDistributedSampler`` saves only how many indices it yielded; the shuffle
+    order, however, depends on ``set_epoch``. Saving the epoch makes a resumed loader reproduce
+    the interrupted permutation even if the trainer restores its epoch counter later. The layout
+    (replicas, rank, seed, shuffle, dataset length) is saved too: a position taken under another
+    layout names different samples, so loading it is an error rather than a silent reshuffle.
+    """
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state.update(epoch=self.epoch, num_replicas=self.num_replicas, rank=self.rank,
+                     seed=self.seed, shuffle=self.shuffle, dataset_len=len(self.dataset))
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        expected = {"num_replicas": (self.num_replicas, "the data-parallel size"),
+                    "rank": (self.rank, "the data-parallel rank"),
+                    "seed": (self.seed, "train.seed"),
+                    "shuffle": (self.shuffle, "data.shuffle"),
+                    "dataset_len": (len(self.dataset), "the dataset (data.* / tokenizer)")}
+        for key, (current, what) in expected.items():
+            if key in state_dict and state_dict[key] != current:
+                raise ValueError(
+                    f"cannot resume the data position: it was saved with {key}="
+                    f"{state_dict[key]!r} but this run has {current!r} ({what} changed); resume "
+                    "with the original settings or start the data from scratch"
+                )
+        super().load_state_dict(state_dict)
+        if "epoch" in state_dict:
+            self.set_epoch(state_dict["epoch"])
+
+
+def collate(batch: list[dict[str, torch.Tensor]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad 1-D samples to the longest one and stack them.
+
+    ``input_ids`` are padded with ``pad_id``, ``labels`` with -100 (ignored by the loss),
+    ``attention_mask`` / ``position_ids`` (optional) with 0. Use
+    ``functools.partial(collate, pad_id=tokenizer.pad_id)`` as a ``collate_fn``.
+    """
+    if not batch:
+        raise ValueError("collate: empty batch")
+    keys = list(batch[0])
+    unknown = [k for k in keys if k not in _PAD_VALUES]
+    if unknown or "input_ids" not in keys:
+        raise ValueError(f"collate: samples need input_ids and may hold {sorted(_PAD_VALUES)}; "
+                         f"got keys {keys}")
+    if any(list(sample) != keys for sample in batch):
+        raise ValueError("collate: all samples must have the same keys")
+    length = max(sample["input_ids"].shape[0] for sample in batch)
+    out: dict[str, torch.Tensor] = {}
+    for key in keys:
+        pad = pad_id if _PAD_VALUES[key] is None else _PAD_VALUES[key]
+        first = batch[0][key]
+        stacked = torch.full((len(batch), length), pad, dtype=first.dtype)
+        for row, sample in enumerate(batch):
+            value = sample[key]
+            if value.dim() != 1:
+                raise ValueError(f"collate: {key} must be 1-D per sample, got {tuple(value.shape)}")
+            stacked[row, : value.shape[0]] = value
+        out[key] = stacked
+    return out
+
+
+def build_dataloader(
+    dataset: Dataset,
+    *,
+    dp_rank: int,
+    dp_size: int,
+    micro_batch_size: int,
+    shuffle: bool = True,
+    seed: int = 42,
+    num_workers: int = 0,
+    pin_memory: bool = True,
+    prefetch_factor: int | None = None,
+    collate_fn: Callable[[list[Any]], Any] | None = None,
+) -> StatefulDataLoader:
+    """The per-rank loader (legacy C.5): ``micro_batch_size`` samples per batch, tail dropped.
+
+    Args:
+        dp_rank, dp_size: this rank's position in the data-parallel group (ranks sharing a
+            ``dp_rank`` -- e.g. TP peers -- get identical batches).
+        shuffle, seed: ``data.shuffle`` and ``train.seed``; the order also depends on the epoch,
+            so call ``loader.sampler.set_epoch(epoch)`` at the start of every epoch.
+        num_workers, prefetch_factor: ``data.num_workers``; ``data.prefetch_factor`` is only
+            passed when there are workers (torch rejects it otherwise).
+        pin_memory: ``data.pin_memory``; pinning needs an accelerator, so on a CPU-only host it
+            is not requested (it would be a no-op plus a warning per loader).
+        collate_fn: default ``partial(collate, pad_id=0)``; pass the tokenizer's pad id.
+
+    Raises ``ValueError`` when a rank would get no batch at all (dataset too small).
+    """
+    if not (isinstance(dp_size, int) and dp_size >= 1 and isinstance(dp_rank, int)
+            and 0 <= dp_rank < dp_size):
+        raise ValueError(f"dp_rank={dp_rank!r} must lie in [0, dp_size={dp_size!r})")
+    if not isinstance(micro_batch_size, int) or micro_batch_size < 1:
+        raise ValueError(f"train.micro_batch_size must be a positive int, got {micro_batch_size!r}")
+    per_rank = len(dataset) // dp_size  # DistributedSampler(drop_last=True)
+    if per_rank < micro_batch_size:
+        raise ValueError(
+            f"the dataset has {len(dataset)} samples: {per_rank} per data-parallel rank "
+            f"(dp_size={dp_size}), fewer than train.micro_batch_size={micro_batch_size}, so no "
+            "batch could be formed; use more data, a shorter data.max_seq_len or a smaller batch"
+        )
+    sampler = ResumableDistributedSampler(dataset, num_replicas=dp_size, rank=dp_rank,
+                                          shuffle=shuffle, seed=seed, drop_last=True)
+    kwargs: dict[str, Any] = {}
+    if num_workers > 0 and prefetch_factor is not None:
+        kwargs["prefetch_factor"] = prefetch_factor
+    return StatefulDataLoader(
+        dataset,
+        batch_size=micro_batch_size,
+        sampler=sampler,
+        num_workers=num_workers,
+        collate_fn=collate_fn or functools.partial(collate, pad_id=0),
+        pin_memory=pin_memory and torch.accelerator.is_available(),
+        drop_last=True,
+        **kwargs,
+    )
+
+
+def grad_accum_steps(global_batch_size: int, micro_batch_size: int, dp_size: int) -> int:
+    """Micro-batches per optimizer step: ``global_batch_size / (micro_batch_size * dp_size)``.
+
+    Unlike the legacy floor division, a global batch that is not a multiple of
+    ``micro_batch_size * dp_size`` is an error instead of being silently shrunk.
+    """
+    for name, value in (("train.global_batch_size", global_batch_size),
+                        ("train.micro_batch_size", micro_batch_size), ("dp_size", dp_size)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    per_step = micro_batch_size * dp_size
+    if global_batch_size % per_step:
+        lower = global_batch_size // per_step * per_step
+        options = ([lower] if lower else []) + [lower + per_step]
+        raise ValueError(
+            f"train.global_batch_size={global_batch_size} is not divisible by "
+            f"train.micro_batch_size * dp_size = {micro_batch_size} * {dp_size} = {per_step}; "
+            f"set it to a multiple of {per_step} (e.g. {' or '.join(map(str, options))}) or "
+            "change train.micro_batch_size"
+        )
+    return global_batch_size // per_step
+
+
+def micro_batch_groups(loader_iter: Iterable[Any], grad_accum: int) -> Iterator[list[Any]]:
+    """Group consecutive batches into lists of ``grad_accum`` (one list per optimizer step).
+
+    A trailing partial group is still yielded (legacy behaviour: the last step of an epoch
+    may have fewer micro-batches; token-weighted loss normalisation copes with that).
+    """
+    if not isinstance(grad_accum, int) or grad_accum < 1:
+        raise ValueError(f"grad_accum must be a positive int, got {grad_accum!r}")
+    group: list[Any] = []
+    for batch in loader_iter:
+        group.append(batch)
+        if len(group) == grad_accum:
+            yield group
+            group = []
+    if group:
+        yield group

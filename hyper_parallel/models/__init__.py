@@ -1,0 +1,1 @@
+"""Model implementations (plain ``torch.nn`` modules, their configs and checkpoint adapters)."""

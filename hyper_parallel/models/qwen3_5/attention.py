@@ -1,0 +1,69 @@
+"""Gated grouped-query full attention of the Qwen3.5 hybrid stack."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .configuration import Qwen3_5Config
+from .norms import Qwen3_5RMSNorm
+from .rope import apply_rotary
+
+
+class Qwen3_5Attention(nn.Module):
+    """Causal GQA with per-head q/k RMSNorm, partial RoPE and an optional sigmoid output gate.
+
+    ``q_proj`` emits, per head, ``[Q_h | gate_h]`` (width ``2 * head_dim``) so that head-aligned
+    column sharding keeps a head's query and gate together. Head counts are inferred from the
+    projected tensors, never from the config, so column-sharded (tensor-parallel) projections
+    work on rank-local tensors unchanged.
+    """
+
+    def __init__(self, config: Qwen3_5Config, layer_idx: int = 0) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.head_dim = config.head_dim
+        self.attn_output_gate = config.attn_output_gate
+        self.scaling = config.head_dim**-0.5
+        q_out = config.num_attention_heads * config.head_dim * (2 if config.attn_output_gate else 1)
+        kv_out = config.num_key_value_heads * config.head_dim
+        bias = config.attention_bias
+        self.q_proj = nn.Linear(config.hidden_size, q_out, bias=bias)
+        self.k_proj = nn.Linear(config.hidden_size, kv_out, bias=bias)
+        self.v_proj = nn.Linear(config.hidden_size, kv_out, bias=bias)
+        self.o_proj = nn.Linear(
+            config.num_attention_heads * config.head_dim, config.hidden_size, bias=bias
+        )
+        self.q_norm = Qwen3_5RMSNorm(config.head_dim, eps=config.rms_norm_eps)
+        self.k_norm = Qwen3_5RMSNorm(config.head_dim, eps=config.rms_norm_eps)
+
+    def forward(
+        self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
+        batch, seq, _ = hidden_states.shape
+        hd = self.head_dim
+        q = self.q_proj(hidden_states)
+        gate = None
+        if self.attn_output_gate:
+            q, gate = q.view(batch, seq, -1, 2 * hd).chunk(2, dim=-1)
+            gate = gate.reshape(batch, seq, -1)
+        else:
+            q = q.view(batch, seq, -1, hd)
+        k = self.k_proj(hidden_states).view(batch, seq, -1, hd)
+        v = self.v_proj(hidden_states).view(batch, seq, -1, hd)
+
+        # Norms on (B, S, H, D) before the transpose, RoPE on the same layout.
+        q, k = self.q_norm(q), self.k_norm(k)
+        cos, sin = position_embeddings
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        # Query head i reads kv head i // (Hq / Hkv), the same grouping as HF's repeat_kv.
+        out = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, scale=self.scaling, enable_gqa=q.shape[1] != k.shape[1]
+        )
+        out = out.transpose(1, 2).reshape(batch, seq, -1)
+        if gate is not None:
+            out = out * torch.sigmoid(gate)
+        return self.o_proj(out)

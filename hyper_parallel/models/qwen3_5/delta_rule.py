@@ -1,0 +1,175 @@
+"""Gated delta rule (Gated DeltaNet's recurrence) in plain torch, fp32 inside.
+
+Per value head, with state ``S`` of shape ``(Dk, Dv)``, decay ``g_t <= 0`` (log space) and
+learning rate ``beta_t`` in (0, 1):
+
+    S_t = exp(g_t) * S_{t-1}
+    S_t = S_t + k_t (beta_t * (v_t - S_t^T k_t))^T        # delta-rule write
+    o_t = S_t^T q_t
+
+``q`` and ``k`` are L2-normalised (eps 1e-6, ``x * rsqrt(sum(x*x) + eps)``) and ``q`` is scaled by
+``1 / sqrt(Dk)``. When there are fewer key heads than value heads, key head ``h`` serves value
+heads ``h * G ... h * G + G - 1`` (``repeat_interleave``), as in HF / FLA.
+
+:func:`chunk_gated_delta_rule` is the training path: inside a chunk the sequential writes are
+folded into one unit-lower-triangular solve (the UT / WY form), so the only Python loop runs over
+chunks. :func:`recurrent_gated_delta_rule` is the token-by-token reference used by tests.
+
+Chunk algebra (positions ``i, j`` inside a chunk, ``G_i`` = cumulative log decay from the chunk
+start, ``S0`` the state entering the chunk):
+
+    delta = T (beta*V) - T (beta*K*exp(G)) S0            T = (I + A)^-1,
+    A_ij  = beta_i exp(G_i - G_j) k_i.k_j  for j < i      (strictly lower)
+    O     = (Q*exp(G)) S0 + ((Q K^T) * exp(G_i - G_j))_{j<=i} delta
+    S_end = exp(G_last) S0 + (K * exp(G_last - G))^T delta
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+DEFAULT_CHUNK_SIZE = 64
+
+
+def l2norm(x: torch.Tensor, dim: int = -1, eps: float = 1e-6) -> torch.Tensor:
+    """``x / sqrt(sum(x*x) + eps)`` along ``dim`` (the FLA convention, not ``F.normalize``)."""
+    return x * torch.rsqrt((x * x).sum(dim=dim, keepdim=True) + eps)
+
+
+def _prepare(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    use_qk_l2norm: bool,
+) -> tuple[torch.Tensor, ...]:
+    """Validate shapes, cast to fp32, normalise and expand q/k heads; head-major layout out."""
+    if query.dim() != 4 or key.shape != query.shape or value.dim() != 4:
+        raise ValueError(
+            "delta rule expects query/key (B, S, Hk, Dk) and value (B, S, Hv, Dv); got "
+            f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}."
+        )
+    batch, seq, hk, _ = key.shape
+    hv = value.shape[2]
+    if value.shape[:2] != (batch, seq) or hv % hk:
+        raise ValueError(
+            f"delta rule: value {tuple(value.shape)} must share (B, S) with key {tuple(key.shape)} "
+            "and have a multiple of its head count."
+        )
+    if g.shape != (batch, seq, hv) or beta.shape != (batch, seq, hv):
+        raise ValueError(
+            f"delta rule: g {tuple(g.shape)} and beta {tuple(beta.shape)} must be (B, S, Hv) = "
+            f"{(batch, seq, hv)}."
+        )
+    q, k, v, g, beta = (t.transpose(1, 2).float() for t in (query, key, value, g, beta))
+    if use_qk_l2norm:
+        q, k = l2norm(q), l2norm(k)
+    if hv != hk:
+        q = q.repeat_interleave(hv // hk, dim=1)
+        k = k.repeat_interleave(hv // hk, dim=1)
+    q = q * (q.shape[-1] ** -0.5)
+    return q, k, v.contiguous(), g.contiguous(), beta.contiguous()
+
+
+def chunk_gated_delta_rule(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Chunked gated delta rule.
+
+    Args:
+        query, key: ``(B, S, Hk, Dk)``. value: ``(B, S, Hv, Dv)``. g (log decay, <= 0) and beta:
+            ``(B, S, Hv)``. initial_state: ``(B, Hv, Dk, Dv)`` or None (zeros).
+    Returns:
+        ``(out, final_state)``: out ``(B, S, Hv, Dv)`` in ``query.dtype``; final_state fp32
+        ``(B, Hv, Dk, Dv)`` when ``output_final_state`` else None.
+    """
+    out_dtype = query.dtype
+    seq = query.shape[1]
+    q, k, v, g, beta = _prepare(query, key, value, g, beta, use_qk_l2norm)
+    batch, heads, _, dk = k.shape
+    dv = v.shape[-1]
+    c = chunk_size
+    pad = (-seq) % c
+    if pad:
+        # Zero padding at the end: g = 0, beta = 0 and k = v = q = 0 leave earlier outputs intact.
+        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+        g, beta = (F.pad(t, (0, pad)) for t in (g, beta))
+    n = (seq + pad) // c
+    q, k, v = (t.reshape(batch, heads, n, c, t.shape[-1]) for t in (q, k, v))
+    g, beta = g.reshape(batch, heads, n, c), beta.reshape(batch, heads, n, c)
+
+    cum = g.cumsum(dim=-1)  # G_i: log decay from the chunk start up to and including i
+    lower = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
+    # exp(G_i - G_j) for j <= i; masked before exp so the (positive) upper part cannot overflow.
+    pair_decay = (cum.unsqueeze(-1) - cum.unsqueeze(-2)).masked_fill(~lower, float("-inf")).exp()
+
+    k_beta = k * beta.unsqueeze(-1)
+    # I + A with A strictly lower; unitriangular=True ignores the diagonal we also computed.
+    system = (k_beta @ k.transpose(-1, -2)) * pair_decay
+    new_values = torch.linalg.solve_triangular(
+        system, v * beta.unsqueeze(-1), upper=False, unitriangular=True
+    )
+    state_read = torch.linalg.solve_triangular(
+        system, k_beta * cum.exp().unsqueeze(-1), upper=False, unitriangular=True
+    )
+    intra = (q @ k.transpose(-1, -2)) * pair_decay
+    q_decayed = q * cum.exp().unsqueeze(-1)
+    k_to_end = k * (cum[..., -1:] - cum).exp().unsqueeze(-1)
+    chunk_decay = cum[..., -1].exp()[..., None, None]  # (B, H, N, 1, 1)
+
+    if initial_state is None:
+        state = q.new_zeros(batch, heads, dk, dv)
+    else:
+        state = initial_state.to(device=q.device, dtype=torch.float32)
+    outs = []
+    for i in range(n):
+        delta = new_values[:, :, i] - state_read[:, :, i] @ state
+        outs.append(q_decayed[:, :, i] @ state + intra[:, :, i] @ delta)
+        state = state * chunk_decay[:, :, i] + k_to_end[:, :, i].transpose(-1, -2) @ delta
+    out = torch.stack(outs, dim=2).reshape(batch, heads, n * c, dv)[:, :, :seq]
+    out = out.transpose(1, 2).contiguous().to(out_dtype)
+    return out, (state if output_final_state else None)
+
+
+def recurrent_gated_delta_rule(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Token-by-token reference of :func:`chunk_gated_delta_rule` (same arguments and results).
+
+    Slow (a Python loop over the sequence): for tests and single-step decoding only.
+    """
+    out_dtype = query.dtype
+    q, k, v, g, beta = _prepare(query, key, value, g, beta, use_qk_l2norm)
+    batch, heads, seq, dk = k.shape
+    dv = v.shape[-1]
+    if initial_state is None:
+        state = q.new_zeros(batch, heads, dk, dv)
+    else:
+        state = initial_state.to(device=q.device, dtype=torch.float32)
+    outs = []
+    for t in range(seq):
+        state = state * g[:, :, t].exp()[..., None, None]
+        k_t = k[:, :, t]
+        predicted = (state * k_t.unsqueeze(-1)).sum(dim=-2)  # S^T k: (B, H, Dv)
+        delta = (v[:, :, t] - predicted) * beta[:, :, t].unsqueeze(-1)
+        state = state + k_t.unsqueeze(-1) * delta.unsqueeze(-2)
+        outs.append((state * q[:, :, t].unsqueeze(-1)).sum(dim=-2))
+    out = torch.stack(outs, dim=1).to(out_dtype)  # (B, S, H, Dv)
+    return out, (state if output_final_state else None)

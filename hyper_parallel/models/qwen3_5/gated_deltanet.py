@@ -1,0 +1,154 @@
+"""Gated DeltaNet (linear attention) layer of the Qwen3.5 hybrid stack, in a TP-friendly layout.
+
+Hugging Face fuses Q, K and V into ``in_proj_qkv`` and their convolutions into one ``conv1d``.
+Here they are separate so each can be column / head sharded on its own:
+
+==================  ==========================  ========================================
+parameter           shape                       HF counterpart
+==================  ==========================  ========================================
+conv_q_weight       (Hk*Dk, 1, K)               conv1d.weight rows [0, key_dim)
+conv_k_weight       (Hk*Dk, 1, K)               conv1d.weight rows [key_dim, 2*key_dim)
+conv_v_weight       (Hv*Dv, 1, K)               conv1d.weight rows [2*key_dim, end)
+dt_bias             (Hv,)                       dt_bias
+A_log               (Hv,)                       A_log
+norm.weight         (Dv,)                       norm.weight
+out_proj.weight     (hidden, Hv*Dv)             out_proj.weight
+in_proj_q/k/v       (Hk*Dk | Hk*Dk | Hv*Dv, h)  in_proj_qkv.weight split on dim 0
+in_proj_z/b/a       (Hv*Dv | Hv | Hv, hidden)   in_proj_z / in_proj_b / in_proj_a
+==================  ==========================  ========================================
+
+The depthwise conv weights are plain ``nn.Parameter`` s (not ``nn.Conv1d`` modules) so that a
+``Shard(0)`` DTensor can be used directly through :func:`_local`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._dtensor import _local, _match_input
+from .configuration import Qwen3_5Config
+from .delta_rule import DEFAULT_CHUNK_SIZE, chunk_gated_delta_rule
+
+
+class Qwen3_5RMSNormGated(nn.Module):
+    """``weight * rmsnorm(x) * silu(z)`` over the last dim (fp32 inside; ``weight`` init ones)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def reset_parameters(self) -> None:
+        """HF init: ones (a zero weight would silence the whole GDN branch)."""
+        nn.init.ones_(self.weight)
+
+    def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        xf = x.float()
+        normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        # Same rounding points as HF: cast the normalised value back before the weight.
+        out = _match_input(self.weight, x) * normed.to(dtype)
+        out = out * F.silu(gate.float())
+        return out.to(dtype)
+
+    def extra_repr(self) -> str:
+        return f"{tuple(self.weight.shape)}, eps={self.eps}"
+
+
+def causal_depthwise_conv_silu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """SiLU(causal depthwise conv) over the sequence. ``x``: ``(B, S, C)``; ``weight``: ``(C, 1, K)``.
+
+    Left-pads ``K - 1`` steps so position ``t`` sees ``t-K+1 .. t``. Computed in the weight's dtype.
+    """
+    seq, channels = x.shape[1], x.shape[2]
+    if weight.shape[0] != channels:
+        raise ValueError(
+            f"conv weight has {weight.shape[0]} channels but the input has {channels}; under "
+            "tensor parallelism shard the conv weight like the projection feeding it."
+        )
+    kernel = weight.shape[-1]
+    y = F.conv1d(x.transpose(1, 2).to(weight.dtype), weight, padding=kernel - 1, groups=channels)[
+        ..., :seq
+    ]
+    return F.silu(y).transpose(1, 2).to(x.dtype)
+
+
+class Qwen3_5GatedDeltaNet(nn.Module):
+    """Gated DeltaNet: projections, causal conv + SiLU, chunked gated delta rule, gated RMSNorm,
+    output projection. Local head counts are inferred from tensor shapes (TP-safe)."""
+
+    def __init__(self, config: Qwen3_5Config, layer_idx: int = 0) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.head_k_dim = config.linear_key_head_dim
+        self.head_v_dim = config.linear_value_head_dim
+        self.chunk_size = DEFAULT_CHUNK_SIZE
+        key_dim, value_dim, hv = (
+            config.linear_key_dim,
+            config.linear_value_dim,
+            config.linear_num_value_heads,
+        )
+        kernel = config.linear_conv_kernel_dim
+        hidden = config.hidden_size
+        # Registration order is fixed (it fixes parameters() order, hence reduction order).
+        self.conv_q_weight = nn.Parameter(torch.empty(key_dim, 1, kernel))
+        self.conv_k_weight = nn.Parameter(torch.empty(key_dim, 1, kernel))
+        self.conv_v_weight = nn.Parameter(torch.empty(value_dim, 1, kernel))
+        self.dt_bias = nn.Parameter(torch.ones(hv))
+        self.A_log = nn.Parameter(torch.empty(hv))
+        self.norm = Qwen3_5RMSNormGated(self.head_v_dim, eps=config.rms_norm_eps)
+        self.out_proj = nn.Linear(value_dim, hidden, bias=False)
+        self.in_proj_q = nn.Linear(hidden, key_dim, bias=False)
+        self.in_proj_k = nn.Linear(hidden, key_dim, bias=False)
+        self.in_proj_v = nn.Linear(hidden, value_dim, bias=False)
+        self.in_proj_z = nn.Linear(hidden, value_dim, bias=False)
+        self.in_proj_b = nn.Linear(hidden, hv, bias=False)
+        self.in_proj_a = nn.Linear(hidden, hv, bias=False)
+        if not self.A_log.is_meta:
+            self.reset_parameters(std=config.initializer_range)
+
+    def reset_parameters(self, std: float = 0.02) -> None:
+        """HF-like init of the parameters owned directly by this module (not the Linears)."""
+        with torch.no_grad():
+            for w in (self.conv_q_weight, self.conv_k_weight, self.conv_v_weight):
+                w.normal_(0.0, std)
+            self.dt_bias.fill_(1.0)
+            self.A_log.copy_(sample_A_log(self.A_log.shape, self.A_log.device))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        batch, seq, _ = hidden_states.shape
+        dk, dv = self.head_k_dim, self.head_v_dim
+        q = self.in_proj_q(hidden_states)
+        k = self.in_proj_k(hidden_states)
+        v = self.in_proj_v(hidden_states)
+        z = self.in_proj_z(hidden_states)
+        b = self.in_proj_b(hidden_states)
+        a = self.in_proj_a(hidden_states)
+
+        # One depthwise conv over [q | k | v] channels (channels are independent).
+        qk_width, v_width = q.shape[-1], v.shape[-1]
+        conv_w = torch.cat(
+            [_local(self.conv_q_weight), _local(self.conv_k_weight), _local(self.conv_v_weight)], 0
+        )
+        mixed = causal_depthwise_conv_silu(torch.cat([q, k, v], dim=-1), conv_w)
+        q, k, v = mixed.split([qk_width, qk_width, v_width], dim=-1)
+        q = q.reshape(batch, seq, -1, dk)
+        k = k.reshape(batch, seq, -1, dk)
+        v = v.reshape(batch, seq, -1, dv)
+
+        beta = b.sigmoid()
+        # fp32 so that exp(A_log) cannot overflow in low precision.
+        g = -_local(self.A_log).float().exp() * F.softplus(a.float() + _local(self.dt_bias).float())
+        out, _ = chunk_gated_delta_rule(q, k, v, g, beta, chunk_size=self.chunk_size)
+
+        out = self.norm(out, z.reshape(batch, seq, -1, dv))
+        return self.out_proj(out.reshape(batch, seq, -1))
+
+
+def sample_A_log(
+    shape: torch.Size | tuple[int, ...], device: torch.device | str | None = None
+) -> torch.Tensor:
+    """HF's A_log init: ``log(U(0.01, 16))`` (the lower bound keeps log(A) finite)."""
+    return torch.empty(shape, device=device).uniform_(0.01, 16.0).log_()

@@ -1,0 +1,251 @@
+"""Qwen3.5 dense causal LM: hybrid Gated-DeltaNet / gated-attention decoder (plain torch).
+
+Module tree and state-dict names follow Hugging Face's ``Qwen3_5ForCausalLM`` except inside
+``linear_attn`` (see :mod:`.gated_deltanet`; :mod:`.state_dict_adapter` converts)::
+
+    model.embed_tokens, model.layers.{i}.{input_layernorm, post_attention_layernorm,
+    self_attn.* | linear_attn.*, mlp.{gate,up,down}_proj}, model.norm, model.rotary_emb, lm_head
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.distributed.tensor import DTensor, distribute_tensor
+
+from .attention import Qwen3_5Attention
+from .configuration import FULL_ATTENTION, Qwen3_5Config
+from .gated_deltanet import Qwen3_5GatedDeltaNet, Qwen3_5RMSNormGated, sample_A_log
+from .mlp import Qwen3_5MLP
+from .norms import Qwen3_5RMSNorm
+from .rope import Qwen3_5RotaryEmbedding
+
+
+class Qwen3_5DecoderLayer(nn.Module):
+    """Pre-norm residual block: ``x += mixer(input_layernorm(x)); x += mlp(post_attention_layernorm(x))``.
+
+    The mixer is ``self_attn`` (full attention) or ``linear_attn`` (Gated DeltaNet), per
+    ``layer_type``; exactly one of the two attributes exists.
+    """
+
+    def __init__(self, config: Qwen3_5Config, layer_idx: int) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.layer_type = config.layer_types[layer_idx]
+        if self.layer_type == FULL_ATTENTION:
+            self.self_attn = Qwen3_5Attention(config, layer_idx)
+        else:
+            self.linear_attn = Qwen3_5GatedDeltaNet(config, layer_idx)
+        self.mlp = Qwen3_5MLP(config.hidden_size, config.intermediate_size)
+        self.input_layernorm = Qwen3_5RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = Qwen3_5RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(
+        self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
+        normed = self.input_layernorm(hidden_states)
+        if self.layer_type == FULL_ATTENTION:
+            mixed = self.self_attn(normed, position_embeddings)
+        else:
+            mixed = self.linear_attn(normed)  # position-free: the conv and recurrence order tokens
+        hidden_states = hidden_states + mixed
+        return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
+
+
+class Qwen3_5Model(nn.Module):
+    """The decoder: ``embed_tokens``, ``layers`` (``nn.ModuleList``), final ``norm``, ``rotary_emb``."""
+
+    def __init__(self, config: Qwen3_5Config) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(
+            Qwen3_5DecoderLayer(config, i) for i in range(config.num_hidden_layers)
+        )
+        self.norm = Qwen3_5RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.rotary_emb = Qwen3_5RotaryEmbedding(config)
+
+    def forward(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        hidden_states = self.embed_tokens(input_ids)
+        if position_ids is None:
+            batch, seq = input_ids.shape
+            position_ids = torch.arange(seq, device=input_ids.device).unsqueeze(0).expand(batch, -1)
+        position_embeddings = self.rotary_emb(position_ids, dtype=hidden_states.dtype)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, position_embeddings)
+        return self.norm(hidden_states)
+
+
+class Qwen3_5ForCausalLM(nn.Module):
+    """Causal LM head on :class:`Qwen3_5Model`. ``forward`` returns logits ``(B, S, vocab)`` in the
+    compute dtype; the loss is computed by the trainer.
+
+    Construction leaves torch's default init on the Linears (or nothing, on the meta device);
+    call :meth:`init_weights` for the Hugging Face init. Full attention is always causal over the
+    whole row (no packed-sequence masking), as in the legacy model.
+    """
+
+    def __init__(self, config: Qwen3_5Config) -> None:
+        super().__init__()
+        self.config = config
+        self.model = Qwen3_5Model(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        """``lm_head.weight = model.embed_tokens.weight`` when ``tie_word_embeddings`` (call
+        again after anything that replaces parameters, e.g. ``to_empty``)."""
+        if self.config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self.lm_head(self.model(input_ids, position_ids))
+
+    # ------------------------------------------------------------------ init
+    @torch.no_grad()
+    def init_weights(self, buffer_device: torch.device | str | None = None) -> None:
+        """Re-initialise every parameter and buffer the way Hugging Face does.
+
+        normal(0, initializer_range) for linear / embedding / conv weights, zeros for biases and
+        the ``(1 + w)`` RMSNorms, ones for ``RMSNormGated`` and ``dt_bias``, ``A_log = log(U(0.01,
+        16))``; RoPE ``inv_freq`` recomputed on ``buffer_device`` (default: where it lives).
+
+        Works after ``to_empty`` from meta and on DTensor parameters (FSDP / TP): each tensor is
+        drawn at its *full* shape from the global RNG, in a fixed order, and the local shard is
+        sliced out without communication. The result is therefore identical for every sharding,
+        provided all ranks seed the RNG identically (same value, same device type).
+        """
+        self.tie_weights()
+        std = self.config.initializer_range
+        seen: set[int] = set()
+
+        def init(param: torch.Tensor | None, fill: Callable[[torch.Tensor], None]) -> None:
+            if param is None or id(param) in seen:
+                return  # tied weights are drawn once
+            seen.add(id(param))
+            _init_tensor(param, fill)
+
+        normal = lambda t: t.normal_(0.0, std)
+        zeros = lambda t: t.zero_()
+        ones = lambda t: t.fill_(1.0)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                init(module.weight, normal)
+                init(module.bias, zeros)
+            elif isinstance(module, nn.Embedding):
+                init(module.weight, normal)
+            elif isinstance(module, Qwen3_5RMSNorm):
+                init(module.weight, zeros)
+            elif isinstance(module, Qwen3_5RMSNormGated):
+                init(module.weight, ones)
+            elif isinstance(module, Qwen3_5GatedDeltaNet):
+                for w in (module.conv_q_weight, module.conv_k_weight, module.conv_v_weight):
+                    init(w, normal)
+                init(module.dt_bias, ones)
+                init(module.A_log, lambda t: t.copy_(sample_A_log(t.shape, t.device)))
+            elif isinstance(module, Qwen3_5RotaryEmbedding):
+                module.reset_inv_freq(buffer_device)
+        missed = [n for n, p in self.named_parameters() if id(p) not in seen]
+        if missed:  # a new parameter type without an init rule must not stay uninitialised
+            raise RuntimeError(f"init_weights has no rule for parameters: {missed}")
+
+
+def _init_tensor(param: torch.Tensor, fill: Callable[[torch.Tensor], None]) -> None:
+    """Fill ``param`` in place; for a DTensor, fill a full-size tensor and keep the local shard."""
+    if param.is_meta:
+        raise RuntimeError(
+            "init_weights: parameters are on the meta device; call model.to_empty(device=...) first."
+        )
+    if not isinstance(param, DTensor):
+        fill(param)
+        return
+    local = param.to_local()
+    full = torch.empty(param.shape, dtype=param.dtype, device=local.device)
+    fill(full)
+    # src_data_rank=None: every rank holds the same full tensor, so slice locally, no collective.
+    shard = distribute_tensor(full, param.device_mesh, param.placements, src_data_rank=None)
+    local.copy_(shard.to_local())
+
+
+# ---------------------------------------------------------------------- size & FLOPs
+def count_params(model: nn.Module, exclude_embeddings: bool = False) -> int:
+    """Unique parameters of ``model`` (tied weights counted once; DTensors at their global size).
+
+    ``exclude_embeddings`` drops the input embedding table (a lookup, not a matmul).
+    """
+    seen: set[int] = set()
+    total = 0
+    embed_ids = set()
+    if exclude_embeddings:
+        embed_ids = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    for p in model.parameters():
+        if id(p) in seen or id(p) in embed_ids:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+    return total
+
+
+def param_count_from_config(config: Qwen3_5Config) -> dict[str, int]:
+    """Parameter counts derived from the config alone (no model needed).
+
+    Returns ``embedding``, ``lm_head`` (0 when tied), ``layers`` and ``total`` (unique params).
+    """
+    h = config.hidden_size
+    bias = int(config.attention_bias)
+    hd, hq, hkv = config.head_dim, config.num_attention_heads, config.num_key_value_heads
+    q_out = hq * hd * (2 if config.attn_output_gate else 1)
+    attn = h * q_out + 2 * h * hkv * hd + hq * hd * h + 2 * hd
+    attn += bias * (q_out + 2 * hkv * hd + h)
+    kd, vd, hv = config.linear_key_dim, config.linear_value_dim, config.linear_num_value_heads
+    kernel = config.linear_conv_kernel_dim
+    gdn = h * (2 * kd + 2 * vd + 2 * hv) + (2 * kd + vd) * kernel + 2 * hv
+    gdn += config.linear_value_head_dim + vd * h
+    mlp = 3 * h * config.intermediate_size
+    per_layer_common = mlp + 2 * h
+    layers = sum(
+        per_layer_common + (attn if t == FULL_ATTENTION else gdn) for t in config.layer_types
+    )
+    embedding = config.vocab_size * h
+    lm_head = 0 if config.tie_word_embeddings else config.vocab_size * h
+    return {
+        "embedding": embedding,
+        "lm_head": lm_head,
+        "layers": layers,
+        "total": embedding + lm_head + layers + h,  # + final norm
+    }
+
+
+def flops_per_token(config: Qwen3_5Config, seq_len: int) -> float:
+    """Training (forward + backward) model FLOPs per token, for MFU logging.
+
+    ``6 * N`` counts one multiply-add (2 FLOPs) per weight per token forward and twice that
+    backward, where ``N`` is every weight used in a matmul or conv: all parameters except the
+    embedding lookup table, *plus* the lm_head matmul even when it is tied to the embedding.
+    Plus the token-mixing terms that have no weights:
+
+    * full-attention layers: ``12 * H * head_dim * seq_len`` each (QK^T and AV, forward 4, x3;
+      torchtitan's convention: no discount for the causal mask);
+    * Gated DeltaNet layers: ``18 * Hv * Dk * Dv`` each (recurrent form: read ``S^T k``, write
+      ``k delta^T``, output ``S^T q`` = 6 per token forward, x3); the chunked kernel's extra
+      intra-chunk work is an implementation cost, not model FLOPs.
+    """
+    counts = param_count_from_config(config)
+    matmul_params = counts["total"] - counts["embedding"] + config.vocab_size * config.hidden_size
+    attn = 12 * config.num_attention_heads * config.head_dim * seq_len
+    gdn = (
+        18
+        * config.linear_num_value_heads
+        * config.linear_key_head_dim
+        * config.linear_value_head_dim
+    )
+    return float(
+        6 * matmul_params
+        + config.num_full_attention_layers * attn
+        + config.num_linear_attention_layers * gdn
+    )
