@@ -145,6 +145,9 @@ def build_dataloader(
         collate_fn=collate_fn or functools.partial(collate, pad_id=0),
         pin_memory=pin_memory and torch.accelerator.is_available(),
         drop_last=True,
+        # Its own generator: without one, every iter(loader) draws the worker base seed from the
+        # global RNG, so a resumed run's later random draws would shift.
+        generator=torch.Generator().manual_seed(seed),
         **kwargs,
     )
 

@@ -369,8 +369,9 @@ class CheckpointConfig:
     """Also export Hugging Face safetensors to ``step_<N>/hf_ckpt/`` with each save."""
 
     load_path: Optional[str] = None
-    """Resume from this checkpoint directory (``.../step_<N>``), or from the latest complete
-    checkpoint under a directory holding ``step_<N>`` folders."""
+    """Resume from this checkpoint directory (``.../step_<N>``), from the latest complete
+    checkpoint under a directory holding ``step_<N>`` folders, or ``latest``: the newest complete
+    checkpoint under ``output_dir`` (a fresh start, with a warning, when there is none)."""
 
     save_async: bool = False
     """Write checkpoints in the background (state is snapshotted first, never torn)."""

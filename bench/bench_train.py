@@ -1,0 +1,215 @@
+"""Benchmark the legacy trainer against a minimal plain-torch loop, plus start-up and memory.
+
+    .venv/bin/python bench/bench_train.py [--steps 20] [--warmup 3] [--out bench/results/train.json]
+
+Prints and writes to JSON:
+
+1. tokens/s and step time of ``LLMTrainer`` on the debug model (1 rank, CPU, fp32, dummy data,
+   2,048 tokens a step) and of a plain loop on the same model config, init, data, batch and
+   optimizer, run side by side in this one process; their ratio is the trainer overhead;
+2. the time from launching ``torchrun`` to the end of the first optimizer step;
+3. the peak RSS of building the ``0.8b`` flavor on the meta device and materializing it, against
+   its fp32 parameter bytes (in a fresh subprocess, so the figure is not polluted by 1.).
+
+Figures, not assertions: nothing here fails on a slow machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+SEQ_LEN = 256
+GLOBAL_BATCH = 8  # 8 x 256 = 2,048 tokens a step
+MICRO_BATCH = 8
+LR = 1e-3
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _legacy_args(steps: int, output_dir: str):
+    from hyper_parallel.trainer.config_parser import load_config
+    from hyper_parallel.trainer.config import HyperTrainerConfig
+
+    text = f"""
+model: {{name: qwen3_5, config_overrides: {{flavor: debugmodel}}}}
+data: {{type: dummy, max_seq_len: {SEQ_LEN}, shuffle: false, pin_memory: false}}
+train:
+  max_steps: {steps}
+  global_batch_size: {GLOBAL_BATCH}
+  micro_batch_size: {MICRO_BATCH}
+  seed: 0
+  comm_backend: gloo
+  optimizer: {{lr: {LR}, lr_warmup_ratio: 0.0, lr_decay_style: constant, weight_decay: 0.0,
+               max_grad_norm: 1.0}}
+  checkpoint: {{output_dir: {output_dir}, save_steps: 0, save_hf_weights: false}}
+  logging: {{log_steps: 1000000, report_throughput: false}}
+"""
+    return load_config(HyperTrainerConfig, text, source="bench")
+
+
+def bench_trainer(steps: int, warmup: int) -> dict:
+    """Time LLMTrainer.train_step over ``steps`` steps after ``warmup`` untimed ones."""
+    from hyper_parallel.models.spec import discover_model_spec
+    from hyper_parallel.trainer.llm_trainer import LLMTrainer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = _legacy_args(steps + warmup, tmp)
+        discover_model_spec(args.model.name)
+        trainer = LLMTrainer(args)
+        batches = trainer._micro_batch_iterator()
+        times = []
+        for i in range(steps + warmup):
+            micro = next(batches)
+            trainer.state.global_step += 1
+            start = time.perf_counter()
+            trainer.train_step(micro)
+            if i >= warmup:
+                times.append(time.perf_counter() - start)
+        loss = trainer.state.loss_history[-1][1]
+        trainer.close()
+    return _summary(times, loss)
+
+
+def bench_plain(steps: int, warmup: int) -> dict:
+    """The same work with nothing but torch: model, AdamW, cross-entropy, clip, step."""
+    import torch
+    import torch.nn.functional as F
+
+    from hyper_parallel.data import DummyDataset
+    from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM
+
+    config = FLAVORS["debugmodel"]
+    torch.manual_seed(0)
+    with torch.device("meta"):
+        model = Qwen3_5ForCausalLM(config)
+    model.to_empty(device="cpu")
+    model.init_weights()
+    decay = [p for n, p in model.named_parameters() if "norm" not in n and "bias" not in n]
+    no_decay = [p for n, p in model.named_parameters() if "norm" in n or "bias" in n]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.0}, {"params": no_decay, "weight_decay": 0.0}], lr=LR
+    )
+    data = DummyDataset(GLOBAL_BATCH * (steps + warmup), SEQ_LEN, config.vocab_size)
+    times, loss = [], None
+    for i in range(steps + warmup):
+        batch = torch.stack([data[i * GLOBAL_BATCH + j]["input_ids"] for j in range(GLOBAL_BATCH)])
+        start = time.perf_counter()
+        logits = model(batch)
+        loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    return _summary(times, float(loss))
+
+
+def _summary(times: list[float], loss: float) -> dict:
+    times = sorted(times)
+    median = times[len(times) // 2]
+    tokens = GLOBAL_BATCH * SEQ_LEN
+    return {
+        "steps_timed": len(times),
+        "median_step_s": median,
+        "mean_step_s": sum(times) / len(times),
+        "tokens_per_s": tokens / median,
+        "last_loss": loss,
+    }
+
+
+def bench_startup() -> dict:
+    """Seconds from launching torchrun (1 rank) to the end of the first optimizer step."""
+    with tempfile.TemporaryDirectory() as tmp:
+        yaml_path = REPO / "examples" / "yaml" / "train_qwen3_5_debug.yaml"
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
+            "--standalone", str(REPO / "scripts" / "train_lm.py"), str(yaml_path),
+            "--train.max_steps=1", f"--train.checkpoint.output_dir={tmp}",
+            "--train.logging.log_steps=1",
+        ]
+        env = {**os.environ, "HYPER_PARALLEL_DISABLE_TQDM": "1"}
+        start = time.time()
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        total = time.time() - start
+        if proc.returncode != 0:
+            return {"error": proc.stderr[-2000:]}
+        first = json.loads((Path(tmp) / "metrics.jsonl").read_text().splitlines()[0])
+        return {
+            "torchrun_to_first_step_s": first["time"] - start,
+            "torchrun_total_s": total,
+        }
+
+
+_MEMORY_CODE = """
+import json, resource, sys, torch
+from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with torch.device("meta"):
+    model = Qwen3_5ForCausalLM(FLAVORS["0.8b"])
+meta = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+model.to_empty(device="cpu")
+model.init_weights()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+params = sum(p.numel() for p in model.parameters())
+print(json.dumps({"params": params, "param_bytes_fp32": params * 4,
+                  "rss_before_build_kib": base, "rss_after_meta_build_kib": meta,
+                  "peak_rss_kib": peak}))
+"""
+
+
+def bench_memory() -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_CODE], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    info = json.loads(out.strip().splitlines()[-1])
+    growth = (info["peak_rss_kib"] - info["rss_before_build_kib"]) * 1024
+    info["materialize_growth_over_param_bytes"] = growth / info["param_bytes_fp32"]
+    info["peak_rss_over_param_bytes"] = info["peak_rss_kib"] * 1024 / info["param_bytes_fp32"]
+    return info
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "train.json"))
+    parser.add_argument("--skip", nargs="*", default=[], choices=["throughput", "startup", "memory"])
+    opts = parser.parse_args()
+    os.environ.setdefault("HYPER_PARALLEL_DISABLE_TQDM", "1")
+    results: dict = {"threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None}
+    if "throughput" not in opts.skip:
+        import torch
+
+        results["torch_threads"] = torch.get_num_threads()
+        results["plain"] = bench_plain(opts.steps, opts.warmup)
+        results["trainer"] = bench_trainer(opts.steps, opts.warmup)
+        results["trainer_overhead_pct"] = 100 * (
+            results["trainer"]["median_step_s"] / results["plain"]["median_step_s"] - 1
+        )
+        results["peak_rss_mib"] = _peak_rss_mib()
+    if "startup" not in opts.skip:
+        results["startup"] = bench_startup()
+    if "memory" not in opts.skip:
+        results["memory_0_8b"] = bench_memory()
+    print(json.dumps(results, indent=2))
+    Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(opts.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {opts.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,635 @@
+"""Parallelization of the Qwen3.5 dense model: tensor parallel, activation checkpointing, FSDP2.
+
+The building blocks are plain functions so that any trainer can compose them; the legacy v1
+entry :func:`parallelize_qwen3_5` applies them in the order **TP -> AC -> FSDP**:
+
+* :func:`apply_tp` shards every layer type over a 1-D ``tp`` mesh with
+  ``torch.distributed.tensor.parallel`` (Megatron-style, no sequence parallelism: activations
+  between blocks are replicated on every TP rank). After it, *every* parameter is a DTensor on the
+  TP mesh, so FSDP2 composes on the data-parallel mesh (2-D FSDP x TP, or 3-D HSDP x TP).
+* :func:`apply_ac` wraps each decoder layer with ``checkpoint_wrapper`` (``full``) or with a
+  selective-checkpoint policy that saves matmul / attention / collective outputs
+  (``selective``).
+* :func:`apply_fsdp` calls ``fully_shard`` on every decoder layer, then on the root.
+
+Tensor-parallel layout (``tp`` = TP degree; "colwise" shards the output features, "rowwise" the
+input features and all-reduces the output):
+
+=====================================  ===========================================================
+module / parameter                     placement on the TP mesh
+=====================================  ===========================================================
+``model.embed_tokens``                 rowwise on the vocab (``Shard(0)``); output all-reduced
+``lm_head``                            colwise on the vocab (``Shard(0)``); logits all-gathered
+                                       (``Replicate``), so the loss sees ordinary full logits
+``self_attn.{q,k,v}_proj``             colwise on head boundaries (``q_proj`` is head-interleaved
+                                       ``[Q_h | gate_h]``, so a head's query and gate stay together)
+``self_attn.o_proj``                   rowwise
+``self_attn.{q,k}_norm``               weight ``Replicate``; runs on the rank's heads as a
+                                       ``Shard(head dim)`` DTensor (see "replicated weights" below)
+``linear_attn.in_proj_{q,k,v,z,b,a}``  colwise (head-aligned: every width is heads x head size)
+``linear_attn.conv_{q,k,v}_weight``    ``Shard(0)`` by channel = by head (the model calls
+``linear_attn.{dt_bias, A_log}``       ``_local()`` on them); ``Shard(0)`` by value head
+``linear_attn.norm``                   like ``q_norm`` (per-head gated RMSNorm, weight replicated)
+``linear_attn.out_proj``               rowwise
+``mlp.{gate,up}_proj`` / ``down_proj``  colwise / rowwise
+``input_layernorm``, ``post_attention_layernorm``, ``model.norm``
+                                       weight ``Replicate``; the activations they see are full and
+                                       identical on every rank, and the model uses the local weight
+=====================================  ===========================================================
+
+Replicated weights and their gradients. A norm over *replicated* activations (the layer norms,
+the final norm) computes the full gradient on every rank, so its ``Replicate`` gradient is
+already correct. A norm over a rank's *own heads* (``q_norm``, ``k_norm``, the GDN gated norm)
+only sees part of the sum that makes its weight gradient; there the input is wrapped as a DTensor
+sharded on the head dimension, so DTensor autograd produces a ``Partial`` gradient. Nobody
+downstream sees it: a post-accumulate-grad hook (registered lazily in the norm's forward
+pre-hook, so it survives ``to_empty`` and FSDP's parameter swaps) all-reduces it into a
+``Replicate`` gradient right away, so optimizers, grad clipping and local-shard math all see the
+true gradient.
+
+Requirements (checked, ``ValueError`` naming the field): ``num_attention_heads``,
+``num_key_value_heads`` (when the model has full-attention layers), ``linear_num_key_heads``,
+``linear_num_value_heads`` (when it has Gated DeltaNet layers), ``intermediate_size`` and
+``vocab_size`` divisible by ``tp``. Tied embeddings work with TP: the embedding and ``lm_head``
+both shard the vocab dimension, so they keep sharing one ``Shard(0)`` parameter.
+
+Meta-device flow: build on ``meta`` -> :func:`parallelize_qwen3_5` -> ``model.to_empty(device=...)``
+-> ``model.init_weights()`` (which draws full tensors and keeps the local shard) ->
+``model.tie_weights()``. Nothing here touches values, so sharding on ``meta`` allocates nothing.
+
+Parameter names: activation checkpointing inserts ``_checkpoint_wrapped_module`` after the layer
+index in ``named_parameters()`` (``model.layers.0._checkpoint_wrapped_module.mlp.up_proj.weight``).
+``state_dict()`` keys are clean (the wrapper strips the infix in a state-dict hook and adds it
+back on load); use :func:`strip_wrapper_prefixes` for names from ``named_parameters()``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointWrapper,
+    checkpoint_wrapper,
+)
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    ParallelStyle,
+    RowwiseParallel,
+    parallelize_module,
+)
+from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "AC_MODES",
+    "DEFAULT_DTYPE_MAP",
+    "SAC_SAVED_OPS",
+    "apply_ac",
+    "apply_fsdp",
+    "apply_tp",
+    "build_mp_policy",
+    "normalize_ac_mode",
+    "parallelize_qwen3_5",
+    "strip_wrapper_prefixes",
+    "validate_tp_degree",
+]
+
+
+# ====================================================================== tensor parallel
+class _ReplicateParams(ParallelStyle):
+    """Turn the module's own parameters into ``Replicate`` DTensors; leave activations alone.
+
+    For norms over replicated activations: the Qwen3.5 norms call ``_match_input``, which uses
+    ``weight.to_local()`` when the input is a plain tensor. The gradient coming back through
+    ``to_local`` is a ``Replicate`` DTensor holding the full gradient (every rank saw the full
+    activations), which is exactly right.
+    """
+
+    def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        for name, param in list(module.named_parameters(recurse=False)):
+            _register_dtensor_param(module, name, param, device_mesh, [Replicate()])
+        return module
+
+
+class _HeadLocalNorm(ParallelStyle):
+    """A norm with a replicated weight applied to the rank's own heads (``q_norm``, GDN ``norm``).
+
+    Every tensor input of rank ``>= 2`` is wrapped as a DTensor sharded on its second-to-last
+    dimension (the head dimension of ``(B, S, H_local, D)``); the norm then runs on DTensors
+    (it reduces over the last dimension only, so no communication happens in forward) and the
+    output is returned as a local tensor. In backward, the weight gradient comes out ``Partial``
+    (each rank holds its heads' share) and a post-accumulate-grad hook all-reduces it (see
+    :func:`_reduce_partial_grad`).
+    """
+
+    def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        for name, param in list(module.named_parameters(recurse=False)):
+            _register_dtensor_param(module, name, param, device_mesh, [Replicate()])
+
+        def to_head_sharded(t: Any) -> Any:
+            if isinstance(t, torch.Tensor) and not isinstance(t, DTensor) and t.dim() >= 2:
+                return DTensor.from_local(t, device_mesh, [Shard(t.dim() - 2)], run_check=False)
+            return t
+
+        def pre_hook(mod: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+            # Registered here, not in _apply: ``to_empty`` (swap_tensors) and FSDP replace the
+            # parameter objects after parallelization, and hooks do not survive that.
+            for param in mod.parameters(recurse=False):
+                if param.requires_grad and not getattr(param, _HOOK_MARK, False):
+                    param.register_post_accumulate_grad_hook(_reduce_partial_grad)
+                    setattr(param, _HOOK_MARK, True)
+            return (
+                tuple(to_head_sharded(a) for a in args),
+                {k: to_head_sharded(v) for k, v in kwargs.items()},
+            )
+
+        def post_hook(_mod: nn.Module, _args: tuple, output: Any) -> Any:
+            return output.to_local() if isinstance(output, DTensor) else output
+
+        module.register_forward_pre_hook(pre_hook, with_kwargs=True)
+        module.register_forward_hook(post_hook)
+        return module
+
+
+class _ShardOwnParams(ParallelStyle):
+    """``Shard(0)`` on the named parameters owned directly by the module (not by submodules).
+
+    Used for the Gated DeltaNet conv weights (channels = heads x head size), ``dt_bias`` and
+    ``A_log`` (one entry per value head). The model reads them through ``_local()``, so the rank
+    meets exactly the channels / heads its column-sharded projections produce, and the gradient
+    (``Shard(0)``) needs no communication.
+    """
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.names = names
+
+    def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        own = dict(module.named_parameters(recurse=False))
+        missing = [n for n in self.names if n not in own]
+        if missing:
+            raise RuntimeError(
+                f"{type(module).__name__} has no parameter(s) {missing}; the Qwen3.5 TP plan "
+                f"expects {list(self.names)} (see gated_deltanet.py) - update parallelize.py"
+            )
+        for name in self.names:
+            _register_dtensor_param(module, name, own[name], device_mesh, [Shard(0)])
+        return module
+
+
+def _register_dtensor_param(
+    module: nn.Module, name: str, param: nn.Parameter, mesh: DeviceMesh, placements: list
+) -> nn.Parameter:
+    """Replace ``module.<name>`` by a DTensor parameter (rank 0's values are the source of truth;
+    on ``meta`` nothing is communicated)."""
+    new = nn.Parameter(
+        distribute_tensor(param.data, mesh, placements), requires_grad=param.requires_grad
+    )
+    module.register_parameter(name, new)
+    return new
+
+
+_HOOK_MARK = "_hp_reduce_partial_grad_hook"
+
+
+def _reduce_partial_grad(param: torch.Tensor) -> None:
+    """Post-accumulate-grad hook: all-reduce a ``Partial`` DTensor gradient into ``Replicate``.
+
+    Without FSDP this is what makes ``p.grad`` the true gradient on every TP rank (code that
+    reads ``p.grad.to_local()`` would otherwise see only this rank's share). Under FSDP2 it runs
+    on FSDP's unsharded parameter; FSDP then finds a ``Replicate`` gradient and only reduces over
+    the data-parallel mesh - the same communication FSDP would have issued itself.
+    """
+    grad = param.grad
+    if isinstance(grad, DTensor) and any(p.is_partial() for p in grad.placements):
+        param.grad = grad.redistribute(grad.device_mesh, [Replicate()] * grad.device_mesh.ndim)
+
+
+def validate_tp_degree(config: Any, tp: int) -> None:
+    """Raise ``ValueError`` if any dimension Qwen3.5 shards over TP is not divisible by ``tp``.
+
+    All violations are reported at once, e.g.
+    ``linear_num_key_heads=2 is not divisible by tp=4``.
+    """
+    if tp < 1:
+        raise ValueError(f"tp={tp} must be >= 1")
+    layer_types = list(getattr(config, "layer_types", None) or [])
+    fields = ["vocab_size", "intermediate_size"]
+    if not layer_types or "full_attention" in layer_types:
+        fields += ["num_attention_heads", "num_key_value_heads"]
+    if not layer_types or "linear_attention" in layer_types:
+        fields += ["linear_num_key_heads", "linear_num_value_heads"]
+    problems = []
+    for field in fields:
+        value = getattr(config, field)
+        if value % tp:
+            problems.append(f"{field}={value} is not divisible by tp={tp}")
+    if problems:
+        raise ValueError(
+            "Qwen3.5 tensor parallelism shards heads / features evenly: "
+            + "; ".join(problems)
+            + ". Choose a train.accelerator.tp that divides them."
+        )
+
+
+_ATTN_PLAN = {
+    "self_attn.q_proj": ColwiseParallel,
+    "self_attn.k_proj": ColwiseParallel,
+    "self_attn.v_proj": ColwiseParallel,
+    "self_attn.o_proj": RowwiseParallel,
+    "self_attn.q_norm": _HeadLocalNorm,
+    "self_attn.k_norm": _HeadLocalNorm,
+}
+_GDN_DIRECT_PARAMS = ("conv_q_weight", "conv_k_weight", "conv_v_weight", "dt_bias", "A_log")
+_GDN_PLAN = {
+    "linear_attn.in_proj_q": ColwiseParallel,
+    "linear_attn.in_proj_k": ColwiseParallel,
+    "linear_attn.in_proj_v": ColwiseParallel,
+    "linear_attn.in_proj_z": ColwiseParallel,
+    "linear_attn.in_proj_b": ColwiseParallel,
+    "linear_attn.in_proj_a": ColwiseParallel,
+    "linear_attn.norm": _HeadLocalNorm,
+    "linear_attn.out_proj": RowwiseParallel,
+}
+_COMMON_LAYER_PLAN = {
+    "input_layernorm": _ReplicateParams,
+    "post_attention_layernorm": _ReplicateParams,
+    "mlp.gate_proj": ColwiseParallel,
+    "mlp.up_proj": ColwiseParallel,
+    "mlp.down_proj": RowwiseParallel,
+}
+
+
+def _layer_plan(layer: nn.Module) -> dict[str, ParallelStyle]:
+    """The TP plan of one decoder layer, by its mixer type."""
+    plan: dict[str, ParallelStyle] = {k: style() for k, style in _COMMON_LAYER_PLAN.items()}
+    if hasattr(layer, "self_attn"):
+        plan.update({k: style() for k, style in _ATTN_PLAN.items()})
+    elif hasattr(layer, "linear_attn"):
+        plan.update({k: style() for k, style in _GDN_PLAN.items()})
+        plan["linear_attn"] = _ShardOwnParams(_GDN_DIRECT_PARAMS)
+    else:
+        raise RuntimeError(
+            f"decoder layer {type(layer).__name__} has neither self_attn nor linear_attn"
+        )
+    return plan
+
+
+def apply_tp(model: nn.Module, tp_mesh: DeviceMesh) -> nn.Module:
+    """Tensor-parallelize ``model`` (a ``Qwen3_5ForCausalLM``) in place over the 1-D ``tp_mesh``.
+
+    See the module docstring for the layout. Works on ``meta`` and on materialized models (then
+    rank 0's values are scattered / broadcast). Must run before activation checkpointing and
+    FSDP. Returns ``model``.
+    """
+    if tp_mesh.ndim != 1:
+        raise ValueError(f"apply_tp needs a 1-D tp mesh, got a {tp_mesh.ndim}-D mesh {tp_mesh}")
+    tp = tp_mesh.size()
+    validate_tp_degree(model.config, tp)
+    decoder = model.model
+    tied = model.lm_head.weight is decoder.embed_tokens.weight
+
+    parallelize_module(
+        model,
+        tp_mesh,
+        {
+            # Rowwise on an embedding shards the vocab; out-of-shard ids read zeros and the
+            # all-reduce adds exactly one non-zero term per token, so the result is exact.
+            "model.embed_tokens": RowwiseParallel(
+                input_layouts=Replicate(), output_layouts=Replicate()
+            ),
+            "model.norm": _ReplicateParams(),
+            # Replicated (all-gathered) logits: the loss code needs no TP awareness.
+            "lm_head": ColwiseParallel(output_layouts=Replicate()),
+        },
+    )
+    if tied:
+        # Both sides shard the vocab dimension (Shard(0)), so one DTensor can serve both.
+        model.lm_head.weight = decoder.embed_tokens.weight
+    for layer in decoder.layers:
+        layer = _unwrap(layer)  # tolerate AC applied first (the plan paths are layer-relative)
+        parallelize_module(layer, tp_mesh, _layer_plan(layer))
+
+    stray = [n for n, p in model.named_parameters() if not _on_mesh(p, tp_mesh)]
+    if stray:
+        raise RuntimeError(
+            f"apply_tp left parameters that are not DTensors on the tp mesh: {stray}; "
+            "add them to the Qwen3.5 TP plan in parallelize.py"
+        )
+    return model
+
+
+def _on_mesh(param: torch.Tensor, mesh: DeviceMesh) -> bool:
+    return isinstance(param, DTensor) and param.device_mesh == mesh
+
+
+def _unwrap(layer: nn.Module) -> nn.Module:
+    return layer._checkpoint_wrapped_module if isinstance(layer, CheckpointWrapper) else layer
+
+
+# ====================================================================== activation checkpointing
+AC_MODES = ("off", "none", "full", "selective")
+_AC_OFF = {"off", "none", ""}
+_WRAPPER_INFIXES = ("_checkpoint_wrapped_module", "_orig_mod", "_fsdp_wrapped_module")
+
+
+def _op(namespace: Any, name: str, overload: str = "default") -> Any:
+    packet = getattr(namespace, name, None)
+    return getattr(packet, overload, None) if packet is not None else None
+
+
+def _sac_saved_ops() -> frozenset:
+    """Ops whose outputs selective AC keeps (everything else is recomputed in backward)."""
+    aten = torch.ops.aten
+    funcol = torch.ops._c10d_functional
+    candidates = [
+        # matmuls: every nn.Linear (mm / addmm), the GDN chunk algebra (bmm), attention
+        _op(aten, "mm"),
+        _op(aten, "addmm"),
+        _op(aten, "bmm"),
+        _op(aten, "baddbmm"),
+        _op(aten, "linalg_solve_triangular"),  # the GDN intra-chunk triangular solves
+        _op(aten, "_scaled_dot_product_flash_attention_for_cpu"),
+        _op(aten, "_scaled_dot_product_flash_attention"),
+        _op(aten, "_scaled_dot_product_efficient_attention"),
+        _op(aten, "_scaled_dot_product_cudnn_attention"),
+        # TP collectives: recomputing them would repeat the communication in backward
+        _op(funcol, "all_reduce"),
+        _op(funcol, "all_gather_into_tensor"),
+        _op(funcol, "reduce_scatter_tensor"),
+        _op(funcol, "wait_tensor"),
+    ]
+    return frozenset(op for op in candidates if op is not None)
+
+
+SAC_SAVED_OPS = _sac_saved_ops()
+"""Outputs saved by ``selective`` AC: matmuls (``mm``, ``addmm``, ``bmm``, ``baddbmm``), the GDN
+triangular solves, scaled-dot-product attention kernels and functional collectives (TP
+all-reduce / all-gather / reduce-scatter and their waits). Pointwise ops, norms, RoPE, softmax,
+the depthwise conv, SiLU / sigmoid gates and the L2 norms are recomputed: they are cheap in FLOPs
+but their outputs are as large as the matmul ones."""
+
+
+def _sac_policy(_ctx: Any, op: Any, *_args: Any, **_kwargs: Any) -> CheckpointPolicy:
+    if op in SAC_SAVED_OPS:
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _sac_context_fn() -> tuple[Any, Any]:
+    return create_selective_checkpoint_contexts(_sac_policy)
+
+
+def normalize_ac_mode(mode: Any) -> str:
+    """Canonical AC mode: ``off`` / ``full`` / ``selective``.
+
+    ``None``, ``False``, ``""``, ``"off"`` and ``"none"`` mean off; ``True`` means ``full`` (the
+    legacy trainer wrapped every layer for any truthy value). Unknown strings raise ``ValueError``.
+    """
+    if mode is None or mode is False:
+        return "off"
+    if mode is True:
+        return "full"
+    text = str(mode).strip().lower()
+    if text in _AC_OFF:
+        return "off"
+    if text in ("full", "selective"):
+        return text
+    hint = difflib.get_close_matches(text, AC_MODES, n=1)
+    raise ValueError(
+        f"train.gradient_checkpointing.activation_checkpoint={mode!r} is not a valid mode"
+        + (f" (did you mean {hint[0]!r}?)" if hint else "")
+        + f"; valid modes: {', '.join(AC_MODES)}"
+    )
+
+
+def apply_ac(model: nn.Module, mode: Any) -> nn.Module:
+    """Activation checkpointing on every decoder layer of ``model`` (in place); returns ``model``.
+
+    * ``off`` / ``none``: nothing.
+    * ``full``: ``checkpoint_wrapper(layer)``: only the layer input is kept; the whole layer is
+      recomputed in backward.
+    * ``selective``: ``checkpoint_wrapper`` with a ``create_selective_checkpoint_contexts`` policy
+      that keeps the outputs of :data:`SAC_SAVED_OPS` (matmuls, attention, TP collectives) and
+      recomputes everything else.
+
+    Apply after TP (TP hooks then run inside the checkpointed region, and with ``full`` the
+    forward collectives are replayed in backward) and before FSDP (each FSDP unit is a wrapped
+    layer). ``named_parameters()`` then contain ``_checkpoint_wrapped_module``; see
+    :func:`strip_wrapper_prefixes`.
+    """
+    mode = normalize_ac_mode(mode)
+    if mode == "off":
+        return model
+    layers = model.model.layers
+    already = [i for i, layer in enumerate(layers) if isinstance(layer, CheckpointWrapper)]
+    if already:
+        raise RuntimeError(
+            f"model.layers {already} are already wrapped for activation checkpointing; "
+            "apply_ac must run once"
+        )
+    for i, layer in enumerate(layers):
+        if mode == "full":
+            layers[i] = checkpoint_wrapper(layer)
+        else:
+            layers[i] = checkpoint_wrapper(layer, context_fn=_sac_context_fn)
+    return model
+
+
+def strip_wrapper_prefixes(name: str) -> str:
+    """Parameter name without wrapper infixes: ``_checkpoint_wrapped_module`` (AC), ``_orig_mod``
+    (``torch.compile``) and ``_fsdp_wrapped_module`` (FSDP1). FSDP2 adds none.
+
+    ``model.layers.0._checkpoint_wrapped_module.mlp.up_proj.weight`` ->
+    ``model.layers.0.mlp.up_proj.weight``.
+    """
+    return ".".join(part for part in name.split(".") if part not in _WRAPPER_INFIXES)
+
+
+# ====================================================================== FSDP and mixed precision
+DEFAULT_DTYPE_MAP: dict[str, torch.dtype] = {
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float": torch.float32,
+}
+
+
+def _resolve_dtype(field: str, value: Any, dtype_map: Mapping[str, Any]) -> torch.dtype | None:
+    if value is None or isinstance(value, torch.dtype):
+        return value
+    try:
+        return dtype_map[str(value).strip().lower()]
+    except KeyError:
+        raise ValueError(
+            f"train.mixed_precision.{field}={value!r} is not a known dtype; "
+            f"valid names: {', '.join(dtype_map)}"
+        ) from None
+
+
+def build_mp_policy(
+    mixed_precision_section: Any, dtype_map: Mapping[str, Any] | None = None
+) -> MixedPrecisionPolicy | None:
+    """The FSDP2 ``MixedPrecisionPolicy`` of a ``train.mixed_precision`` section, or ``None``.
+
+    Fields: ``enabled`` (off -> ``None``), ``param_dtype`` (compute / all-gather dtype, default
+    bfloat16), ``reduce_dtype`` (gradient reduction, default float32), ``output_dtype`` (``None``:
+    outputs keep the compute dtype). Names are looked up in ``dtype_map`` (case-insensitive; default
+    :data:`DEFAULT_DTYPE_MAP`: bfloat16/bf16, float16/fp16/half, float32/fp32/float); a
+    ``torch.dtype`` is accepted as is. Stored parameters stay in their own (fp32) dtype.
+    """
+    if mixed_precision_section is None or not getattr(mixed_precision_section, "enabled", False):
+        return None
+    dtype_map = DEFAULT_DTYPE_MAP if dtype_map is None else dtype_map
+    sec = mixed_precision_section
+    return MixedPrecisionPolicy(
+        param_dtype=_resolve_dtype(
+            "param_dtype", getattr(sec, "param_dtype", "bfloat16"), dtype_map
+        ),
+        reduce_dtype=_resolve_dtype(
+            "reduce_dtype", getattr(sec, "reduce_dtype", "float32"), dtype_map
+        ),
+        output_dtype=_resolve_dtype("output_dtype", getattr(sec, "output_dtype", None), dtype_map),
+    )
+
+
+def apply_fsdp(
+    model: nn.Module,
+    dp_mesh: DeviceMesh,
+    *,
+    mp_policy: MixedPrecisionPolicy | None = None,
+    reshard_after_forward: bool = True,
+) -> nn.Module:
+    """FSDP2: ``fully_shard`` every decoder layer, then the root (embedding, final norm,
+    ``lm_head`` and any tied weight form the root unit). Returns ``model``.
+
+    ``dp_mesh`` is 1-D (``dp_shard``: FSDP) or 2-D (``dp_replicate, dp_shard``: HSDP, replicated
+    over dim 0 and sharded over dim 1). Parameters may already be TP DTensors on a sibling
+    sub-mesh of the same root mesh (FSDP x TP). Each unit reduces its gradients with one bucketed
+    reduce-scatter (FSDP2 always fuses per unit, which is what legacy ``comm_fusion`` asked for).
+    """
+    if dp_mesh.ndim not in (1, 2):
+        raise ValueError(
+            f"apply_fsdp needs a 1-D (dp_shard) or 2-D (dp_replicate, dp_shard) mesh, got "
+            f"{dp_mesh.ndim}-D {dp_mesh.mesh_dim_names}"
+        )
+    kwargs: dict[str, Any] = {"mesh": dp_mesh, "reshard_after_forward": reshard_after_forward}
+    if mp_policy is not None:
+        kwargs["mp_policy"] = mp_policy
+    for layer in model.model.layers:
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
+    return model
+
+
+# ====================================================================== legacy v1 entry
+def _dp_mesh(mesh: DeviceMesh) -> DeviceMesh | None:
+    """The data-parallel sub-mesh FSDP runs on; ``None`` for a mesh without a dp axis (pure TP)."""
+    names = tuple(mesh.mesh_dim_names or ())
+    if "dp_replicate" in names and "dp_shard" in names:
+        return mesh["dp_replicate", "dp_shard"]  # HSDP
+    if "dp_shard" in names:
+        return mesh["dp_shard"]
+    if "dp_replicate" in names:
+        # dp_replicate > 1 with dp_shard == 1: fully sharding over the replicate ranks gives the
+        # same averaged gradients as replication (and less memory), with a plain 1-D FSDP mesh.
+        return mesh["dp_replicate"]
+    return None
+
+
+def _check_supported(acc: Any, mesh: DeviceMesh) -> None:
+    names = tuple(mesh.mesh_dim_names or ())
+    for field, what in (
+        ("cp", "context parallelism"),
+        ("pp", "pipeline parallelism"),
+        ("ep", "expert parallelism"),
+    ):
+        size = max(getattr(acc, field, 1) or 1, mesh[field].size() if field in names else 1)
+        if size > 1:
+            extra = " (the dense Qwen3.5 model has no experts)" if field == "ep" else ""
+            raise NotImplementedError(
+                f"train.accelerator.{field}={size}: {what} is not supported yet for qwen3_5"
+                f"{extra}; set {field}: 1"
+            )
+    tp = getattr(acc, "tp", 1) or 1
+    mesh_tp = mesh["tp"].size() if "tp" in names else 1
+    if tp != mesh_tp:
+        raise ValueError(
+            f"train.accelerator.tp={tp} but the device mesh {names} has tp size {mesh_tp}; "
+            "build the mesh from the same accelerator section"
+        )
+
+
+def _is_trivial(policy: MixedPrecisionPolicy) -> bool:
+    fp32 = (None, torch.float32)
+    return (
+        policy.param_dtype in fp32 and policy.reduce_dtype in fp32 and policy.output_dtype in fp32
+    )
+
+
+def parallelize_qwen3_5(model: nn.Module, mesh: DeviceMesh, cfg: Any) -> nn.Module:
+    """Legacy v1 entry: TP -> AC -> FSDP on ``model`` according to ``cfg.train`` (in place).
+
+    Reads ``cfg.train.accelerator.{tp, cp, pp, ep, reshard_after_forward}``,
+    ``cfg.train.mixed_precision.{enabled, param_dtype, reduce_dtype, output_dtype}`` and
+    ``cfg.train.gradient_checkpointing.activation_checkpoint``. ``mesh`` has dims among
+    ``dp_replicate, dp_shard, ep, cp, tp, pp`` (sizes > 1 only; a layout without parallelism is a
+    1-D ``dp_shard`` mesh of the world size).
+
+    * ``cp``, ``pp``, ``ep`` > 1: ``NotImplementedError``.
+    * TP over ``mesh["tp"]`` when the mesh has a ``tp`` axis.
+    * FSDP is applied even with a data-parallel degree of 1, so one rank and N ranks run the same
+      reduction code: on ``(dp_replicate, dp_shard)`` (HSDP) when both exist, else on
+      ``dp_shard`` (or ``dp_replicate``). A pure-TP mesh has no dp axis to shard over, so FSDP is
+      skipped there; since mixed precision is FSDP's ``MixedPrecisionPolicy``, a non-fp32 policy
+      on such a mesh is rejected rather than silently ignored.
+    """
+    train = cfg.train
+    acc = train.accelerator
+    _check_supported(acc, mesh)
+    mp_policy = build_mp_policy(getattr(train, "mixed_precision", None))
+    gc = getattr(train, "gradient_checkpointing", None)
+    ac_mode = normalize_ac_mode(getattr(gc, "activation_checkpoint", "off"))
+    dp_mesh = _dp_mesh(mesh)
+    if dp_mesh is None and mp_policy is not None and not _is_trivial(mp_policy):
+        raise ValueError(
+            "train.mixed_precision.enabled=true needs FSDP (the policy is FSDP2's), but the mesh "
+            f"{tuple(mesh.mesh_dim_names or ())} has no dp_shard / dp_replicate axis (pure tensor "
+            "parallel). Disable mixed precision or give the mesh a data-parallel axis."
+        )
+
+    names = tuple(mesh.mesh_dim_names or ())
+    if "tp" in names:
+        apply_tp(model, mesh["tp"])
+    apply_ac(model, ac_mode)
+    if dp_mesh is not None:
+        apply_fsdp(
+            model,
+            dp_mesh,
+            mp_policy=mp_policy,
+            reshard_after_forward=bool(getattr(acc, "reshard_after_forward", True)),
+        )
+    else:
+        logger.info("qwen3_5: pure tensor-parallel mesh %s, FSDP skipped", names)
+    logger.info(
+        "qwen3_5 parallelized: mesh=%s tp=%s ac=%s fsdp=%s mp=%s",
+        dict(zip(names, mesh.mesh.shape)),
+        mesh["tp"].size() if "tp" in names else 1,
+        ac_mode,
+        dp_mesh.mesh_dim_names if dp_mesh is not None else None,
+        mp_policy,
+    )
+    return model

@@ -1,0 +1,270 @@
+"""Callback base class and the dispatcher with the legacy trainer's fixed dispatch orders (§C.11).
+
+A callback is constructed with the trainer and reads its settings from
+``trainer.args.train.<section>`` (the schema's nesting; the legacy file's ``trainer.args.<section>``
+was a latent bug, see E.11). The trainer owns one :class:`CallbackHandler` and calls its ``on_*``
+methods; the handler forwards each hook to the built-ins in the legacy order, then to user
+callbacks (``add_callback``) in registration order.
+
+Trainer contract used by the built-ins: ``args``, ``state`` (``global_step``, ``epoch``,
+``max_steps``, ``log_history``), ``model``, ``optimizer``, ``lr_scheduler``, ``train_dataloader``,
+``rank``, ``world_size``, ``is_rank0``, ``last_global_tokens``, ``device``,
+``spec.state_dict_adapter``, ``model_config``, ``evaluate()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+class Callback:
+    """No-op implementation of every hook; subclasses override what they need.
+
+    ``self.handler`` is set by :class:`CallbackHandler` when the callback is registered; callbacks
+    that emit events (``on_log``, ``on_save``, ``on_load``, ``on_evaluate``) send them through it so
+    that every callback sees them.
+    """
+
+    def __init__(self, trainer) -> None:
+        self.trainer = trainer
+        self.handler: CallbackHandler | None = None
+
+    # -- config access ---------------------------------------------------------------------------
+    def train_section(self, name: str):
+        """``trainer.args.train.<name>`` with an error naming the missing section."""
+        train = getattr(self.trainer.args, "train", None)
+        if train is None:
+            raise AttributeError(
+                "trainer.args has no 'train' section; callbacks read trainer.args.train.<section>"
+            )
+        section = getattr(train, name, None)
+        if section is None:
+            raise AttributeError(
+                f"trainer.args.train has no '{name}' section (needed by {type(self).__name__})"
+            )
+        return section
+
+    def dispatch(self, event: str, *args: Any) -> None:
+        """Send an event to every registered callback (or only to self when unregistered)."""
+        if self.handler is not None:
+            getattr(self.handler, event)(*args)
+        else:
+            getattr(self, event)(*args)
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def on_init_end(self) -> None: ...
+
+    def on_train_begin(self) -> None: ...
+
+    def on_train_end(self) -> None: ...
+
+    def on_epoch_begin(self) -> None: ...
+
+    def on_epoch_end(self) -> None: ...
+
+    def on_step_begin(self) -> None: ...
+
+    def on_step_end(self, loss: float, grad_norm: float | None) -> None: ...
+
+    def on_substep_end(self) -> None: ...
+
+    def on_pre_optimizer_step(self, grad_norm: float | None) -> None: ...
+
+    def on_log(self, metrics: dict[str, Any]) -> None: ...
+
+    def on_save(self, checkpoint_dir: str) -> None: ...
+
+    def on_load(self, checkpoint_dir: str) -> None: ...
+
+    def on_evaluate(self, metrics: dict[str, Any]) -> None: ...
+
+
+# Built-in field names, in declaration order (the order of the "fan out to all" hooks).
+BUILTIN_NAMES: tuple[str, ...] = (
+    "logging",
+    "checkpoint",
+    "hf_export",
+    "eval",
+    "profiler",
+    "tensorboard",
+    "progress",
+    "gradient_health",
+    "memory_monitor",
+    "gc",
+)
+
+# Legacy dispatch orders (§C.11, Snapshot B for on_train_begin: checkpoint before progress so the
+# bar starts at the resumed step), minus wandb / moe_monitor / training_state_monitor which are not
+# built here. on_train_end additionally closes logging's metrics file, lets the memory monitor log a
+# last sample and re-enables the garbage collector (appended after the legacy ones).
+DISPATCH_ORDER: dict[str, tuple[str, ...]] = {
+    "on_step_end": (
+        "logging",
+        "eval",
+        "profiler",
+        "tensorboard",
+        "progress",
+        "checkpoint",
+        "hf_export",
+        "gradient_health",
+        "memory_monitor",
+        "gc",
+    ),
+    "on_train_begin": ("memory_monitor", "profiler", "tensorboard", "checkpoint", "progress"),
+    "on_train_end": (
+        "checkpoint",
+        "hf_export",
+        "progress",
+        "tensorboard",
+        "profiler",
+        "logging",
+        "memory_monitor",
+        "gc",
+    ),
+    "on_step_begin": ("logging",),
+    "on_substep_end": (),
+    "on_pre_optimizer_step": ("gradient_health", "logging", "tensorboard"),
+}
+FAN_OUT_HOOKS = (
+    "on_init_end",
+    "on_epoch_begin",
+    "on_epoch_end",
+    "on_log",
+    "on_save",
+    "on_load",
+    "on_evaluate",
+)
+
+
+class CallbackHandler:
+    """Holds the built-in callbacks as named fields and dispatches hooks in the legacy orders.
+
+    ``handler.logging_callback``, ``handler.checkpoint_callback``, ... are the built-ins (field name
+    = ``<name>_callback``). ``builtins`` lets a caller supply replacements or a subset (mapping from
+    built-in name to instance); by default all ten are constructed from the trainer's config.
+    """
+
+    def __init__(self, trainer, builtins: dict[str, Callback] | None = None) -> None:
+        self.trainer = trainer
+        if builtins is None:
+            builtins = build_builtin_callbacks(trainer)
+        unknown = set(builtins) - set(BUILTIN_NAMES)
+        if unknown:
+            raise ValueError(
+                f"unknown built-in callback names {sorted(unknown)}; known: {list(BUILTIN_NAMES)}"
+            )
+        self._builtins: dict[str, Callback] = {}
+        for name in BUILTIN_NAMES:
+            if name in builtins:
+                cb = builtins[name]
+                cb.handler = self
+                self._builtins[name] = cb
+                setattr(self, f"{name}_callback", cb)
+        self.user_callbacks: list[Callback] = []
+        # Per-step metrics computed by LoggingCallback every step, for the other built-ins.
+        self.last_step_metrics: dict[str, Any] = {}
+
+    def add_callback(self, callback: Callback) -> Callback:
+        """Register a user callback; it runs after all built-ins, in registration order."""
+        if not isinstance(callback, Callback):
+            raise TypeError(
+                f"add_callback expects a Callback instance, got {type(callback).__name__}"
+            )
+        callback.handler = self
+        self.user_callbacks.append(callback)
+        return callback
+
+    @property
+    def callbacks(self) -> list[Callback]:
+        """Built-ins (declaration order) followed by user callbacks."""
+        return list(self._builtins.values()) + self.user_callbacks
+
+    def _targets(self, hook: str) -> Iterable[Callback]:
+        order = DISPATCH_ORDER.get(hook)
+        if order is None:
+            yield from self.callbacks
+            return
+        for name in order:
+            cb = self._builtins.get(name)
+            if cb is not None:
+                yield cb
+        yield from self.user_callbacks
+
+    def _call(self, hook: str, *args: Any) -> None:
+        for cb in self._targets(hook):
+            getattr(cb, hook)(*args)
+
+    # -- hooks (the trainer calls these) ----------------------------------------------------------
+    def on_init_end(self) -> None:
+        self._call("on_init_end")
+
+    def on_train_begin(self) -> None:
+        self._call("on_train_begin")
+
+    def on_train_end(self) -> None:
+        self._call("on_train_end")
+
+    def on_epoch_begin(self) -> None:
+        self._call("on_epoch_begin")
+
+    def on_epoch_end(self) -> None:
+        self._call("on_epoch_end")
+
+    def on_step_begin(self) -> None:
+        self._call("on_step_begin")
+
+    def on_step_end(self, loss: float, grad_norm: float | None) -> None:
+        self._call("on_step_end", loss, grad_norm)
+
+    def on_substep_end(self) -> None:
+        self._call("on_substep_end")
+
+    def on_pre_optimizer_step(self, grad_norm: float | None) -> None:
+        self._call("on_pre_optimizer_step", grad_norm)
+
+    def on_log(self, metrics: dict[str, Any]) -> None:
+        self._call("on_log", metrics)
+
+    def on_save(self, checkpoint_dir: str) -> None:
+        self._call("on_save", checkpoint_dir)
+
+    def on_load(self, checkpoint_dir: str) -> None:
+        self._call("on_load", checkpoint_dir)
+
+    def on_evaluate(self, metrics: dict[str, Any]) -> None:
+        self._call("on_evaluate", metrics)
+
+    # Legacy names of the event fan-outs.
+    dispatch_log_event = on_log
+    dispatch_save_event = on_save
+    dispatch_load_event = on_load
+    dispatch_evaluate_event = on_evaluate
+
+
+def build_builtin_callbacks(trainer) -> dict[str, Callback]:
+    """Construct the ten built-ins from ``trainer.args.train.*`` (each validates its section)."""
+    from .checkpoint import CheckpointCallback
+    from .eval import EvalCallback
+    from .gc import GCCallback
+    from .gradient_health import GradientHealthCallback
+    from .hf_export import HFExportCallback
+    from .logging import LoggingCallback
+    from .memory import MemoryMonitorCallback
+    from .profiler import ProfilerCallback
+    from .progress import ProgressCallback
+    from .tensorboard import TensorBoardCallback
+
+    classes = {
+        "logging": LoggingCallback,
+        "checkpoint": CheckpointCallback,
+        "hf_export": HFExportCallback,
+        "eval": EvalCallback,
+        "profiler": ProfilerCallback,
+        "tensorboard": TensorBoardCallback,
+        "progress": ProgressCallback,
+        "gradient_health": GradientHealthCallback,
+        "memory_monitor": MemoryMonitorCallback,
+        "gc": GCCallback,
+    }
+    return {name: classes[name](trainer) for name in BUILTIN_NAMES}

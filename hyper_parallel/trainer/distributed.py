@@ -1,0 +1,137 @@
+"""Distributed setup shared by every trainer: process group, device, mesh, DP group, seeds."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+
+from hyper_parallel.platform import get_platform
+from hyper_parallel.trainer.parallel_dims import ParallelDims
+
+logger = logging.getLogger(__name__)
+
+#: Collective timeout: a peer that died makes the others fail after this long instead of hanging
+#: forever (torchrun normally tears the job down much sooner).
+PG_TIMEOUT_ENV = "HYPER_PARALLEL_PG_TIMEOUT_S"
+
+
+@dataclass
+class DistributedContext:
+    """What a trainer knows about the job after :func:`setup_distributed`."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    parallel_dims: ParallelDims
+    mesh: Any
+    dp_group: Optional[dist.ProcessGroup]
+    """Group over which tokens and losses are summed (the ``loss`` alias: dp + cp); None when
+    the job has no data parallelism (every rank then sees the same batch)."""
+    dp_rank: int
+    dp_size: int
+
+    @property
+    def is_rank0(self) -> bool:
+        return self.rank == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def init_process_group(comm_backend: Optional[str], device: torch.device) -> None:
+    """Join the job started by torchrun, or form a 1-process group when run directly.
+
+    FSDP and DTensor need a process group even on one rank; running ``python script.py``
+    without torchrun therefore creates a private 1-rank group on a free local port.
+    """
+    if dist.is_initialized():
+        return
+    backend = comm_backend or get_platform().default_comm_backend()
+    timeout = timedelta(seconds=float(os.environ.get(PG_TIMEOUT_ENV, "600")))
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        dist.init_process_group(backend=backend, timeout=timeout)
+    else:
+        dist.init_process_group(
+            backend=backend,
+            init_method=f"tcp://127.0.0.1:{_free_port()}",
+            world_size=1,
+            rank=0,
+            timeout=timeout,
+        )
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's and the framework's RNGs (the same seed on every rank)."""
+    random.seed(seed)
+    get_platform().manual_seed(seed)
+
+
+def set_determinism(enabled: bool, warn_only: bool) -> None:
+    if not enabled:
+        return
+    torch.use_deterministic_algorithms(True, warn_only=warn_only)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
+def setup_distributed(
+    *,
+    accelerator: Any,
+    comm_backend: Optional[str],
+    local_rank: int,
+    seed: int,
+    deterministic: bool = False,
+    deterministic_warn_only: bool = False,
+) -> DistributedContext:
+    """Process group, device, ParallelDims + mesh, DP group, seeds and determinism."""
+    platform = get_platform()
+    device = platform.device(local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    set_determinism(deterministic, deterministic_warn_only)
+    init_process_group(comm_backend, device)
+    world_size = dist.get_world_size()
+    parallel_dims = ParallelDims.from_config(accelerator, world_size=world_size)
+    mesh = parallel_dims.build_mesh(device.type)
+    dp_group, dp_rank = None, 0
+    if parallel_dims.has_mesh("dp"):
+        dp_rank = parallel_dims.get_mesh("dp").get_local_rank()
+    for alias in ("loss", "dp"):
+        if parallel_dims.has_mesh(alias):
+            dp_group = parallel_dims.get_mesh(alias).get_group()
+            break
+    seed_everything(seed)
+    ctx = DistributedContext(
+        rank=dist.get_rank(),
+        world_size=world_size,
+        local_rank=local_rank,
+        device=device,
+        parallel_dims=parallel_dims,
+        mesh=mesh,
+        dp_group=dp_group,
+        dp_rank=dp_rank,
+        dp_size=parallel_dims.dp_size,
+    )
+    if ctx.is_rank0:
+        logger.info("parallel dims: %s (device %s)", parallel_dims.summary(), device)
+    return ctx
+
+
+def all_reduce_sum(value: torch.Tensor, group: Optional[dist.ProcessGroup]) -> torch.Tensor:
+    """Sum ``value`` over ``group`` in place (no-op without a group); returns it."""
+    if group is not None and dist.get_world_size(group) > 1:
+        dist.all_reduce(value, op=dist.ReduceOp.SUM, group=group)
+    return value

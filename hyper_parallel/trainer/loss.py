@@ -1,0 +1,75 @@
+"""Next-token cross-entropy and the two ways of aggregating it over micro-batches and ranks.
+
+``token_weighted``: the loss of a step is the mean over every label token of the global batch,
+whatever the rank or micro-batch it lives on. ``rank_average``: every rank averages its
+micro-batch means, then ranks are averaged with equal weight.
+
+The backward scale accounts for FSDP averaging gradients over the ``dp_size`` data-parallel
+ranks. Tokens are counted over the DP group only — never over tensor-parallel ranks, which see
+the same batch (the legacy pure-TP double count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.distributed.tensor import DTensor
+
+IGNORE_INDEX = -100
+LOSS_AGGREGATIONS = ("token_weighted", "rank_average")
+
+
+def shift_labels(labels: torch.Tensor) -> torch.Tensor:
+    """Targets aligned with logits: position t predicts ``labels[t + 1]``; the last is ignored."""
+    return F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX)
+
+
+def token_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(sum of token losses in fp32, number of counted tokens)`` for one micro-batch."""
+    if isinstance(logits, DTensor):
+        logits = logits.full_tensor()
+    targets = shift_labels(labels)
+    loss_sum = F.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]),
+        targets.reshape(-1),
+        ignore_index=IGNORE_INDEX,
+        reduction="sum",
+    )
+    return loss_sum, (targets != IGNORE_INDEX).sum()
+
+
+def count_tokens(labels: torch.Tensor) -> int:
+    """Tokens that contribute to the loss of ``labels`` (after the shift)."""
+    return int((shift_labels(labels) != IGNORE_INDEX).sum())
+
+
+@dataclass
+class LossScaler:
+    """How one step turns micro-batch loss sums into the tensor to backpropagate."""
+
+    aggregation: str
+    global_tokens: int
+    """Label tokens of the whole step over the DP group."""
+    num_micro_batches: int
+    dp_size: int
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in LOSS_AGGREGATIONS:
+            raise ValueError(
+                f"loss_aggregation={self.aggregation!r}; choose one of: {', '.join(LOSS_AGGREGATIONS)}"
+            )
+
+    def backward_loss(self, loss_sum: torch.Tensor, tokens: int) -> torch.Tensor:
+        if self.aggregation == "token_weighted":
+            # FSDP averages gradients over dp_size ranks; multiplying by dp_size makes the
+            # reduced gradient that of sum(all token losses) / global_tokens.
+            return loss_sum * (self.dp_size / max(self.global_tokens, 1))
+        return loss_sum / max(tokens, 1) / self.num_micro_batches
+
+    def local_report(self, loss_sum: torch.Tensor, tokens: int) -> torch.Tensor:
+        """This micro-batch's share of the reported loss before the DP all-reduce."""
+        if self.aggregation == "token_weighted":
+            return loss_sum.detach() / max(self.global_tokens, 1)
+        return loss_sum.detach() / max(tokens, 1) / self.num_micro_batches / self.dp_size

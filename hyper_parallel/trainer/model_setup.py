@@ -1,0 +1,146 @@
+"""Model lifecycle shared by every trainer: build, freeze, materialize + init, load weights.
+
+Models are built in fp32, so with mixed precision the stored parameters are the fp32 master
+weights and FSDP2's MixedPrecisionPolicy casts them for compute. Frozen parameters stay in fp32
+too: changing the storage dtype of some parameters inside an FSDP2 unit would break its
+uniform-dtype all-gather.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    set_model_state_dict,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def build_model_on(init_device: str, build: Any, *args: Any) -> torch.nn.Module:
+    """Call ``build(*args)`` with parameters created on ``init_device``.
+
+    ``meta`` allocates nothing: the model is materialized after it has been sharded.
+    """
+    with torch.device(init_device):
+        return build(*args)
+
+
+def freeze_parameters(model: torch.nn.Module, patterns: Optional[Sequence[str]]) -> list[str]:
+    """``requires_grad=False`` for parameters whose name contains a pattern; returns their names.
+
+    A pattern that matches nothing is an error (it is almost always a typo).
+    """
+    if not patterns:
+        return []
+    frozen, used = [], set()
+    for name, param in model.named_parameters():
+        hits = [p for p in patterns if p in name]
+        if hits:
+            param.requires_grad_(False)
+            frozen.append(name)
+            used.update(hits)
+    unused = [p for p in patterns if p not in used]
+    if unused:
+        sample = ", ".join(n for n, _ in list(model.named_parameters())[:6])
+        raise ValueError(
+            f"model.freeze_modules: {unused} match no parameter name (names look like: {sample}, ...)"
+        )
+    return frozen
+
+
+@torch.no_grad()
+def materialize_and_init(model: torch.nn.Module, device: torch.device) -> None:
+    """Allocate a meta-built (possibly sharded) model on ``device`` and initialize it.
+
+    ``init_weights`` draws every tensor at full shape from the (identically seeded) global RNG
+    and keeps the local shard, so the initial weights do not depend on the parallel layout.
+    """
+    model.to_empty(device=device)
+    init = getattr(model, "init_weights", None)
+    if init is None:
+        raise TypeError(f"{type(model).__name__} has no init_weights(); it cannot be built on meta")
+    init(buffer_device=device)
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+
+
+def _is_hf_checkpoint(path: Path) -> bool:
+    return (path / "model.safetensors").is_file() or (path / "model.safetensors.index.json").is_file()
+
+
+def _is_dcp_checkpoint(path: Path) -> bool:
+    return (path / ".metadata").is_file()
+
+
+def load_pretrained_weights(
+    model: torch.nn.Module,
+    weights_path: str,
+    *,
+    adapter: Any = None,
+    model_config: Any = None,
+) -> None:
+    """Overlay pretrained weights on a materialized (possibly sharded) model.
+
+    ``weights_path`` is a Hugging Face checkpoint directory (converted with ``adapter``), a DCP
+    directory written by our checkpointing, or a ``.pt`` / ``.pth`` full state dict. Every
+    model parameter must be present: a partial load is an error, never a silent random init.
+    """
+    path = Path(weights_path)
+    if not path.exists():
+        raise FileNotFoundError(f"model.weights_path={weights_path!r} does not exist")
+    options = StateDictOptions(full_state_dict=True, strict=True)
+    if path.is_dir() and _is_hf_checkpoint(path):
+        if adapter is None:
+            raise ValueError(
+                f"model.weights_path={weights_path!r} is a Hugging Face checkpoint but the model "
+                "spec has no state_dict_adapter to convert it"
+            )
+        from hyper_parallel.models.qwen3_5.hf_io import load_hf_checkpoint
+
+        state = adapter.from_hf(load_hf_checkpoint(path), model_config)
+        dtype = _param_dtype(model)
+        state = {k: v.to(dtype) for k, v in state.items()}
+        set_model_state_dict(model, state, options=options)
+    elif path.is_dir() and _is_dcp_checkpoint(path):
+        # A step_<N> directory of our checkpointing: the model lives under the "model" key.
+        import torch.distributed.checkpoint as dcp
+
+        state = {"model": get_model_state_dict(model)}
+        dcp.load(state, checkpoint_id=str(path))
+        set_model_state_dict(model, state["model"], options=StateDictOptions(strict=True))
+    elif path.is_file():
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        set_model_state_dict(model, state, options=options)
+    else:
+        raise ValueError(
+            f"model.weights_path={weights_path!r} is neither a Hugging Face checkpoint directory "
+            "(model.safetensors / model.safetensors.index.json), a DCP checkpoint directory "
+            "(.metadata) nor a state-dict file"
+        )
+    logger.info("loaded weights from %s", os.fspath(path))
+
+
+def _param_dtype(model: torch.nn.Module) -> torch.dtype:
+    return next(model.parameters()).dtype
+
+
+def cpu_rng_fork():
+    """Context manager that restores the CPU RNG afterwards (for side work such as eval)."""
+    return torch.random.fork_rng(devices=[])
+
+
+__all__ = [
+    "build_model_on",
+    "cpu_rng_fork",
+    "freeze_parameters",
+    "load_pretrained_weights",
+    "materialize_and_init",
+]
+

@@ -1,0 +1,143 @@
+"""Optimizer, learning-rate schedule and gradient clipping shared by every trainer."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import torch
+from torch.distributed.tensor import DTensor
+
+#: A parameter whose lower-cased name contains one of these is not weight-decayed. This is a
+#: substring rule: ``q_norm``, ``input_layernorm``, ``linear_attn.norm`` and ``dt_bias`` match.
+NO_DECAY_KEYWORDS: tuple[str, ...] = ("bias", "layernorm", "norm", "rmsnorm")
+
+
+def build_param_groups(
+    model: torch.nn.Module,
+    weight_decay: float,
+    no_decay_keywords: Sequence[str] = NO_DECAY_KEYWORDS,
+) -> list[dict]:
+    """``[decay group, no-decay group]`` in that fixed order (both kept even when empty or when
+    ``weight_decay`` is 0, so the optimizer's reduction order never depends on the config).
+
+    Frozen parameters are skipped; tied parameters are counted once (first name wins).
+    """
+    decay, no_decay, seen = [], [], set()
+    for name, param in model.named_parameters():
+        if not param.requires_grad or id(param) in seen:
+            continue
+        seen.add(id(param))
+        lowered = name.lower()
+        (no_decay if any(k in lowered for k in no_decay_keywords) else decay).append(param)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+#: Optimizer classes by their lower-case name (the legacy ``train.optimizer.type`` values).
+OPTIMIZER_CLASSES: dict[str, type[torch.optim.Optimizer]] = {
+    "adamw": torch.optim.AdamW,
+    "adam": torch.optim.Adam,
+}
+
+
+def build_optimizer(
+    model: torch.nn.Module,
+    *,
+    name: str,
+    lr: float,
+    betas: Sequence[float],
+    eps: float,
+    weight_decay: float,
+    foreach: bool | None = None,
+    fused: bool | None = None,
+    no_decay_keywords: Sequence[str] = NO_DECAY_KEYWORDS,
+) -> torch.optim.Optimizer:
+    """AdamW (decoupled decay) or Adam (L2 decay added to the gradient) over the two groups
+    of :func:`build_param_groups` (``no_decay_keywords`` selects the no-decay group)."""
+    groups = build_param_groups(model, weight_decay, no_decay_keywords)
+    try:
+        cls = OPTIMIZER_CLASSES[name.lower()]
+    except KeyError:
+        raise ValueError(
+            f"train.optimizer.type={name!r} is not supported; choose one of: "
+            f"{', '.join(OPTIMIZER_CLASSES)}"
+        ) from None
+    return cls(groups, lr=lr, betas=tuple(betas), eps=eps, foreach=foreach, fused=fused)
+
+
+@dataclass
+class LRFactor:
+    """Multiplier of the peak LR after ``step`` scheduler steps (step 0 = first optimizer step).
+
+    Linear warmup over ``warmup_steps`` starting at 0, then ``constant``, ``cosine`` or
+    ``linear`` decay from 1 to ``min_ratio`` at ``total_steps``. Past ``total_steps`` the factor
+    stays at its final value. A dataclass (not a lambda) so that LambdaLR can save its state.
+    """
+
+    total_steps: int
+    warmup_steps: int
+    decay_style: str
+    min_ratio: float
+
+    def __post_init__(self) -> None:
+        if self.decay_style not in ("cosine", "linear", "constant"):
+            raise ValueError(
+                f"lr_decay_style={self.decay_style!r}; choose one of: cosine, linear, constant"
+            )
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return step / max(1, self.warmup_steps)
+        if self.decay_style == "constant":
+            return 1.0
+        progress = min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
+        if self.decay_style == "linear":
+            shape = 1.0 - progress
+        else:
+            shape = 0.5 * (1.0 + math.cos(math.pi * progress))
+        return self.min_ratio + (1.0 - self.min_ratio) * shape
+
+
+def warmup_steps_from_ratio(total_steps: int, ratio: float) -> int:
+    """Legacy rule: ``ceil(total_steps * ratio)``."""
+    return math.ceil(total_steps * ratio)
+
+
+def build_lr_scheduler(
+    optimizer: torch.optim.Optimizer,
+    *,
+    total_steps: int,
+    warmup_steps: int,
+    decay_style: str,
+    lr: float,
+    lr_min: float,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    factor = LRFactor(
+        total_steps=total_steps,
+        warmup_steps=warmup_steps,
+        decay_style=decay_style,
+        min_ratio=(lr_min / lr) if lr > 0 else 0.0,
+    )
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def clip_grad_norm_(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+    """Total L2 norm of the gradients (DTensor-aware); clip to ``max_norm`` when it is > 0.
+
+    Returns the norm before clipping as a plain tensor. ``max_norm <= 0`` only measures.
+    """
+    params = [p for p in parameters if p.grad is not None]
+    grads = [p.grad for p in params]
+    if not grads:
+        return torch.zeros(())
+    total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=None)
+    if isinstance(total, DTensor):
+        # Sharded grads give a partial norm: full_tensor() reduces it over the mesh.
+        total = total.full_tensor()
+    if max_norm > 0:
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total, foreach=None)
+    return total

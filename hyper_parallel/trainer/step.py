@@ -1,0 +1,169 @@
+"""One optimizer step and one evaluation pass, shared by every trainer."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional, Protocol, Sequence
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import FSDPModule
+
+from hyper_parallel.trainer.distributed import all_reduce_sum
+from hyper_parallel.trainer.loss import LossScaler, count_tokens, token_loss_sum
+from hyper_parallel.trainer.optim import clip_grad_norm_
+
+
+class TokenLoss(Protocol):
+    """A pluggable loss for :func:`train_step` / :func:`evaluate` (e.g.
+    :class:`hyper_parallel.components.loss.CrossEntropyLoss`).
+
+    Without one, both functions call the helpers of :mod:`hyper_parallel.trainer.loss`
+    directly with the legacy ``loss_aggregation`` string; a ``TokenLoss`` lets a trainer swap
+    the loss while the step keeps its token accounting.
+    """
+
+    aggregation: str
+    """``token_weighted`` or ``rank_average`` (see :class:`LossScaler`)."""
+
+    def loss_sum(
+        self, logits: torch.Tensor, labels: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(sum of token losses in fp32, counted tokens)`` of one micro-batch."""
+        ...
+
+    def count_tokens(self, labels: torch.Tensor) -> int:
+        """Tokens of ``labels`` that contribute to the loss."""
+        ...
+
+    def scaler(self, *, global_tokens: int, num_micro_batches: int, dp_size: int) -> LossScaler:
+        """How one step turns micro-batch loss sums into the tensor to backpropagate."""
+        ...
+
+
+@dataclass
+class StepResult:
+    loss: float
+    """The step's loss, aggregated over micro-batches and data-parallel ranks."""
+    grad_norm: float
+    """Global gradient norm before clipping."""
+    global_tokens: int
+    """Label tokens of the step over all data-parallel ranks."""
+
+
+def move_to_device(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: move_to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(move_to_device(v, device) for v in batch)
+    return batch
+
+
+def forward_logits(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+    return model(batch["input_ids"], position_ids=batch.get("position_ids"))
+
+
+def _loss_functions(
+    loss_fn: Optional[TokenLoss], loss_aggregation: Optional[str]
+) -> tuple[Callable[..., tuple[torch.Tensor, torch.Tensor]], Callable[[torch.Tensor], int]]:
+    """``(loss_sum, count_tokens)`` of ``loss_fn``, or the legacy helpers when it is None."""
+    if loss_fn is None:
+        if loss_aggregation is None:
+            raise TypeError("train_step needs loss_aggregation (or a loss_fn)")
+        return token_loss_sum, count_tokens
+    if loss_aggregation is not None and loss_aggregation != loss_fn.aggregation:
+        raise ValueError(
+            f"train_step: loss_aggregation={loss_aggregation!r} contradicts the loss's "
+            f"aggregation={loss_fn.aggregation!r}; pass only the loss (or make them agree)"
+        )
+    return loss_fn.loss_sum, loss_fn.count_tokens
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    lr_scheduler: Any,
+    micro_batches: Sequence[dict],
+    *,
+    device: torch.device,
+    loss_aggregation: Optional[str] = None,
+    dp_group: Optional[dist.ProcessGroup],
+    dp_size: int,
+    max_grad_norm: float,
+    loss_fn: Optional[TokenLoss] = None,
+    clip_fn: Callable[[Iterable[torch.nn.Parameter], float], torch.Tensor] = clip_grad_norm_,
+    backward_context: Callable[[], Any] = contextlib.nullcontext,
+    on_substep_end: Callable[[], None] = lambda: None,
+    on_pre_optimizer_step: Callable[[float], None] = lambda grad_norm: None,
+) -> StepResult:
+    """Forward/backward over ``micro_batches`` (gradient accumulation), clip, optimizer step.
+
+    The loss is either the legacy ``loss_aggregation`` string (the helpers of
+    :mod:`hyper_parallel.trainer.loss` are called directly) or a ``loss_fn`` (:class:`TokenLoss`)
+    that carries its own aggregation; ``loss_aggregation`` may then be omitted, and must agree
+    with ``loss_fn.aggregation`` when given.
+    """
+    loss_sum_fn, count_fn = _loss_functions(loss_fn, loss_aggregation)
+    tokens = [count_fn(mb["labels"]) for mb in micro_batches]
+    global_tokens = int(all_reduce_sum(torch.tensor(sum(tokens), dtype=torch.int64), dp_group).item())
+    if loss_fn is None:
+        scaler = LossScaler(loss_aggregation, global_tokens, len(micro_batches), dp_size)
+    else:
+        scaler = loss_fn.scaler(
+            global_tokens=global_tokens, num_micro_batches=len(micro_batches), dp_size=dp_size
+        )
+    fsdp = isinstance(model, FSDPModule)
+    report = torch.zeros((), dtype=torch.float32, device=device)
+    last = len(micro_batches) - 1
+    for i, (mb, mb_tokens) in enumerate(zip(micro_batches, tokens)):
+        if fsdp and last > 0:
+            # Accumulate unsharded gradients and reduce once, on the last micro-batch: fewer
+            # collectives, and the reduced gradient is the same sum for every layout.
+            model.set_requires_gradient_sync(i == last)
+        mb = move_to_device(mb, device)
+        loss_sum, _ = loss_sum_fn(forward_logits(model, mb), mb["labels"])
+        with backward_context():
+            scaler.backward_loss(loss_sum, mb_tokens).backward()
+        report += scaler.local_report(loss_sum, mb_tokens)
+        on_substep_end()
+    grad_norm = float(clip_fn(model.parameters(), max_grad_norm))
+    on_pre_optimizer_step(grad_norm)
+    optimizer.step()
+    lr_scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    loss = float(all_reduce_sum(report, dp_group).item())
+    return StepResult(loss=loss, grad_norm=grad_norm, global_tokens=global_tokens)
+
+
+@torch.no_grad()
+def evaluate(
+    model: torch.nn.Module,
+    batches: Iterable[dict],
+    *,
+    device: torch.device,
+    dp_group: Optional[dist.ProcessGroup],
+    loss_fn: Optional[TokenLoss] = None,
+) -> float:
+    """Token-weighted mean loss over ``batches`` (this rank's share), reduced over DP ranks.
+
+    ``loss_fn`` (a :class:`TokenLoss`) replaces the default next-token cross-entropy.
+    """
+    loss_sum_fn = token_loss_sum if loss_fn is None else loss_fn.loss_sum
+    was_training = model.training
+    model.eval()
+    totals = torch.zeros(2, dtype=torch.float64, device=device)
+    try:
+        for batch in batches:
+            batch = move_to_device(batch, device)
+            loss_sum, n_tokens = loss_sum_fn(forward_logits(model, batch), batch["labels"])
+            totals[0] += loss_sum.double()
+            totals[1] += n_tokens
+    finally:
+        model.train(was_training)
+    all_reduce_sum(totals, dp_group)
+    if totals[1] == 0:
+        raise ValueError("the evaluation data has no label tokens (train.eval.eval_dataset)")
+    return float(totals[0] / totals[1])

@@ -1,0 +1,170 @@
+"""The legacy trainer end to end: `torchrun scripts/train_lm.py old.yaml` on 1, 2 and 4 CPU ranks.
+
+Every test here launches real torchrun jobs (gloo) and is marked slow; `make test` runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers.torchrun import torchrun
+
+from .conftest import TRAIN_SCRIPT, EXAMPLES, train
+
+pytestmark = pytest.mark.slow
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+UPDATE_GOLDEN = os.environ.get("HYPER_PARALLEL_UPDATE_GOLDEN") == "1"
+
+#: The CPU-sized example YAMLs whose 10-step losses are pinned bit for bit.
+GOLDEN_RUNS = {
+    "train_qwen3_5_debug": ("train_qwen3_5_debug.yaml", (), 1),
+    "train_qwen3_5_fsdp2": ("train_qwen3_5_fsdp2.yaml", (), 2),
+    "train_qwen3_5_tp2": ("train_qwen3_5_tp2.yaml", (), 2),
+    "train_qwen3_5_demo": ("train_qwen3_5_demo.yaml", ("--train.max_steps=10",), 2),
+}
+
+# One workload (debug model, synthetic data, 4 samples a step, no shuffling) in four layouts.
+LAYOUTS = {
+    "1 rank": ((), 1),
+    "FSDP 2": (("--train.accelerator.dp_shard=2",), 2),
+    "TP 2": (("--train.accelerator.tp=2", "--train.accelerator.dp_shard=1"), 2),
+    "HSDP 2x2": (("--train.accelerator.dp_replicate=2", "--train.accelerator.dp_shard=2",
+                  "--train.micro_batch_size=1"), 4),
+}
+#: Tightest relative loss tolerance that holds between layouts (measured; see the closing note).
+LAYOUT_RTOL = 1e-5
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_RUNS))
+def test_golden_losses_bit_for_bit(name, cached_train):
+    yaml_name, overrides, nproc = GOLDEN_RUNS[name]
+    run = cached_train(yaml_name, *overrides, nproc=nproc)
+    assert len(run.losses) == 10
+    golden = GOLDEN_DIR / f"{name}.json"
+    if UPDATE_GOLDEN or not golden.exists():
+        if not UPDATE_GOLDEN:
+            pytest.fail(f"{golden} is missing; record it with HYPER_PARALLEL_UPDATE_GOLDEN=1")
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(json.dumps({"yaml": yaml_name, "overrides": list(overrides),
+                                      "nproc": nproc, "losses": run.losses}, indent=1) + "\n")
+    expected = json.loads(golden.read_text())["losses"]
+    assert run.losses == expected  # exact float equality: bit for bit
+
+
+def test_loss_falls_on_the_shipped_corpus(cached_train):
+    run = cached_train("train_qwen3_5_demo.yaml", "--train.max_steps=10", nproc=2)
+    assert run.losses[-1] < run.losses[0] - 1.0, run.losses
+
+
+def test_layouts_agree(cached_train):
+    results = {name: cached_train("train_qwen3_5_debug.yaml", *ov, nproc=n)
+               for name, (ov, n) in LAYOUTS.items()}
+    reference = results["1 rank"].losses
+    assert len(reference) == 10
+    report = {}
+    for name, run in results.items():
+        worst = max(abs(a - b) / abs(b) for a, b in zip(run.losses, reference))
+        report[name] = worst
+        assert run.losses == pytest.approx(reference, rel=LAYOUT_RTOL), (name, run.losses, reference)
+    print("max relative loss difference vs 1 rank:", report)
+
+
+def test_same_run_twice_is_bit_identical(cached_train):
+    first = cached_train("train_qwen3_5_debug.yaml", nproc=1)
+    second = train("train_qwen3_5_debug.yaml", nproc=1)
+    assert first.losses == second.losses
+
+
+RESUME_OVERRIDES = ("--train.checkpoint.save_steps=5", "--train.eval.eval_steps=0",
+                    "--train.eval.eval_dataset=null")
+
+
+def test_resume_is_bit_identical(tmp_path, cached_train):
+    """10 steps straight vs the same run stopped after its step-5 checkpoint and resumed."""
+    straight = cached_train("train_qwen3_5_fsdp2.yaml", *RESUME_OVERRIDES, nproc=2)
+    out = tmp_path / "run"
+    args = [str(EXAMPLES / "train_qwen3_5_fsdp2.yaml"), f"--train.checkpoint.output_dir={out}",
+            "--train.logging.log_steps=1", *RESUME_OVERRIDES]
+    proc = torchrun(TRAIN_SCRIPT, args, nproc=2, check=False,
+                    env={"HYPER_PARALLEL_FAULT_INJECT": "exit_at_step:6"})
+    assert proc.returncode != 0 and (out / "step_5").is_dir() and not (out / "step_10").exists()
+    train("train_qwen3_5_fsdp2.yaml", *RESUME_OVERRIDES, f"--train.checkpoint.load_path={out / 'step_5'}",
+          nproc=2, output_dir=out)
+    resumed = [r["loss"] for r in _metrics(out) if r["step"] > 5]
+    assert resumed == straight.losses[5:]
+
+
+def _metrics(output_dir: Path) -> list[dict]:
+    lines = (output_dir / "metrics.jsonl").read_text().splitlines()
+    # A resumed run appends; keep the last record of each step.
+    by_step = {}
+    for line in lines:
+        record = json.loads(line)
+        if "loss" in record:
+            by_step[record["step"]] = record
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def test_kill_during_save_resumes_from_previous_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    common = [str(EXAMPLES / "train_qwen3_5_debug.yaml"), f"--train.checkpoint.output_dir={out}",
+              "--train.checkpoint.save_steps=3", "--train.max_steps=8", "--train.logging.log_steps=1"]
+    proc = torchrun(TRAIN_SCRIPT, common, nproc=1,
+                    env={"HYPER_PARALLEL_FAULT_INJECT": "kill_during_save:6"}, check=False)
+    assert proc.returncode != 0
+    assert (out / "step_3").is_dir() and not (out / "step_6").exists()
+    proc = torchrun(TRAIN_SCRIPT, common + [f"--train.checkpoint.load_path={out}"], nproc=1)
+    assert "step_3" in proc.stdout + proc.stderr
+    steps = [r["step"] for r in _metrics(out)]
+    assert steps == list(range(1, 9)) and (out / "step_8").is_dir()
+
+
+def test_hf_export_loads_back_with_identical_logits(tmp_path):
+    from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM, Qwen3_5StateDictAdapter
+    from hyper_parallel.trainer.model_setup import load_pretrained_weights
+
+    out = tmp_path / "run"
+    train("train_qwen3_5_debug.yaml", "--train.max_steps=2", "--train.checkpoint.save_steps=2",
+          "--train.checkpoint.save_hf_weights=true", nproc=1, output_dir=out)
+    hf_dir, dcp_dir = out / "step_2" / "hf_ckpt", out / "step_2"
+    assert (hf_dir / "model.safetensors").is_file() or (hf_dir / "model.safetensors.index.json").is_file()
+    config = FLAVORS["debugmodel"]
+    tokens = torch.randint(0, config.vocab_size, (2, 40), generator=torch.Generator().manual_seed(0))
+    logits = []
+    for path in (hf_dir, dcp_dir):
+        model = Qwen3_5ForCausalLM(config)
+        load_pretrained_weights(model, str(path), adapter=Qwen3_5StateDictAdapter, model_config=config)
+        logits.append(model(tokens))
+    assert torch.equal(logits[0], logits[1])
+    # And the trainer's own weights_path path: training resumes from the exported weights.
+    run = train("train_qwen3_5_debug.yaml", "--train.max_steps=1", f"--model.weights_path={hf_dir}",
+                nproc=1, output_dir=tmp_path / "again")
+    assert run.losses and run.losses[0] < 7.7
+
+
+def test_a_dead_rank_fails_the_job_quickly(tmp_path):
+    start = time.monotonic()
+    proc = torchrun(TRAIN_SCRIPT, [str(EXAMPLES / "train_qwen3_5_debug.yaml"),
+                                   f"--train.checkpoint.output_dir={tmp_path}",
+                                   "--train.accelerator.dp_shard=2", "--train.max_steps=20"],
+                    nproc=2, env={"HYPER_PARALLEL_FAULT_INJECT": "exit_at_step:3:1"}, check=False,
+                    timeout=240)
+    elapsed = time.monotonic() - start
+    assert proc.returncode != 0
+    assert elapsed < 120, f"the job took {elapsed:.0f}s to fail"
+
+
+def test_bad_yaml_is_a_clear_error_before_any_work(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train:\n  optimizer:\n    lr: 1e-3\n    warmup: 3\n")
+    proc = subprocess.run([os.sys.executable, str(TRAIN_SCRIPT), str(bad)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert f"{bad}:4: train.optimizer.warmup: unknown key" in proc.stderr

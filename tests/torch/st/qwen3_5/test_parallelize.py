@@ -1,0 +1,323 @@
+"""Qwen3.5 parallelization: TP / FSDP / HSDP / AC / mixed precision vs an unsharded reference.
+
+The multi-process tests launch ``torchrun`` (gloo, CPU) on ``workers/parallelize_worker.py``,
+which trains a tiny fp32 Qwen3.5 (debugmodel, 4 layers: 3 Gated DeltaNet + 1 full attention) for
+3 AdamW steps in a parallel layout and compares it with a 1-process unsharded reference loaded
+with the same weights. The in-process tests cover the pure functions (validation, AC policy,
+mixed-precision policy, name stripping) without any process group.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM
+from hyper_parallel.models.qwen3_5.parallelize import (
+    SAC_SAVED_OPS,
+    apply_ac,
+    build_mp_policy,
+    normalize_ac_mode,
+    parallelize_qwen3_5,
+    strip_wrapper_prefixes,
+    validate_tp_degree,
+)
+from tests.helpers.torchrun import torchrun
+
+WORKER = Path(__file__).parent / "workers" / "parallelize_worker.py"
+
+# Tolerances. Loss: the target is 1e-5 relative; layouts without TP reduce in a different order
+# only across data-parallel ranks and land near 1e-7, TP's row-parallel all-reduces change
+# summation order inside every block and land near 5e-7. Gradients are compared as one vector
+# (relative L2). Parameters after 3 AdamW steps: Adam divides by sqrt(v), which amplifies the
+# rounding noise of tiny gradients, hence a looser bound.
+LOSS_RTOL = 1e-5
+LOGITS_RTOL = 1e-5
+GRAD_RTOL = 1e-5
+PARAM_RTOL = 5e-4
+
+
+def run_worker(case: str, nproc: int, tmp_path: Path, timeout: int = 240) -> dict:
+    """``torchrun --nproc_per_node <nproc> worker.py <case> <tmp_path>``; returns its JSON.
+
+    A non-zero exit fails with the output tail; a hang fails with ``TimeoutExpired``.
+    """
+    proc = torchrun(WORKER, [case, str(tmp_path)], nproc=nproc, timeout=timeout)
+    result_file = tmp_path / "result.json"
+    assert result_file.is_file(), f"worker {case!r} wrote no result:\n{proc.stderr[-4000:]}"
+    result = json.loads(result_file.read_text())
+    print(f"{case}: {json.dumps(result, indent=1)}")  # visible with -s: the measured figures
+    return result
+
+
+def assert_matches_reference(r: dict) -> None:
+    assert r["init_max_abs_diff"] == 0.0, "meta -> parallelize -> init_weights depends on layout"
+    assert r["all_params_dtensor"]
+    assert r["partial_grads"] == [], "replicated-weight gradients left Partial (unreduced)"
+    assert r["logits_rel"] <= LOGITS_RTOL, r["logits_rel"]
+    assert r["loss_rel"] <= LOSS_RTOL, (r["losses"], r["ref_losses"])
+    assert r["grads0_rel"] <= GRAD_RTOL, r["grads0_rel"]
+    assert r["final_params_rel"] <= PARAM_RTOL, r["final_params_rel"]
+    # the losses must actually move (AdamW steps were taken on fresh batches)
+    assert len(set(r["ref_losses"])) == len(r["ref_losses"])
+
+
+# ====================================================================== multi-process layouts
+def test_single_rank_fsdp_is_bit_exact(tmp_path):
+    """dp = 1 still goes through FSDP (same reduction code path) and is bit-identical."""
+    r = run_worker("single", 1, tmp_path)
+    assert r["fsdp_applied"] and r["probe_mesh_dims"] == ["dp_shard"]
+    assert_matches_reference(r)
+    assert r["logits_rel"] == 0.0 and r["loss_rel"] == 0.0 and r["final_params_rel"] == 0.0
+
+
+def test_fsdp_2_ranks_matches_reference(tmp_path):
+    r = run_worker("fsdp", 2, tmp_path)
+    assert r["fsdp_applied"]
+    assert r["probe_mesh_dims"] == ["dp_shard"] and r["probe_placements"] == ["S(0)"]
+    assert r["logits_rel"] == 0.0  # all-gathered weights: forward is unchanged
+    assert_matches_reference(r)
+
+
+def test_tp_2_ranks_matches_reference(tmp_path):
+    """Pure TP: every layer type sharded, no FSDP (no dp axis in the mesh)."""
+    r = run_worker("tp", 2, tmp_path)
+    assert r["tp_mesh_ok"] and not r["fsdp_applied"]
+    assert r["probe_mesh_dims"] == ["tp"] and r["probe_placements"] == ["S(0)"]
+    assert_matches_reference(r)
+
+
+def test_tp_2_ranks_tied_embeddings(tmp_path):
+    """Tied embedding + lm_head stay one vocab-sharded parameter under TP."""
+    r = run_worker("tp_tied", 2, tmp_path)
+    assert r["tied"]
+    assert_matches_reference(r)
+
+
+def test_activation_checkpointing_is_exact_under_tp(tmp_path):
+    """full and selective AC give the same loss and gradients as no AC (TP over 2 ranks)."""
+    r = run_worker("ac", 2, tmp_path)
+    assert r["off_wrapped_params"] == 0
+    for mode in ("full", "selective"):
+        assert r[mode]["wrapped_params"] > 0
+        assert r[mode]["state_keys_clean"]
+        assert r[mode]["loss_abs_diff"] <= 1e-6, r[mode]
+        assert r[mode]["grads_rel"] <= 1e-6, r[mode]
+
+
+def test_mixed_precision_bf16_policy_runs(tmp_path):
+    r = run_worker("mp", 2, tmp_path)
+    assert r["bf16_logits_dtype"] == "torch.bfloat16"  # compute in bf16 (output_dtype inherits)
+    assert r["fp32_logits_dtype"] == "torch.float32"
+    # fp32 master weights and fp32-reduced gradients either way
+    for name in ("fp32", "bf16"):
+        assert r[f"{name}_param_dtypes"] == ["torch.float32"]
+        assert r[f"{name}_grad_dtypes"] == ["torch.float32"]
+        assert r[f"{name}_params_finite"]
+    assert 0.0 < r["loss_rel"] < 2e-2, r["losses"]  # bf16 differs, but not wildly
+
+
+@pytest.mark.slow
+def test_hsdp_2x2_matches_reference(tmp_path):
+    """HSDP (dp_replicate=2 x dp_shard=2) with full AC on 4 ranks."""
+    r = run_worker("hsdp", 4, tmp_path, timeout=400)
+    assert r["probe_mesh_dims"] == ["dp_replicate", "dp_shard"]
+    assert r["probe_placements"] == ["R", "S(0)"]
+    assert_matches_reference(r)
+
+
+@pytest.mark.slow
+def test_fsdp_x_tp_2x2_tied_selective_ac(tmp_path):
+    """2-D FSDP x TP with tied embeddings and selective AC on 4 ranks."""
+    r = run_worker("tp_fsdp", 4, tmp_path, timeout=400)
+    assert r["probe_mesh_dims"] == ["dp_shard", "tp"]
+    assert r["tied"]
+    assert_matches_reference(r)
+
+
+# ====================================================================== in-process unit tests
+def tiny_config(**overrides):
+    fields = {"num_hidden_layers": 4, "layer_types": None, "vocab_size": 256, **overrides}
+    return dataclasses.replace(FLAVORS["debugmodel"], **fields)
+
+
+def legacy_cfg(tp=1, cp=1, pp=1, ep=1, mp_enabled=False, param_dtype="bfloat16", ac="off"):
+    return SimpleNamespace(
+        train=SimpleNamespace(
+            accelerator=SimpleNamespace(
+                dp_replicate=1, dp_shard=1, tp=tp, cp=cp, pp=pp, ep=ep, reshard_after_forward=True
+            ),
+            mixed_precision=SimpleNamespace(
+                enabled=mp_enabled,
+                param_dtype=param_dtype,
+                reduce_dtype="float32",
+                output_dtype=None,
+            ),
+            gradient_checkpointing=SimpleNamespace(activation_checkpoint=ac),
+        )
+    )
+
+
+class FakeMesh:
+    """Just enough DeviceMesh surface for the checks that run before any collective."""
+
+    def __init__(self, **dims):
+        self.mesh_dim_names = tuple(dims)
+        self._dims = dims
+
+    def __getitem__(self, name):
+        return SimpleNamespace(size=lambda: self._dims[name])
+
+
+def test_validate_tp_degree_names_every_field():
+    cfg = FLAVORS["debugmodel"]  # 4 Q / 2 KV heads, GDN 2 K / 4 V heads
+    validate_tp_degree(cfg, 1)
+    validate_tp_degree(cfg, 2)
+    with pytest.raises(ValueError) as err:
+        validate_tp_degree(cfg, 4)
+    msg = str(err.value)
+    assert "linear_num_key_heads=2 is not divisible by tp=4" in msg
+    assert "num_key_value_heads=2 is not divisible by tp=4" in msg
+    assert "num_attention_heads" not in msg  # 4 % 4 == 0
+    with pytest.raises(ValueError, match=r"num_attention_heads=4 is not divisible by tp=3"):
+        validate_tp_degree(cfg, 3)
+
+
+def test_validate_tp_degree_skips_absent_layer_types():
+    # only Gated DeltaNet layers: the attention head counts do not matter
+    cfg = tiny_config(
+        layer_types=["linear_attention"] * 4, num_attention_heads=3, num_key_value_heads=3
+    )
+    validate_tp_degree(cfg, 2)
+    with pytest.raises(ValueError, match="num_attention_heads=3"):
+        validate_tp_degree(dataclasses.replace(cfg, layer_types=None), 2)
+
+
+@pytest.mark.parametrize(
+    ("field", "kwargs"), [("cp", {"cp": 2}), ("pp", {"pp": 2}), ("ep", {"ep": 2})]
+)
+def test_legacy_entry_rejects_unsupported_axes(field, kwargs):
+    model = Qwen3_5ForCausalLM(tiny_config())
+    with pytest.raises(
+        NotImplementedError, match=rf"train\.accelerator\.{field}=2.*not supported yet"
+    ):
+        parallelize_qwen3_5(model, FakeMesh(dp_shard=2), legacy_cfg(**kwargs))
+
+
+def test_legacy_entry_checks_tp_against_mesh():
+    model = Qwen3_5ForCausalLM(tiny_config())
+    with pytest.raises(ValueError, match=r"train\.accelerator\.tp=2 .* tp size 1"):
+        parallelize_qwen3_5(model, FakeMesh(dp_shard=2), legacy_cfg(tp=2))
+
+
+def test_pure_tp_mesh_rejects_low_precision_policy():
+    model = Qwen3_5ForCausalLM(tiny_config())
+    with pytest.raises(ValueError, match=r"mixed_precision.*no dp_shard / dp_replicate axis"):
+        parallelize_qwen3_5(model, FakeMesh(tp=2), legacy_cfg(tp=2, mp_enabled=True))
+
+
+@pytest.mark.parametrize("mode", [None, False, "", "off", "none", "OFF", " None "])
+def test_ac_mode_off_spellings(mode):
+    assert normalize_ac_mode(mode) == "off"
+
+
+def test_ac_mode_values_and_errors():
+    assert normalize_ac_mode("Full") == "full"
+    assert normalize_ac_mode(True) == "full"  # legacy: any truthy value wrapped every layer
+    assert normalize_ac_mode("selective") == "selective"
+    with pytest.raises(
+        ValueError, match=r"activation_checkpoint='selectiv'.*did you mean 'selective'"
+    ):
+        normalize_ac_mode("selectiv")
+
+
+class OpCounter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.counts = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _count_ops(mode: str) -> collections.Counter:
+    torch.manual_seed(0)
+    model = Qwen3_5ForCausalLM(tiny_config())
+    apply_ac(model, mode)
+    ids = torch.randint(0, 256, (1, 16))
+    with OpCounter() as counter:
+        model(ids).sum().backward()
+    return counter.counts
+
+
+def test_selective_ac_saves_matmuls_and_recomputes_the_rest():
+    off, full, sel = _count_ops("off"), _count_ops("full"), _count_ops("selective")
+    for op in ("mm", "bmm", "linalg_solve_triangular"):
+        assert full[op] > off[op], op  # full AC recomputes matmuls in backward ...
+        assert sel[op] == off[op], op  # ... selective AC keeps them
+    for op in ("rsqrt", "silu", "convolution"):
+        assert sel[op] > off[op], op  # pointwise / norm / conv work is recomputed
+        assert sel[op] == full[op], op
+    names = {str(op) for op in SAC_SAVED_OPS}
+    assert "aten.mm.default" in names and "_c10d_functional.all_reduce.default" in names
+
+
+def test_ac_parameter_names_and_state_dict():
+    model = Qwen3_5ForCausalLM(tiny_config())
+    plain_names = [n for n, _ in model.named_parameters()]
+    plain_keys = list(model.state_dict())
+    apply_ac(model, "full")
+    wrapped = [n for n, _ in model.named_parameters()]
+    assert any("._checkpoint_wrapped_module." in n for n in wrapped)
+    assert [strip_wrapper_prefixes(n) for n in wrapped] == plain_names
+    assert list(model.state_dict()) == plain_keys  # the wrapper's state-dict hook strips it
+    model.load_state_dict(model.state_dict())  # and its load hook adds it back
+    with pytest.raises(RuntimeError, match="already wrapped"):
+        apply_ac(model, "selective")
+
+
+def test_strip_wrapper_prefixes():
+    assert (
+        strip_wrapper_prefixes("model.layers.0._checkpoint_wrapped_module.mlp.up_proj.weight")
+        == "model.layers.0.mlp.up_proj.weight"
+    )
+    assert strip_wrapper_prefixes("_orig_mod.lm_head.weight") == "lm_head.weight"
+    assert strip_wrapper_prefixes("model.norm.weight") == "model.norm.weight"
+
+
+def test_build_mp_policy():
+    assert build_mp_policy(None) is None
+    assert build_mp_policy(SimpleNamespace(enabled=False, param_dtype="bf16")) is None
+    policy = build_mp_policy(
+        SimpleNamespace(enabled=True, param_dtype="bf16", reduce_dtype="fp32", output_dtype=None)
+    )
+    assert policy.param_dtype == torch.bfloat16
+    assert policy.reduce_dtype == torch.float32
+    assert policy.output_dtype is None
+    policy = build_mp_policy(
+        SimpleNamespace(
+            enabled=True, param_dtype="Float16", reduce_dtype="float32", output_dtype="bfloat16"
+        )
+    )
+    assert (policy.param_dtype, policy.output_dtype) == (torch.float16, torch.bfloat16)
+    # a caller-provided map (e.g. the platform's dtype_map) is used for the lookup
+    custom = {"half": torch.float16, "single": torch.float32}
+    policy = build_mp_policy(
+        SimpleNamespace(enabled=True, param_dtype="half", reduce_dtype="single", output_dtype=None),
+        custom,
+    )
+    assert (policy.param_dtype, policy.reduce_dtype) == (torch.float16, torch.float32)
+    with pytest.raises(ValueError, match=r"train\.mixed_precision\.reduce_dtype='fp33'"):
+        build_mp_policy(
+            SimpleNamespace(
+                enabled=True, param_dtype="bf16", reduce_dtype="fp33", output_dtype=None
+            )
+        )
