@@ -48,8 +48,14 @@ test-mindspore:
 	.venv-mindspore/bin/python -m pip install -q -e '.[mindspore]' pytest
 	.venv-mindspore/bin/python -m pytest -q -p no:cacheprovider tests/torch/ut/platform/test_platform.py -k mindspore -rs
 
+DEMO_OUT := outputs/demo
+
+# The debug model on the shipped corpus, FSDP over 2 CPU ranks, then the loss curve.
 demo: install
-	$(PY) -m hyper_parallel.trainer.config examples/yaml/train_qwen3_5_demo.yaml
+	rm -rf $(DEMO_OUT)
+	$(PY) -m torch.distributed.run --standalone --nproc_per_node 2 scripts/train_lm.py \
+		examples/yaml/train_qwen3_5_demo.yaml --train.checkpoint.output_dir=$(DEMO_OUT)
+	$(PY) scripts/show_metrics.py $(DEMO_OUT)/metrics.jsonl
 
 lint: install
 	$(PY) -m ruff check hyper_parallel tests scripts bench
@@ -57,8 +63,8 @@ lint: install
 codegen codegen-check:
 	@echo "error: 'make $@' arrives with the code generator (issue: the configuration system and the code generator)" >&2; exit 2
 
-bench:
-	@echo "error: 'make bench' arrives with bench/bench_train.py (issue: Qwen3.5 and the legacy trainer)" >&2; exit 2
+bench: install
+	$(PY) bench/bench_train.py
 
 clean:
 	rm -rf $(VENV) .venv-mindspore .pytest_cache build *.egg-info
