@@ -1,0 +1,39 @@
+"""The new (torchtitan-style) configuration: sections, ``ConfigManager``, dtype map, ``Function``.
+
+Importing this package imports neither torch nor tyro: the generated section dataclasses are
+plain dataclasses, the dtype map resolves through the platform on first use, and tyro is
+imported only when ``ConfigManager`` parses a ``--module`` command line. The section classes are
+loaded on first attribute access.
+
+``hyper_parallel/__init__.py`` deliberately does not re-export any of this.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from hyper_parallel.config.dtype_map import TORCH_DTYPE_MAP
+from hyper_parallel.config.function import Function
+from hyper_parallel.config.manager import ConfigManager
+from hyper_parallel.protocols.configurable import Configurable
+
+#: Generated section dataclasses (hyper_parallel/config/configs.py), loaded lazily.
+_SECTIONS = (
+    "ActivationCheckpointConfig",
+    "CommConfig",
+    "CompileConfig",
+    "DebugConfig",
+    "ParallelismConfig",
+    "TrainingConfig",
+)
+
+__all__ = ["ConfigManager", "Configurable", "Function", "TORCH_DTYPE_MAP", *_SECTIONS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SECTIONS:
+        value = getattr(importlib.import_module("hyper_parallel.config.configs"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'hyper_parallel.config' has no attribute {name!r}")

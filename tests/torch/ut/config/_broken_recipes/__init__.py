@@ -1,0 +1,1 @@
+"""Test fixtures: recipe modules that fail in different ways."""

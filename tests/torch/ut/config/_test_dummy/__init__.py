@@ -1,0 +1,1 @@
+"""A recipe package for the ConfigManager tests (``--module _test_dummy``)."""
