@@ -304,9 +304,16 @@ def _dcp_state(model, optimizer) -> dict[str, Any]:
             )
         model_sd, optim_sd = get_state_dict(parts[0], optimizer)
         return {"model": model_sd, "optimizer": optim_sd}
-    model_sd = {}
+    model_sd: dict[str, Any] = {}
     for part in parts:
-        model_sd.update(get_model_state_dict(part))
+        part_sd = get_model_state_dict(part)
+        clash = next((k for k in part_sd if k in model_sd), None)
+        if clash is not None:
+            raise ValueError(
+                f"two model parts both hold {clash!r}; model parts must keep distinct parameter "
+                "names (FQNs of the whole model)"
+            )
+        model_sd.update(part_sd)
     if optimizer is None:
         return {"model": model_sd}
     return {"model": model_sd, "optimizer": optimizer.state_dict()}

@@ -1,0 +1,216 @@
+"""``CheckpointManager``: periodic, atomic, resumable checkpoints as a Configurable.
+
+Saving and loading are the legacy trainer's helpers in :mod:`hyper_parallel.trainer.checkpoint`
+(the same files, the same atomic ``.step_<N>.tmp`` -> ``step_<N>`` rename, the same async
+snapshot), called with the model parts, the ``OptimizersContainer``, the
+``LRSchedulersContainer`` and the ``BaseDataLoader``. The cadence is the legacy
+``CheckpointCallback``'s: every ``interval`` steps (never step 0) and once more at the end unless
+that step was just saved; ``export_hf`` writes ``step_<N>/hf_ckpt`` after each save like
+``HFExportCallback``.
+
+``keep_latest_k`` (new; the legacy keeps everything, which is the default 0) deletes older
+complete checkpoints after each successful save through
+:func:`hyper_parallel.trainer.checkpoint.purge_old_checkpoints`: only *complete* checkpoints count
+(a save still in flight never causes a deletion), and each victim is renamed to a hidden
+directory before it is removed, so a crash never leaves a half-deleted ``step_<N>``.
+
+Defaults equal the legacy ``train.checkpoint`` section: ``folder`` = ``output_dir``
+(``outputs``), ``interval`` = ``save_steps`` (500), ``export_hf`` = ``save_hf_weights`` (true),
+``load_path`` (unset), ``async_mode`` ``disabled`` = ``save_async: false``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from torch import nn
+
+from hyper_parallel.components._validate import integer_at_least, one_of, require
+from hyper_parallel.protocols.configurable import Configurable
+from hyper_parallel.trainer import checkpoint as ckpt
+
+logger = logging.getLogger(__name__)
+
+ASYNC_MODES = ("disabled", "async")
+
+
+class CheckpointManager(Configurable):
+    """Saves and restores model parts, optimizers, LR schedulers, data position and RNG.
+
+    ``save(step, extra)`` writes ``<folder>/step_<step>`` (collective); ``maybe_save(step,
+    extra, last_step=...)`` applies the cadence; ``load()`` resumes from ``load_path`` and
+    returns the ``extra`` dict that was saved (``global_step`` included), or None for a fresh
+    start; ``close()`` waits for a background save. ``extra`` must be JSON-serialisable
+    (the trainers store e.g. ``{"epoch": ...}`` there).
+    """
+
+    @dataclass(kw_only=True, slots=True)
+    class Config(Configurable.Config):
+        folder: str = "outputs"
+        """Directory of the checkpoints: ``<folder>/step_<N>/`` (legacy
+        ``train.checkpoint.output_dir``). One file system shared by all ranks."""
+
+        interval: int = 500
+        """Save every N optimizer steps and at the end of training; 0 disables saving."""
+
+        export_hf: bool = True
+        """Also export Hugging Face safetensors to ``step_<N>/hf_ckpt/`` after each save
+        (needs the model's state-dict adapter and config)."""
+
+        load_path: str | None = None
+        """Resume from a ``step_<N>`` directory, from the newest complete checkpoint under a
+        directory holding them, or ``latest``: the newest complete checkpoint under ``folder``
+        (a fresh start, with a warning, when there is none). Unset: start fresh."""
+
+        async_mode: Literal["disabled", "async"] = "disabled"
+        """``async``: periodic saves snapshot the state and write it in a background thread
+        (the final save is synchronous); ``disabled``: every save blocks."""
+
+        keep_latest_k: int = 0
+        """Keep only the newest K complete checkpoints, deleting older ones after each
+        successful save; 0 keeps all."""
+
+        def __post_init__(self) -> None:
+            require(
+                isinstance(self.folder, str) and self.folder != "",
+                self,
+                "folder",
+                "must be a non-empty directory path",
+            )
+            integer_at_least(self, "interval", 0)
+            require(isinstance(self.export_hf, bool), self, "export_hf", "must be true or false")
+            require(
+                self.load_path is None or (isinstance(self.load_path, str) and self.load_path != ""),
+                self,
+                "load_path",
+                "must be a checkpoint path, 'latest', or unset",
+            )
+            one_of(self, "async_mode", ASYNC_MODES)
+            integer_at_least(self, "keep_latest_k", 0)
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        model_parts: Sequence[nn.Module],
+        optimizers: Any | None = None,
+        lr_schedulers: Any | None = None,
+        dataloader: Any | None = None,
+        sd_adapter: Any | None = None,
+        model_config: Any | None = None,
+    ) -> None:
+        """
+        Args:
+            model_parts: the model (a list of parts; a single module is accepted).
+            optimizers, lr_schedulers, dataloader: saved and restored when given (anything
+                with ``state_dict`` / ``load_state_dict``; the optimizers in DCP form).
+            sd_adapter, model_config: the model's state-dict adapter (``to_hf``) and config,
+                required by ``export_hf``.
+        """
+        self.config = config
+        self.model_parts = (
+            [model_parts] if isinstance(model_parts, nn.Module) else list(model_parts)
+        )
+        self.optimizers = optimizers
+        self.lr_schedulers = lr_schedulers
+        self.dataloader = dataloader
+        self.sd_adapter = sd_adapter
+        self.model_config = model_config
+        if config.export_hf and (sd_adapter is None or model_config is None):
+            missing = "sd_adapter" if sd_adapter is None else "model_config"
+            raise ValueError(
+                f"{type(config).__qualname__}.export_hf is true but no {missing} was given to "
+                "build(); pass the model's state-dict adapter and config, or set export_hf=False"
+            )
+        self.last_saved_step: int | None = None
+        self.loaded_from: str | None = None
+        self.saved: list[str] = []
+        self.exported: list[str] = []
+        self.deleted: list[str] = []
+
+    @property
+    def _model(self):
+        # One part is passed as the module itself, which keeps the legacy checkpoint layout.
+        return self.model_parts[0] if len(self.model_parts) == 1 else self.model_parts
+
+    # ------------------------------------------------------------------ load
+
+    def load(self) -> dict[str, Any] | None:
+        """Resume from ``load_path`` (collective); the saved ``extra`` dict, or None.
+
+        A missing, interrupted or incomplete path is an error, never a silent fresh start
+        (except ``latest`` with nothing saved yet).
+        """
+        path = ckpt.resolve_resume_path(self.config.load_path, self.config.folder)
+        if path is None:
+            return None
+        extra = ckpt.load_checkpoint(
+            path,
+            model=self._model,
+            optimizer=self.optimizers,
+            lr_scheduler=self.lr_schedulers,
+            dataloader=self.dataloader,
+        )
+        self.last_saved_step = int(extra["global_step"])
+        self.loaded_from = path
+        return extra
+
+    # ------------------------------------------------------------------ save
+
+    def save(self, step: int, extra: dict[str, Any] | None = None, *, async_save: bool | None = None) -> str:
+        """Save ``step`` now (collective), export HF weights and purge old checkpoints as
+        configured; returns the checkpoint directory. ``async_save`` overrides ``async_mode``."""
+        if async_save is None:
+            async_save = self.config.async_mode == "async"
+        path = ckpt.save_checkpoint(
+            self.config.folder,
+            step,
+            model=self._model,
+            optimizer=self.optimizers,
+            lr_scheduler=self.lr_schedulers,
+            dataloader=self.dataloader,
+            extra=extra,
+            async_save=async_save,
+        )
+        self.last_saved_step = step
+        self.saved.append(path)
+        if self.config.export_hf:
+            target = os.path.join(path, ckpt.HF_SUBDIR)
+            ckpt.export_hf_weights(self._model, self.sd_adapter, self.model_config, target)
+            self.exported.append(target)
+        self._purge()
+        return path
+
+    def should_save(self, step: int, *, last_step: bool = False) -> bool:
+        """The legacy cadence: every ``interval`` steps and at the last step, never step 0,
+        never a step that was just saved or loaded; ``interval`` 0 never saves."""
+        interval = self.config.interval
+        if interval <= 0 or step <= 0 or step == self.last_saved_step:
+            return False
+        return last_step or step % interval == 0
+
+    def maybe_save(
+        self, step: int, extra: dict[str, Any] | None = None, *, last_step: bool = False
+    ) -> str | None:
+        """``save`` when :meth:`should_save` says so (the last save is synchronous)."""
+        if not self.should_save(step, last_step=last_step):
+            return None
+        return self.save(step, extra, async_save=False if last_step else None)
+
+    def _purge(self) -> None:
+        if self.config.keep_latest_k > 0:
+            self.deleted += ckpt.purge_old_checkpoints(self.config.folder, self.config.keep_latest_k)
+
+    def wait(self) -> None:
+        """Wait for a background save (re-raising its error), then purge old checkpoints."""
+        ckpt.wait_async_save()
+        self._purge()
+
+    close = wait
+
+
+__all__ = ["ASYNC_MODES", "CheckpointManager"]

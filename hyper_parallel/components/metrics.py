@@ -1,0 +1,273 @@
+"""``MetricsProcessor``: step metrics to the log, a JSONL file, TensorBoard and the memory monitor.
+
+One object replaces the legacy ``LoggingCallback``, ``TensorBoardCallback`` and
+``MemoryMonitorCallback`` and calls their helpers, so the numbers, the log lines and the files
+are the legacy ones:
+
+* the record of a step (:func:`~hyper_parallel.trainer.callbacks.logging.step_metrics_record`:
+  loss, grad norm, LR, step time and, with ``report_throughput``, tokens/s, TFLOPS and MFU) and
+  its log line (:func:`~hyper_parallel.trainer.callbacks.logging.format_step_record`);
+* every ``log_freq`` steps: the line on rank 0, the record appended to ``history`` and, on rank 0,
+  to ``<output_dir>/metrics.jsonl`` (legacy: ``<train.checkpoint.output_dir>/metrics.jsonl``);
+* every ``tb_log_freq`` steps with ``enable_tensorboard``: ``train/<scalar>`` on rank 0;
+* every ``memory_log_freq`` steps with ``enable_memory_monitor``: host and device memory.
+
+Use::
+
+    metrics = config.metrics.build(trainer=trainer, output_dir=config.checkpoint.folder)
+    metrics.begin()                       # once, before the first step
+    for step in ...:
+        metrics.step_begin()              # starts the step timer
+        result = train_step(...)
+        metrics.log(step, loss=result.loss, grad_norm=result.grad_norm,
+                    lr=lr_schedulers.get_last_lr()[0], tokens=result.global_tokens, epoch=epoch)
+    metrics.log_eval(step, {"eval_loss": value})
+    metrics.close()
+
+Defaults equal the legacy ``train.logging``, ``train.tensorboard`` and ``train.memory_monitor``
+sections (log every 10 steps with throughput; TensorBoard off, ``tb_traces``, every step; memory
+monitor off, every 50 steps, no per-step peak reset).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch.distributed as dist
+
+from hyper_parallel.components._validate import integer_at_least, require
+from hyper_parallel.protocols.configurable import Configurable
+from hyper_parallel.trainer.callbacks.logging import (
+    METRICS_FILE,
+    JsonlWriter,
+    format_eval_metrics,
+    format_step_record,
+    step_metrics_record,
+)
+from hyper_parallel.trainer.callbacks.memory import format_memory, reset_device_peak, sample_memory
+from hyper_parallel.trainer.callbacks.tensorboard import (
+    add_eval_scalars,
+    add_step_scalars,
+    open_summary_writer,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class MetricsProcessor(Configurable):
+    """Computes, logs and stores the metrics of every step; see the module docstring."""
+
+    @dataclass(kw_only=True, slots=True)
+    class Config(Configurable.Config):
+        log_freq: int = 10
+        """Log the step metrics every N optimizer steps (legacy ``train.logging.log_steps``)."""
+
+        report_throughput: bool = True
+        """Add tokens/s (and TFLOPS / MFU when the next two fields are set) to the metrics."""
+
+        model_flops_per_token: int | None = None
+        """Training FLOPs per token, for TFLOPS and MFU."""
+
+        peak_tflops: float | None = None
+        """Peak TFLOPS of one device, for MFU (e.g. 989.0 for an H100 in bf16)."""
+
+        enable_tensorboard: bool = False
+        """Write TensorBoard scalars (``train/loss``, ``train/lr``, ...) on rank 0."""
+
+        save_tb_folder: str = "tb_traces"
+        """Directory of the TensorBoard event files."""
+
+        tb_log_freq: int = 1
+        """Write TensorBoard scalars every N steps (legacy ``train.tensorboard.log_steps``)."""
+
+        enable_memory_monitor: bool = False
+        """Log host RSS and device memory (legacy ``train.memory_monitor.enabled``)."""
+
+        memory_log_freq: int = 50
+        """Log memory every N steps."""
+
+        reset_peak_memory_each_step: bool = False
+        """Reset the device peak-memory counter after every step (per-step peaks)."""
+
+        def __post_init__(self) -> None:
+            integer_at_least(self, "log_freq", 1)
+            if self.model_flops_per_token is not None:
+                integer_at_least(self, "model_flops_per_token", 1)
+            if self.peak_tflops is not None:
+                require(
+                    isinstance(self.peak_tflops, (int, float)) and self.peak_tflops > 0,
+                    self,
+                    "peak_tflops",
+                    "must be > 0 (or unset)",
+                )
+            integer_at_least(self, "tb_log_freq", 1)
+            require(
+                not self.enable_tensorboard
+                or (isinstance(self.save_tb_folder, str) and self.save_tb_folder != ""),
+                self,
+                "save_tb_folder",
+                "must be a directory when enable_tensorboard is true",
+            )
+            integer_at_least(self, "memory_log_freq", 1)
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        trainer: Any | None = None,
+        output_dir: str | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        device: Any | None = None,
+        max_steps: int | None = None,
+    ) -> None:
+        """
+        Args:
+            trainer: optional; its ``rank``, ``world_size`` and ``device`` attributes are used
+                for the arguments below that are not given.
+            output_dir: directory of ``metrics.jsonl`` (None: no file).
+            rank, world_size: default from ``torch.distributed`` (0 / 1 without a group).
+            device: the training device, for the device-memory figures (None: host only).
+            max_steps: shown in the log line as ``step <n>/<max_steps>``.
+        """
+        self.config = config
+        distributed = dist.is_available() and dist.is_initialized()
+        self.rank = _pick(rank, trainer, "rank", dist.get_rank() if distributed else 0)
+        self.world_size = _pick(
+            world_size, trainer, "world_size", dist.get_world_size() if distributed else 1
+        )
+        self.device = _pick(device, trainer, "device", None)
+        self.max_steps = max_steps
+        self.is_rank0 = self.rank == 0
+        self.metrics_path = None if output_dir is None else os.path.join(output_dir, METRICS_FILE)
+        self._jsonl = None if self.metrics_path is None else JsonlWriter(self.metrics_path)
+        self._tb_writer = None
+        self._step_start: float | None = None
+        # The record of the last step (every step, logged or not); every logged step and
+        # evaluation record; every memory sample.
+        self.last_metrics: dict[str, Any] = {}
+        self.history: list[dict[str, Any]] = []
+        self.memory_history: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def begin(self, step: int = 0) -> None:
+        """Before the first step: open TensorBoard and take the first memory sample."""
+        self._tensorboard()
+        if self.config.enable_memory_monitor:
+            self._record_memory("train begin", step)
+            if self.config.reset_peak_memory_each_step:
+                reset_device_peak(self.device)
+
+    def step_begin(self) -> None:
+        """Start the step timer."""
+        self._step_start = time.perf_counter()
+
+    def close(self, step: int | None = None) -> None:
+        """After training: a last memory sample, then flush and close the files."""
+        if self.config.enable_memory_monitor and step is not None:
+            self._record_memory("train end", step)
+        if self._tb_writer is not None:
+            self._tb_writer.flush()
+            self._tb_writer.close()
+            self._tb_writer = None
+        if self._jsonl is not None:
+            self._jsonl.close()
+
+    # ------------------------------------------------------------------ per step
+
+    def log(
+        self,
+        step: int,
+        *,
+        loss: float,
+        grad_norm: float | None,
+        lr: float | None,
+        tokens: int | None,
+        epoch: Any = None,
+    ) -> dict[str, Any]:
+        """Record the metrics of ``step`` and emit them at their cadences; returns the record.
+
+        ``tokens`` are the label tokens of the step over all DP ranks (throughput); the step
+        time is measured from the last :meth:`step_begin` (None without one).
+        """
+        step_time = None if self._step_start is None else time.perf_counter() - self._step_start
+        self._step_start = None
+        c = self.config
+        rec = step_metrics_record(
+            step=step,
+            epoch=epoch,
+            loss=loss,
+            grad_norm=grad_norm,
+            lr=lr,
+            step_time=step_time,
+            tokens=tokens,
+            report_throughput=c.report_throughput,
+            flops_per_token=c.model_flops_per_token,
+            peak_tflops=c.peak_tflops,
+            world_size=self.world_size,
+        )
+        self.last_metrics = rec
+        if step % c.log_freq == 0:
+            if self.is_rank0:
+                logger.info(format_step_record(rec, self.max_steps))
+            self.history.append(dict(rec))
+            self._write_jsonl(rec)
+        if step % c.tb_log_freq == 0:
+            writer = self._tensorboard()
+            if writer is not None:
+                add_step_scalars(writer, rec, step)
+        if c.enable_memory_monitor:
+            if step % c.memory_log_freq == 0:
+                self._record_memory("step", step)
+            if c.reset_peak_memory_each_step:
+                reset_device_peak(self.device)
+        return rec
+
+    def log_eval(self, step: int, metrics: dict[str, Any]) -> dict[str, Any]:
+        """Log evaluation ``metrics`` (e.g. ``{"eval_loss": 2.1}``) at ``step``; returns the
+        record ``{"step": step, **metrics}``."""
+        rec = {"step": int(step), **metrics}
+        if self.is_rank0:
+            logger.info("step %d | %s", rec["step"], format_eval_metrics(metrics))
+        self.history.append(dict(rec))
+        self._write_jsonl(rec)
+        writer = self._tensorboard()
+        if writer is not None:
+            add_eval_scalars(writer, metrics, step)
+        return rec
+
+    # ------------------------------------------------------------------ sinks
+
+    def _write_jsonl(self, rec: dict[str, Any]) -> None:
+        if self._jsonl is not None and self.is_rank0:
+            self._jsonl.write(rec)
+
+    def _tensorboard(self):
+        if self._tb_writer is None and self.config.enable_tensorboard and self.is_rank0:
+            self._tb_writer = open_summary_writer(
+                self.config.save_tb_folder, field_name="MetricsProcessor.Config.enable_tensorboard"
+            )
+        return self._tb_writer
+
+    def _record_memory(self, label: str, step: int) -> None:
+        sample = sample_memory(self.device, step)
+        self.memory_history.append(sample)
+        if self.is_rank0:
+            logger.info("memory (%s, step %d, rank 0): %s", label, step, format_memory(sample))
+
+
+def _pick(value: Any, trainer: Any, name: str, default: Any) -> Any:
+    """``value`` if given, else ``trainer.<name>`` if the trainer has it, else ``default``."""
+    if value is not None:
+        return value
+    if trainer is not None and hasattr(trainer, name):
+        return getattr(trainer, name)
+    return default
+
+
+__all__ = ["MetricsProcessor"]

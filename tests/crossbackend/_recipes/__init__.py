@@ -1,0 +1,1 @@
+"""Recipes whose configs need no deep-learning framework (for the cross-backend tests)."""

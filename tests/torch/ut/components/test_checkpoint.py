@@ -1,0 +1,353 @@
+"""``CheckpointManager`` against the legacy ``CheckpointCallback`` / ``HFExportCallback``."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+from hyper_parallel.components import (
+    BaseDataLoader,
+    CheckpointManager,
+    LRSchedulersContainer,
+    OptimizersContainer,
+)
+from hyper_parallel.trainer import checkpoint as ck
+from hyper_parallel.trainer.callbacks import CheckpointCallback, HFExportCallback
+from hyper_parallel.trainer.step import train_step
+from tests.torch.ut.components._common import (
+    assert_same_tree,
+    backward_through,
+    batch_of,
+    legacy_config,
+    legacy_dataloader,
+    legacy_lr_scheduler,
+    legacy_optimizer,
+    tiny_model,
+    two_parts,
+)
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:'set_vital' is deprecated"),
+    pytest.mark.filterwarnings("ignore:torch.distributed is disabled"),
+]
+
+STEPS = 6
+LEGACY = {"max_steps": STEPS, "global_batch_size": 2, "micro_batch_size": 2, "seed": 3}
+DATA = {"max_seq_len": 8}
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_async():
+    yield
+    ck.wait_async_save()
+
+
+def run_steps(model, optimizer, scheduler, loader_iter, n: int) -> list[float]:
+    losses = []
+    for _ in range(n):
+        result = train_step(
+            model,
+            optimizer,
+            scheduler,
+            [next(loader_iter)],
+            device=torch.device("cpu"),
+            loss_aggregation="token_weighted",
+            dp_group=None,
+            dp_size=1,
+            max_grad_norm=1.0,
+        )
+        losses.append(result.loss)
+    return losses
+
+
+def legacy_trainer(tmp_path, **checkpoint):
+    """A stand-in legacy trainer: BaseTrainer's optimizer / scheduler / data build steps."""
+    args = legacy_config(
+        data=DATA,
+        checkpoint={"output_dir": str(tmp_path / "legacy"), "save_hf_weights": False, **checkpoint},
+        **LEGACY,
+    )
+    model = tiny_model()
+    optimizer = legacy_optimizer(args, model)
+    data = legacy_dataloader(args, vocab_size=32)
+    return SimpleNamespace(
+        args=args,
+        model=model,
+        optimizer=optimizer,
+        lr_scheduler=legacy_lr_scheduler(args, optimizer),
+        train_dataloader=data.train_dataloader,
+        state=SimpleNamespace(global_step=0, epoch=0),
+        is_rank0=True,
+        spec=SimpleNamespace(state_dict_adapter=None),
+        model_config=None,
+    )
+
+
+def components(tmp_path, *, model=None, **checkpoint):
+    """The same objects built from component Configs, plus a CheckpointManager."""
+    model = tiny_model() if model is None else model
+    optimizers = OptimizersContainer.Config().build(model_parts=[model])
+    schedulers = LRSchedulersContainer.Config(warmup_steps=1).build(
+        optimizers=optimizers, training_steps=STEPS
+    )
+    loader = BaseDataLoader.Config().build(
+        dp_world_size=1,
+        dp_rank=0,
+        local_batch_size=2,
+        seq_len=8,
+        seed=3,
+        vocab_size=32,
+        num_samples=STEPS * 2,
+    )
+    manager = CheckpointManager.Config(
+        folder=str(tmp_path / "new"), export_hf=False, **checkpoint
+    ).build(model_parts=[model], optimizers=optimizers, lr_schedulers=schedulers, dataloader=loader)
+    return SimpleNamespace(
+        model=model, optimizers=optimizers, schedulers=schedulers, loader=loader, manager=manager
+    )
+
+
+def read_dcp(path: str) -> tuple[dict, dict]:
+    """``(tensors, other entries)`` of a DCP checkpoint, by their stored key."""
+    metadata = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
+    tensors = {
+        k: torch.empty(m.size, dtype=m.properties.dtype)
+        for k, m in metadata.items()
+        if isinstance(m, TensorStorageMetadata)
+    }
+    dcp.load(tensors, checkpoint_id=path, no_dist=True)
+    return tensors, {k: m for k, m in metadata.items() if k not in tensors}
+
+
+def test_checkpoint_contents_equal_the_legacy_checkpoint(tmp_path):
+    legacy = legacy_trainer(tmp_path)
+    new = components(tmp_path)
+    assert run_steps(legacy.model, legacy.optimizer, legacy.lr_scheduler, iter(legacy.train_dataloader), 2) == (
+        run_steps(new.model, new.optimizers, new.schedulers, iter(new.loader), 2)
+    )
+
+    legacy.state.global_step = 2
+    legacy_dir = CheckpointCallback(legacy).save()
+    new_dir = new.manager.save(2, {"epoch": 0})
+    assert os.path.basename(new_dir) == os.path.basename(legacy_dir) == "step_2"
+    assert sorted(os.listdir(new_dir)) == sorted(os.listdir(legacy_dir))
+
+    # Model weights and optimizer moments: the same tensors under the same stored keys.
+    legacy_tensors, legacy_other = read_dcp(legacy_dir)
+    new_tensors, new_other = read_dcp(new_dir)
+    assert any(k.startswith("model.") for k in new_tensors)
+    assert any(k.startswith("optimizer.state.") for k in new_tensors)
+    assert_same_tree(new_tensors, legacy_tensors)
+    # Hyperparameters: per parameter (flattened container) instead of per group (legacy).
+    assert "optimizer.param_groups.0.lr" in legacy_other
+    assert "optimizer.param_groups.proj.weight.lr" in new_other
+
+    for name in ("scheduler.pt", "dataloader_rank0.pt", "rng_rank0.pt"):
+        assert_same_tree(
+            torch.load(os.path.join(new_dir, name), weights_only=True),
+            torch.load(os.path.join(legacy_dir, name), weights_only=True),
+        )
+    with open(os.path.join(new_dir, ck.EXTRA_STATE_FILE)) as f, open(
+        os.path.join(legacy_dir, ck.EXTRA_STATE_FILE)
+    ) as g:
+        assert json.load(f) == json.load(g)
+
+
+def test_resume_continues_exactly_like_the_uninterrupted_run(tmp_path):
+    reference = components(tmp_path / "ref")
+    it = iter(reference.loader)
+    uninterrupted = run_steps(reference.model, reference.optimizers, reference.schedulers, it, 5)
+
+    first = components(tmp_path)
+    it = iter(first.loader)
+    head = run_steps(first.model, first.optimizers, first.schedulers, it, 3)
+    first.manager.save(3, {"epoch": 0})
+    run_steps(first.model, first.optimizers, first.schedulers, it, 1)  # progress that is lost
+
+    resumed = components(tmp_path, model=tiny_model(seed=9), load_path="latest")
+    extra = resumed.manager.load()
+    assert extra["global_step"] == 3 and extra["epoch"] == 0
+    assert resumed.manager.last_saved_step == 3
+    tail = run_steps(resumed.model, resumed.optimizers, resumed.schedulers, iter(resumed.loader), 2)
+    assert head + tail == uninterrupted
+    # The resumed step is not saved again (the legacy rule).
+    assert resumed.manager.maybe_save(3, last_step=True) is None
+
+
+def test_fresh_start_and_missing_checkpoint(tmp_path):
+    assert components(tmp_path, load_path="latest").manager.load() is None
+    with pytest.raises(ck.CheckpointError, match="does not exist"):
+        components(tmp_path, load_path=str(tmp_path / "nope")).manager.load()
+
+
+def test_save_cadence_equals_the_legacy_callback(tmp_path):
+    legacy = legacy_trainer(tmp_path, save_steps=3)
+    callback = CheckpointCallback(legacy)
+    new = components(tmp_path, interval=3)
+    legacy_it, new_it = iter(legacy.train_dataloader), iter(new.loader)
+    new_saved = []
+    for step in range(1, 6):
+        run_steps(legacy.model, legacy.optimizer, legacy.lr_scheduler, legacy_it, 1)
+        run_steps(new.model, new.optimizers, new.schedulers, new_it, 1)
+        legacy.state.global_step = step
+        callback.on_step_end(0.0, 0.0)
+        new_saved.append(new.manager.maybe_save(step, {"epoch": 0}))
+    callback.on_train_end()
+    new_saved.append(new.manager.maybe_save(5, {"epoch": 0}, last_step=True))
+    new.manager.close()
+    names = lambda paths: [os.path.basename(p) for p in paths if p is not None]
+    assert names(new_saved) == names(callback.saved) == ["step_3", "step_5"]
+    assert CheckpointManager.Config(interval=0, export_hf=False).build(
+        model_parts=[new.model]
+    ).maybe_save(5, last_step=True) is None  # interval 0 never saves
+
+
+def test_keep_latest_k_deletes_only_older_complete_checkpoints(tmp_path):
+    new = components(tmp_path, keep_latest_k=2)
+    folder = new.manager.config.folder
+    it = iter(new.loader)
+    os.makedirs(os.path.join(folder, "step_0"))  # not a complete checkpoint: never touched
+    os.makedirs(os.path.join(folder, ".step_1.deleting"))  # left by a killed purge
+    for step in range(1, 5):
+        run_steps(new.model, new.optimizers, new.schedulers, it, 1)
+        new.manager.save(step, {"epoch": 0})
+    assert sorted(os.listdir(folder)) == ["step_0", "step_3", "step_4"]
+    assert [os.path.basename(p) for p in new.manager.deleted] == ["step_1", "step_2"]
+    assert ck.latest_checkpoint(folder).endswith("step_4")
+
+
+def test_keep_latest_k_never_counts_a_save_in_flight(tmp_path, monkeypatch):
+    # Hold the background save before its final rename until the test releases it.
+    release = threading.Event()
+    finalize = ck._finalize
+    monkeypatch.setattr(
+        ck, "_finalize", lambda *a, **kw: (release.wait(timeout=30), finalize(*a, **kw))
+    )
+    new = components(tmp_path, keep_latest_k=1, async_mode="async")
+    folder = new.manager.config.folder
+    it = iter(new.loader)
+    run_steps(new.model, new.optimizers, new.schedulers, it, 1)
+    release.set()
+    new.manager.save(1, {"epoch": 0}, async_save=False)
+    release.clear()
+    run_steps(new.model, new.optimizers, new.schedulers, it, 1)
+    new.manager.save(2, {"epoch": 0})  # in flight: step_1 is still the only complete one
+    assert sorted(os.listdir(folder)) == [".step_2.tmp", "step_1"]
+    assert new.manager.deleted == []
+    release.set()
+    new.manager.wait()  # step_2 complete -> step_1 goes
+    assert sorted(os.listdir(folder)) == ["step_2"]
+
+
+def test_keep_all_by_default(tmp_path):
+    new = components(tmp_path)
+    it = iter(new.loader)
+    for step in range(1, 4):
+        run_steps(new.model, new.optimizers, new.schedulers, it, 1)
+        new.manager.save(step, {"epoch": 0})
+    assert sorted(os.listdir(new.manager.config.folder)) == ["step_1", "step_2", "step_3"]
+
+
+class PrefixAdapter:
+    @staticmethod
+    def to_hf(state_dict, config):
+        assert config == {"fake": "config"}
+        return {f"model.{k}": v for k, v in state_dict.items()}
+
+
+def write_safetensors(state_dict, path, config):
+    from safetensors.torch import save_file
+
+    os.makedirs(path)
+    save_file({k: v.contiguous() for k, v in state_dict.items()}, os.path.join(path, "model.safetensors"))
+
+
+def test_hf_export_equals_the_legacy_callback(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    monkeypatch.setattr(ck, "_hf_writer", lambda: write_safetensors)
+    legacy = legacy_trainer(tmp_path)
+    legacy.spec.state_dict_adapter, legacy.model_config = PrefixAdapter, {"fake": "config"}
+    legacy.args.train.checkpoint.save_hf_weights = True
+    # No LR schedule on either side (its warmup would start at LR 0 and freeze the weights).
+    legacy.optimizer, legacy.lr_scheduler = legacy_optimizer(legacy.args, legacy.model), None
+    export = HFExportCallback(legacy)
+    model = tiny_model()
+    optimizers = OptimizersContainer.Config().build(model_parts=[model])
+    manager = CheckpointManager.Config(folder=str(tmp_path / "new")).build(
+        model_parts=[model],
+        optimizers=optimizers,
+        sd_adapter=PrefixAdapter,
+        model_config={"fake": "config"},
+    )
+    for m, opt in ((legacy.model, legacy.optimizer), (model, optimizers)):
+        m(batch_of()["input_ids"]).sum().backward()
+        opt.step()
+    legacy.state.global_step = 1
+    legacy_dir = CheckpointCallback(legacy).save()
+    export.on_save(legacy_dir)
+    new_dir = manager.save(1)
+    assert manager.exported == [os.path.join(new_dir, "hf_ckpt")]
+    assert not torch.equal(model.proj.weight, tiny_model().proj.weight)  # trained weights
+    assert_same_tree(
+        load_file(os.path.join(new_dir, "hf_ckpt", "model.safetensors")),
+        load_file(os.path.join(legacy_dir, "hf_ckpt", "model.safetensors")),
+    )
+
+
+def test_hf_export_needs_the_adapter_and_model_config(tmp_path):
+    with pytest.raises(ValueError, match=r"export_hf is true but no sd_adapter was given"):
+        CheckpointManager.Config(folder=str(tmp_path)).build(model_parts=[tiny_model()])
+    with pytest.raises(ValueError, match=r"no model_config was given"):
+        CheckpointManager.Config(folder=str(tmp_path)).build(
+            model_parts=[tiny_model()], sd_adapter=PrefixAdapter
+        )
+
+
+def test_two_model_parts_round_trip(tmp_path):
+    parts = two_parts(0)
+    optimizers = OptimizersContainer.Config(lr=1e-2).build(model_parts=parts)
+    schedulers = LRSchedulersContainer.Config(warmup_steps=0).build(
+        optimizers=optimizers, training_steps=4
+    )
+    backward_through(parts, seed=0)
+    optimizers.step()
+    schedulers.step()
+    config = CheckpointManager.Config(folder=str(tmp_path), export_hf=False, load_path="latest")
+    config.build(model_parts=parts, optimizers=optimizers, lr_schedulers=schedulers).save(1)
+
+    fresh = two_parts(1)
+    fresh_opt = OptimizersContainer.Config(lr=1e-2).build(model_parts=fresh)
+    backward_through(fresh, seed=4)
+    fresh_opt.step()
+    fresh_sched = LRSchedulersContainer.Config(warmup_steps=0).build(
+        optimizers=fresh_opt, training_steps=4
+    )
+    config.build(model_parts=fresh, optimizers=fresh_opt, lr_schedulers=fresh_sched).load()
+    for a, b in zip(parts, fresh):
+        assert_same_tree(b.state_dict(), a.state_dict())
+    assert_same_tree(fresh_opt.state_dict(), optimizers.state_dict())
+    assert fresh_sched.state_dict() == schedulers.state_dict()
+
+
+def test_model_parts_must_have_distinct_names_and_their_own_optimizers(tmp_path):
+    same_names = [tiny_model(0), tiny_model(1)]
+    with pytest.raises(ValueError, match="two model parts both hold"):
+        ck.save_checkpoint(
+            str(tmp_path), 1, model=same_names, optimizer=None, lr_scheduler=None, dataloader=None
+        )
+    parts = two_parts()
+    optimizer = torch.optim.AdamW([p for part in parts for p in part.parameters()])
+    backward_through(parts)
+    optimizer.step()
+    with pytest.raises(TypeError, match="single torch optimizer cannot be checkpointed with several"):
+        ck.save_checkpoint(
+            str(tmp_path), 1, model=parts, optimizer=optimizer, lr_scheduler=None, dataloader=None
+        )
