@@ -35,4 +35,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    from hyper_parallel.utils.process import exit_now
+
+    exit_now(code)

@@ -125,4 +125,7 @@ def test_fsdp2_resume_and_reshard(tmp_path):
 
 
 if __name__ == "__main__":
+    from hyper_parallel.utils.process import exit_now
+
     _worker(sys.argv[1])
+    exit_now(0)

@@ -604,4 +604,7 @@ def test_fsdp2_two_ranks_round_trip_async_and_reshard(tmp_path):
 
 
 if __name__ == "__main__":
+    from hyper_parallel.utils.process import exit_now
+
     _fsdp_worker(sys.argv[1])
+    exit_now(0)

@@ -382,4 +382,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hyper_parallel.utils.process import exit_now
+
+    exit_now(main() or 0)
