@@ -1,0 +1,84 @@
+"""``ConfigManager.parse_args`` on the new command line (``--module ... --config ...``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hyper_parallel.config.manager import ConfigManager, RecipeError
+from hyper_parallel.trainer.trainer_config import HyperTrainer
+
+HERE = Path(__file__).parent
+
+
+def parse(*overrides: str, config: str = "qwen3_5_v2_tiny"):
+    return ConfigManager().parse_args(["--module", "_test_dummy", "--config", config, *overrides])
+
+
+def test_override_applies():
+    cfg = parse("--training.steps=5")
+    assert isinstance(cfg, HyperTrainer.Config)
+    assert cfg.training.steps == 5
+    assert cfg.training.seq_len == 64  # from the recipe
+    assert cfg.model.config_overrides == {"flavor": "debugmodel"}
+
+
+def test_precedence_cli_over_recipe_over_defaults():
+    cfg = parse("--optimizer.lr", "0.003", "--parallelism.tensor_parallel_degree", "2")
+    assert cfg.optimizer.lr == 0.003
+    assert cfg.parallelism.tensor_parallel_degree == 2
+    assert cfg.training.global_batch_size == 2  # recipe
+    assert cfg.dump_folder == HyperTrainer.Config().dump_folder  # default
+
+
+def test_recipe_returns_a_fresh_config_each_time():
+    a, b = parse(), parse()
+    a.training.steps = 99
+    assert b.training.steps == 3
+
+
+def test_comma_separated_lists():
+    cfg = parse("--compile.components", "model,loss")
+    assert cfg.compile.components == ["model", "loss"]
+
+
+def test_bad_override_names_the_flag(capsys):
+    with pytest.raises(SystemExit):
+        parse("--training.stepz=5")
+    assert "--training.stepz" in capsys.readouterr().err
+
+
+def test_invalid_value_is_rejected():
+    with pytest.raises((SystemExit, ValueError)):
+        parse("--training.steps=0")
+
+
+def test_model_spec_is_hidden_from_the_cli(capsys):
+    with pytest.raises(SystemExit):
+        parse("--help")
+    out = capsys.readouterr().out
+    assert "--training.steps" in out
+    assert "--model-spec" not in out and "--model_spec" not in out
+    # Field docstrings are the help text.
+    assert "Number of optimizer steps" in out or "optimizer steps" in out
+
+
+def test_missing_recipe_lists_available():
+    with pytest.raises(RecipeError) as info:
+        parse(config="nope")
+    message = str(info.value)
+    assert "qwen3_5_v2_tiny" in message and "qwen3_5_v2_tiny_tp2" in message
+    assert "_private_helper" not in message
+
+
+def test_module_main_prints_the_config():
+    proc = subprocess.run(
+        [sys.executable, "-m", "hyper_parallel.config.manager", "--module", "_test_dummy",
+         "--config", "qwen3_5_v2_tiny", "--training.steps=7"],
+        capture_output=True, text=True, env={"PYTHONPATH": f"{HERE}:{Path.cwd()}", "PATH": ""},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "steps: 7" in proc.stdout
