@@ -35,6 +35,7 @@ test: install
 	$(MAKE) --no-print-directory codegen-check
 	$(MAKE) --no-print-directory test-fast
 	$(MAKE) --no-print-directory test-slow
+	$(MAKE) --no-print-directory test-mindspore
 
 test-fast: install
 	@$(call run_pytest,-m "not slow" tests)
