@@ -1,69 +1,38 @@
-"""Model specs: how the trainer builds, parallelizes and converts one model family.
+"""Model discovery for the legacy path, on top of the ModelSpec v2 registry.
 
 A model package registers its spec when imported (``hyper_parallel.models.<name>``), so
-``discover_model_spec(name)`` imports the package and then looks the spec up.
+``discover_model_spec(name)`` imports the package and then looks the spec up. The specs
+themselves live in the one registry of :mod:`hyper_parallel.protocols.model_spec`; this module
+keeps the legacy ``register_spec(name, spec)`` signature.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
+from hyper_parallel.protocols.model_spec import ModelSpec, get_spec, registered_names
+from hyper_parallel.protocols.model_spec import register_spec as _register
 from hyper_parallel.utils.suggest import did_you_mean
 
-
-@dataclass
-class ModelSpec:
-    """One model family as the legacy trainer sees it."""
-
-    name: str
-    """Registry key (``model.name`` in the legacy YAML)."""
-
-    build_model_fn: Callable[[Any], Any]
-    """``(legacy_config) -> nn.Module``; called under the ``init_device`` context."""
-
-    parallelize_fn: Callable[[Any, Any, Any], Any] | None = None
-    """``(model, mesh, legacy_config) -> model``: TP, AC and FSDP."""
-
-    clip_grad_fn: Callable[..., Any] | None = None
-    """``(parameters, max_norm) -> total_norm``; default: the trainer's DTensor-aware clip."""
-
-    pipelining_fn: Callable[..., Any] | None = None
-    """Pipeline-parallel split (not supported yet)."""
-
-    state_dict_adapter: Any | None = None
-    """Converts state dicts to / from Hugging Face names (``to_hf`` / ``from_hf``)."""
-
-    model_config_fn: Callable[[Any], Any] | None = None
-    """``(legacy_config) -> model config``, e.g. for Hugging Face export and FLOP counts."""
-
-
-_REGISTRY: dict[str, ModelSpec] = {}
+__all__ = [
+    "ModelSpec",
+    "builtin_model_packages",
+    "discover_model_spec",
+    "get_spec",
+    "register_spec",
+    "registered_names",
+]
 
 
 def register_spec(name: str, spec: ModelSpec) -> None:
-    """Register ``spec`` under ``name``; a duplicate name is an error."""
-    if name in _REGISTRY:
-        raise ValueError(f"model spec {name!r} is already registered")
-    _REGISTRY[name] = spec
+    """Legacy signature of :func:`hyper_parallel.protocols.model_spec.register_spec`.
 
-
-def get_spec(name: str) -> ModelSpec:
-    """The spec registered as ``name``; an unknown name lists the known ones."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY)) or "(none registered)"
-        raise ValueError(
-            f"unknown model spec {name!r}{did_you_mean(name, _REGISTRY)}; registered: {known}"
-        ) from None
-
-
-def registered_names() -> list[str]:
-    return sorted(_REGISTRY)
+    ``name`` must equal ``spec.name``; a duplicate name is an error.
+    """
+    if name != spec.name:
+        raise ValueError(f"register_spec: name {name!r} differs from spec.name {spec.name!r}")
+    _register(spec)
 
 
 def builtin_model_packages() -> list[str]:
@@ -82,7 +51,7 @@ def discover_model_spec(name: str) -> ModelSpec:
     contains a dot, a module path imported as given, which must register its spec under that
     same dotted name.
     """
-    if name not in _REGISTRY:
+    if name not in registered_names():
         module = name if "." in name else f"hyper_parallel.models.{name}"
         try:
             importlib.import_module(module)
