@@ -1,0 +1,97 @@
+"""Benchmark of the code generator: the whole process that `make codegen` runs, and black's share.
+
+    .venv/bin/python bench/bench_codegen.py [--runs 7] [--out bench/results/codegen.json]
+
+Each run is a fresh ``python -m hyper_parallel.codegen`` process doing everything `make codegen`
+does -- load and check the table, introspect the legacy schema and the component Configs, render
+the four files, format the three Python files with black, write them -- into a temporary
+directory instead of the repository (identical work; the checkout is left alone). Reported:
+
+* whole process: wall time from start to exit, and the CPU time (user + sys) of the child, which
+  is the better figure on a busy machine (the wall time includes waiting for a CPU);
+* black: the seconds spent inside ``black.format_str``, measured in the child, and its share of
+  the child's wall time;
+* the size of what is formatted.
+
+Target: 1.0 s whole process. Medians over ``--runs`` runs (after one warm-up run that fills the
+OS file cache and black's grammar cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_SECONDS = 1.0
+
+
+def one_run(out_dir: Path, timings: Path) -> dict[str, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "hyper_parallel.codegen", "--out", str(out_dir), "-q",
+         "--timings-json", str(timings)],
+        cwd=REPO, check=True,
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    black = json.loads(timings.read_text())["black_seconds"]
+    return {"wall_s": wall, "cpu_s": cpu, "black_s": black}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "codegen.json"))
+    opts = parser.parse_args()
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="bench-codegen-") as tmp:
+        out_dir, timings = Path(tmp) / "out", Path(tmp) / "timings.json"
+        one_run(out_dir, timings)  # warm-up
+        for _ in range(opts.runs):
+            runs.append(one_run(out_dir, timings))
+        python_files = [p for p in out_dir.rglob("*.py")]
+        lines = sum(len(p.read_text().splitlines()) for p in python_files)
+    wall = statistics.median(r["wall_s"] for r in runs)
+    cpu = statistics.median(r["cpu_s"] for r in runs)
+    black = statistics.median(r["black_s"] for r in runs)
+    results = {
+        "runs": opts.runs,
+        "whole_process_wall_s": round(wall, 3),
+        "whole_process_wall_min_s": round(min(r["wall_s"] for r in runs), 3),
+        "whole_process_cpu_s": round(cpu, 3),
+        "black_s": round(black, 3),
+        "black_share_of_wall": round(black / wall, 3),
+        "black_share_of_cpu": round(min(black / cpu, 1.0), 3),
+        "formatted_python_files": len(python_files),
+        "formatted_python_lines": lines,
+        "target_s": TARGET_SECONDS,
+        "meets_target_wall": wall <= TARGET_SECONDS,
+        "meets_target_cpu": cpu <= TARGET_SECONDS,
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+        "per_run": [{k: round(v, 3) for k, v in r.items()} for r in runs],
+    }
+    print(f"make codegen, whole process (median of {opts.runs}): wall {wall:.3f} s "
+          f"(min {results['whole_process_wall_min_s']:.3f} s), CPU {cpu:.3f} s; "
+          f"target {TARGET_SECONDS:.1f} s")
+    print(f"black: {black:.3f} s = {results['black_share_of_wall']:.0%} of the wall time "
+          f"({lines} lines in {len(python_files)} files); load average "
+          f"{results['load_average_1min']} on {results['cpus']} CPUs")
+    print(json.dumps(results, indent=2))
+    Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(opts.out).write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

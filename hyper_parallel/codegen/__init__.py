@@ -1,0 +1,25 @@
+"""The code generator: ``codegen/field_table.yaml`` -> the new configuration's code and docs.
+
+``python -m hyper_parallel.codegen`` (``make codegen``) loads the field table, checks it against
+the classes it describes (coverage, types, defaults: :mod:`.coverage`), renders the Jinja2
+templates in ``templates/`` and formats the Python with black in-process. It writes:
+
+* ``hyper_parallel/config/configs.py`` -- the generic section dataclasses;
+* ``hyper_parallel/trainer/trainer_config.py`` -- ``HyperTrainer.Config``;
+* ``hyper_parallel/config/legacy_adapter.py`` -- legacy <-> new conversion, ``canonicalize_legacy``,
+  ``FIELD_MAP``;
+* ``docs/config_reference.md`` -- the migration guide.
+
+``python -m hyper_parallel.codegen --check`` (``make codegen-check``) regenerates into a
+temporary directory and compares: silent with exit 0 when everything is current, otherwise a
+unified diff per file, the reason and the fix, exit 1. A table that does not validate is exit 2.
+
+Modules: :mod:`.yamlsrc` (YAML with lines), :mod:`.table` (schema), :mod:`.types` (annotations),
+:mod:`.introspect` (legacy schema and component Configs), :mod:`.coverage`, :mod:`.render`,
+:mod:`.pipeline` (generate / write / check), ``__main__`` (CLI).
+"""
+
+from hyper_parallel.codegen.errors import CodegenError
+from hyper_parallel.codegen.pipeline import OUTPUTS, Generation, Stale, check, generate, write
+
+__all__ = ["OUTPUTS", "CodegenError", "Generation", "Stale", "check", "generate", "write"]

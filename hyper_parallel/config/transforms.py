@@ -1,0 +1,314 @@
+"""The hand-written halves of the field table's ``transform`` rows.
+
+A legacy field that does not map one-to-one onto a field of the new tree is a ``transform`` row
+in ``codegen/field_table.yaml``. The row names three plain functions defined here:
+
+* ``forward(**legacy_values, **read_values) -> {new_name: value}`` -- legacy -> new, called by
+  the generated ``_legacy_to_trainer_config``;
+* ``backward(**new_values, **read_values) -> {legacy_name: value}`` -- new -> legacy, called by
+  the generated ``_trainer_config_to_legacy``;
+* ``canonical(**legacy_values, **read_values) -> {legacy_name: (canonical_value, why)}`` -- the
+  legacy fields whose value is one of several spellings of the same behaviour, rewritten to the
+  one spelling that ``backward`` produces, each with the reason; called by the generated
+  ``canonicalize_legacy``. It returns only the fields it changes.
+
+The keyword names are the row's local names (the keys of its ``legacy`` / ``new`` / ``reads`` /
+``reads_new`` mappings), so the generated call sites read like the table. The contract, checked
+by ``tests/torch/ut/config/test_legacy_roundtrip.py`` over random legacy configs::
+
+    backward(forward(x)) == canonical(x)        forward(backward(forward(x))) == forward(x)
+
+A ``ValueError`` raised by ``backward`` (a new-tree value with no legacy spelling) is turned into
+a ``ConfigError`` naming the new-tree fields by the generated adapter.
+
+This module imports no framework (no torch, no mindspore): the legacy trainer's own rules that
+it mirrors (``warmup_steps_from_ratio``, the FSDP2 no-op casts) are restated here and pinned by
+tests against the originals.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hyper_parallel.platform.dtypes import canonical_dtype_name
+
+Changes = dict[str, tuple[Any, str]]
+
+# ----------------------------------------------------------------------------------------------
+# train.accelerator.dp_shard + dp  <->  parallelism.data_parallel_shard_degree
+# ----------------------------------------------------------------------------------------------
+
+
+_DP_FOLDED = (
+    "the legacy alias train.accelerator.dp is read as dp_shard when dp_shard is unset; "
+    "written as dp_shard"
+)
+_DP_IGNORED = (
+    "ignored: train.accelerator.dp_shard is set, and dp is only read when dp_shard is unset"
+)
+
+
+def dp_shard_forward(*, dp_shard: int | None, dp: int | None) -> dict[str, Any]:
+    """The FSDP degree the legacy ``ParallelDims.from_config`` uses: ``dp_shard``, else the old
+    single ``dp`` field, else unset (which means 1)."""
+    return {"data_parallel_shard_degree": dp_shard if dp_shard is not None else dp}
+
+
+def dp_shard_backward(*, data_parallel_shard_degree: int | None) -> dict[str, Any]:
+    """Always written to ``dp_shard``; the legacy alias ``dp`` stays unset."""
+    return {"dp_shard": data_parallel_shard_degree, "dp": None}
+
+
+def dp_shard_canonical(*, dp_shard: int | None, dp: int | None) -> Changes:
+    """``dp`` is an alias read only when ``dp_shard`` is unset: fold it into ``dp_shard``."""
+    if dp is None:
+        return {}
+    if dp_shard is None:
+        return {
+            "dp_shard": (dp, _DP_FOLDED),
+            "dp": (None, "folded into train.accelerator.dp_shard"),
+        }
+    return {"dp": (None, _DP_IGNORED)}
+
+
+# ----------------------------------------------------------------------------------------------
+# train.mixed_precision.{enabled, param_dtype, reduce_dtype, output_dtype}
+#   <->  training.mixed_precision_{param, reduce, output}
+# ----------------------------------------------------------------------------------------------
+
+#: The legacy defaults of the dtype fields (what a disabled section is written back as).
+_MP_DEFAULTS = {"param_dtype": "bfloat16", "reduce_dtype": "float32", "output_dtype": None}
+#: The new-tree spelling of "no mixed precision": FSDP2 skips a cast to the parameter dtype
+#: (float32 masters) and a reduce dtype equal to the param dtype, so this policy changes nothing.
+_MP_OFF = ("float32", "float32", None)
+
+
+_MP_UNREAD = "unread while train.mixed_precision.enabled is false; reset to its default"
+_MP_UNREAD_OFF = "unread once mixed precision is off; reset to its default"
+_MP_NOOP = (
+    "a float32 param / float32 reduce policy without an output dtype casts nothing (the "
+    "masters are float32): mixed precision is off"
+)
+
+
+def _dtype(name: str | None) -> str | None:
+    return None if name is None else canonical_dtype_name(name)
+
+
+def mixed_precision_forward(
+    *, enabled: bool, param_dtype: str, reduce_dtype: str, output_dtype: str | None
+) -> dict[str, Any]:
+    """Disabled -> float32 / float32 / unset; enabled -> the canonical dtype names."""
+    if not enabled:
+        param, reduce, output = _MP_OFF
+    else:
+        param, reduce, output = _dtype(param_dtype), _dtype(reduce_dtype), _dtype(output_dtype)
+    return {
+        "mixed_precision_param": param,
+        "mixed_precision_reduce": reduce,
+        "mixed_precision_output": output,
+    }
+
+
+def mixed_precision_backward(
+    *,
+    mixed_precision_param: str,
+    mixed_precision_reduce: str,
+    mixed_precision_output: str | None,
+) -> dict[str, Any]:
+    """float32 / float32 / unset -> disabled (dtype fields at their defaults); else enabled."""
+    policy = (mixed_precision_param, mixed_precision_reduce, mixed_precision_output)
+    if policy == _MP_OFF:
+        return {"enabled": False, **_MP_DEFAULTS}
+    return {
+        "enabled": True,
+        "param_dtype": mixed_precision_param,
+        "reduce_dtype": mixed_precision_reduce,
+        "output_dtype": mixed_precision_output,
+    }
+
+
+def mixed_precision_canonical(
+    *, enabled: bool, param_dtype: str, reduce_dtype: str, output_dtype: str | None
+) -> Changes:
+    """Disabled: the dtype fields are unread, so they go back to their defaults. Enabled:
+    dtype aliases (``bf16``, ``fp32``, ``half``, ...) become their canonical names, and a
+    float32 / float32 / unset policy (a no-op for FSDP2) becomes ``enabled: false``."""
+    current = {"param_dtype": param_dtype, "reduce_dtype": reduce_dtype,
+               "output_dtype": output_dtype}
+    changes: Changes = {}
+    if not enabled:
+        for name, default in _MP_DEFAULTS.items():
+            if current[name] != default:
+                changes[name] = (default, _MP_UNREAD)
+        return changes
+    canonical = {name: _dtype(value) for name, value in current.items()}
+    if (canonical["param_dtype"], canonical["reduce_dtype"], canonical["output_dtype"]) == _MP_OFF:
+        changes["enabled"] = (False, _MP_NOOP)
+        for name, default in _MP_DEFAULTS.items():
+            if current[name] != default:
+                changes[name] = (default, _MP_UNREAD_OFF)
+        return changes
+    for name, value in canonical.items():
+        if value != current[name]:
+            why = f"dtype alias {current[name]!r} written as its canonical name {value!r}"
+            changes[name] = (value, why)
+    return changes
+
+
+# ----------------------------------------------------------------------------------------------
+# train.optimizer.lr_warmup_ratio (+ train.max_steps)  <->  lr_scheduler.warmup_steps
+# ----------------------------------------------------------------------------------------------
+
+
+def warmup_steps_from_ratio(max_steps: int, ratio: float) -> int:
+    """The legacy rule (``hyper_parallel.trainer.optim.warmup_steps_from_ratio``):
+    ``ceil(max_steps * ratio)``, float rounding included."""
+    return math.ceil(max_steps * ratio)
+
+
+def ratio_for_warmup_steps(warmup_steps: int, max_steps: int) -> float:
+    """The ratio closest to ``warmup_steps / max_steps`` for which the legacy rule gives back
+    exactly ``warmup_steps`` (after clamping to ``[0, max_steps]``)."""
+    steps = min(max(warmup_steps, 0), max_steps)
+    ratio = steps / max_steps
+    # ``steps / max_steps`` can round up so that ceil(max_steps * ratio) == steps + 1; walk to
+    # the neighbouring doubles until the legacy rule reproduces ``steps``.
+    while ratio > 0.0 and warmup_steps_from_ratio(max_steps, ratio) > steps:
+        ratio = math.nextafter(ratio, 0.0)
+    while ratio < 1.0 and warmup_steps_from_ratio(max_steps, ratio) < steps:
+        ratio = math.nextafter(ratio, 1.0)
+    return ratio
+
+
+def warmup_forward(*, lr_warmup_ratio: float, max_steps: int) -> dict[str, Any]:
+    """Warmup steps = ``ceil(max_steps * lr_warmup_ratio)`` (the legacy rule)."""
+    return {"warmup_steps": warmup_steps_from_ratio(max_steps, lr_warmup_ratio)}
+
+
+def warmup_backward(*, warmup_steps: int, steps: int) -> dict[str, Any]:
+    """The ratio that gives ``warmup_steps`` over ``training.steps``. The LR scheduler clamps a
+    warmup longer than the run to the run, so more steps than ``steps`` are written as 1.0."""
+    return {"lr_warmup_ratio": ratio_for_warmup_steps(warmup_steps, steps)}
+
+
+def warmup_canonical(*, lr_warmup_ratio: float, max_steps: int) -> Changes:
+    """Only ``ceil(max_steps * ratio)`` matters: every ratio is written as the canonical ratio
+    of its number of warmup steps."""
+    steps = warmup_steps_from_ratio(max_steps, lr_warmup_ratio)
+    ratio = ratio_for_warmup_steps(steps, max_steps)
+    if ratio == lr_warmup_ratio:
+        return {}
+    why = (
+        f"with train.max_steps={max_steps} the ratio {lr_warmup_ratio!r} gives "
+        f"ceil({max_steps} x {lr_warmup_ratio!r}) = {steps} warmup steps, and {ratio!r} is "
+        f"the canonical ratio for {steps} steps"
+    )
+    return {"lr_warmup_ratio": (ratio, why)}
+
+
+# ----------------------------------------------------------------------------------------------
+# train.optimizer.type  <->  optimizer.name
+# ----------------------------------------------------------------------------------------------
+
+#: Legacy ``train.optimizer.type`` -> ``OptimizersContainer.Config.name`` (torch class names);
+#: the inverse of ``hyper_parallel.components.optimizer.OPTIMIZER_NAMES`` (a test pins it).
+OPTIMIZER_CLASS_NAMES = {"adamw": "AdamW", "adam": "Adam"}
+
+
+def optimizer_name_forward(*, type: str) -> dict[str, Any]:
+    return {"name": OPTIMIZER_CLASS_NAMES[type]}
+
+
+def optimizer_name_backward(*, name: str) -> dict[str, Any]:
+    legacy = {cls: key for key, cls in OPTIMIZER_CLASS_NAMES.items()}
+    if name not in legacy:
+        raise ValueError(
+            f"optimizer {name!r} has no legacy train.optimizer.type; the legacy schema knows "
+            f"{', '.join(sorted(legacy))}"
+        )
+    return {"type": legacy[name]}
+
+
+# ----------------------------------------------------------------------------------------------
+# train.checkpoint.save_async  <->  checkpoint.async_mode
+# ----------------------------------------------------------------------------------------------
+
+
+def async_mode_forward(*, save_async: bool) -> dict[str, Any]:
+    return {"async_mode": "async" if save_async else "disabled"}
+
+
+def async_mode_backward(*, async_mode: str) -> dict[str, Any]:
+    if async_mode not in ("async", "disabled"):
+        raise ValueError(f"async_mode {async_mode!r} has no legacy train.checkpoint.save_async")
+    return {"save_async": async_mode == "async"}
+
+
+# ----------------------------------------------------------------------------------------------
+# train.optimizer.loss_aggregation  <->  optimizer.loss_aggregation + loss.aggregation
+# ----------------------------------------------------------------------------------------------
+
+
+def loss_aggregation_forward(*, loss_aggregation: str) -> dict[str, Any]:
+    """One legacy field feeds both component Configs that carry the setting."""
+    return {"optimizer_aggregation": loss_aggregation, "loss_aggregation": loss_aggregation}
+
+
+def loss_aggregation_backward(
+    *, optimizer_aggregation: str, loss_aggregation: str
+) -> dict[str, Any]:
+    """The two copies must agree: the legacy schema has one field."""
+    if optimizer_aggregation != loss_aggregation:
+        raise ValueError(
+            f"optimizer.loss_aggregation={optimizer_aggregation!r} and "
+            f"loss.aggregation={loss_aggregation!r} disagree; the legacy schema has one field "
+            "(train.optimizer.loss_aggregation): set both to the same value"
+        )
+    return {"loss_aggregation": loss_aggregation}
+
+# ----------------------------------------------------------------------------------------------
+# model.tokenizer_path -> tokenizer.path, train.checkpoint.load_path -> checkpoint.load_path
+# ----------------------------------------------------------------------------------------------
+
+
+def empty_is_unset_forward(*, path: str | None) -> dict[str, Any]:
+    """The legacy trainer tests these paths for truth, so ``""`` behaves as unset; the new
+    Configs accept only a non-empty path or None."""
+    return {"path": None if path == "" else path}
+
+
+def empty_is_unset_backward(*, path: str | None) -> dict[str, Any]:
+    return {"path": path}
+
+
+def empty_is_unset_canonical(*, path: str | None) -> Changes:
+    if path == "":
+        return {"path": (None, "an empty path is read as unset by the legacy trainer")}
+    return {}
+
+
+__all__ = [
+    "OPTIMIZER_CLASS_NAMES",
+    "async_mode_backward",
+    "async_mode_forward",
+    "dp_shard_backward",
+    "dp_shard_canonical",
+    "dp_shard_forward",
+    "empty_is_unset_backward",
+    "empty_is_unset_canonical",
+    "empty_is_unset_forward",
+    "loss_aggregation_backward",
+    "loss_aggregation_forward",
+    "mixed_precision_backward",
+    "mixed_precision_canonical",
+    "mixed_precision_forward",
+    "optimizer_name_backward",
+    "optimizer_name_forward",
+    "ratio_for_warmup_steps",
+    "warmup_backward",
+    "warmup_canonical",
+    "warmup_forward",
+    "warmup_steps_from_ratio",
+]

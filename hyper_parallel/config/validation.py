@@ -1,0 +1,168 @@
+"""Field checks for the generated config classes (``configs.py``, ``trainer_config.py``).
+
+The generator turns each field of ``codegen/field_table.yaml`` -- its type and constraints --
+into one call of these helpers in the class's ``__post_init__``. Every failure is a
+:class:`ConfigFieldError` whose message starts with ``<Class>.<field>=<value>:``, like the
+component Configs' errors, and which carries ``owner``, ``field`` and ``value`` so a command line
+can name the flag (``--<section>.<field>``).
+
+Hand-written (not generated) so the generated modules stay short; imports no framework.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, NoReturn
+
+__all__ = [
+    "ConfigFieldError",
+    "check_bool",
+    "check_choice",
+    "check_float",
+    "check_instance",
+    "check_int",
+    "check_mapping",
+    "check_str",
+    "check_str_list",
+    "fail",
+]
+
+
+class ConfigFieldError(ValueError):
+    """A config field holds an invalid value: ``owner`` (the class), ``field`` and ``value``."""
+
+    def __init__(self, owner: str, field_name: str, value: Any, message: str) -> None:
+        self.owner = owner
+        self.field = field_name
+        self.value = value
+        super().__init__(f"{owner}.{field_name}={value!r}: {message}")
+
+
+def fail(config: Any, name: str, message: str) -> NoReturn:
+    """Raise :class:`ConfigFieldError` for ``config.<name>``."""
+    raise ConfigFieldError(type(config).__qualname__, name, getattr(config, name), message)
+
+
+def _or_none(optional: bool) -> str:
+    return " or None" if optional else ""
+
+
+def _bounds(config: Any, name: str, minimum: Any, maximum: Any, extra: tuple) -> None:
+    value = getattr(config, name)
+    if value in extra:
+        return
+    also = f" (or {', '.join(map(repr, extra))})" if extra else ""
+    if minimum is not None and value < minimum:
+        fail(config, name, f"must be >= {minimum}{also}")
+    if maximum is not None and value > maximum:
+        fail(config, name, f"must be <= {maximum}{also}")
+
+
+def check_int(
+    config: Any,
+    name: str,
+    *,
+    optional: bool = False,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    extra: tuple = (),
+) -> None:
+    """An ``int`` (not a bool) within ``[minimum, maximum]``, or one of ``extra``."""
+    value = getattr(config, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        fail(config, name, "must be an integer" + _or_none(optional))
+    _bounds(config, name, minimum, maximum, extra)
+
+
+def check_float(
+    config: Any,
+    name: str,
+    *,
+    optional: bool = False,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> None:
+    """A real number (an int or a float, not a bool, not NaN) within the bounds."""
+    value = getattr(config, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+        fail(config, name, "must be a number" + _or_none(optional))
+    _bounds(config, name, minimum, maximum, ())
+
+
+def check_bool(config: Any, name: str, *, optional: bool = False) -> None:
+    """``True`` or ``False``."""
+    value = getattr(config, name)
+    if not (isinstance(value, bool) or (value is None and optional)):
+        fail(config, name, "must be true or false" + _or_none(optional))
+
+
+def check_str(
+    config: Any,
+    name: str,
+    *,
+    optional: bool = False,
+    nonempty: bool = False,
+    pattern: str | None = None,
+    hint: str | None = None,
+) -> None:
+    """A string; non-empty and fully matching ``pattern`` when asked (``hint`` describes the
+    pattern in the error)."""
+    value = getattr(config, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        fail(config, name, "must be a string" + _or_none(optional))
+    if nonempty and not value:
+        fail(config, name, "must not be empty" + (" (use None for unset)" if optional else ""))
+    if pattern is not None and re.fullmatch(pattern, value) is None:
+        fail(config, name, f"is not allowed; expected {hint or pattern}")
+
+
+def check_choice(config: Any, name: str, choices: tuple, *, optional: bool = False) -> None:
+    """One of ``choices`` (a ``Literal`` field)."""
+    value = getattr(config, name)
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or value not in choices:
+        fail(config, name, f"choose one of: {', '.join(map(str, choices))}" + _or_none(optional))
+
+
+def check_str_list(
+    config: Any,
+    name: str,
+    *,
+    optional: bool = False,
+    nonempty: bool = False,
+    choices: tuple | None = None,
+) -> None:
+    """A list of strings (each non-empty / one of ``choices`` when asked)."""
+    value = getattr(config, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        fail(config, name, "must be a list of strings" + _or_none(optional))
+    if nonempty and any(v == "" for v in value):
+        fail(config, name, "must not contain empty strings")
+    if choices is not None and any(v not in choices for v in value):
+        fail(config, name, f"items must be among: {', '.join(choices)}")
+
+
+def check_mapping(config: Any, name: str, *, optional: bool = False) -> None:
+    """A dict with string keys."""
+    value = getattr(config, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        fail(config, name, "must be a mapping with string keys" + _or_none(optional))
+
+
+def check_instance(config: Any, name: str, cls: type, *, optional: bool = False) -> None:
+    """An instance of ``cls``."""
+    value = getattr(config, name)
+    if not (isinstance(value, cls) or (value is None and optional)):
+        fail(config, name, f"must be a {cls.__qualname__}" + _or_none(optional))

@@ -1,0 +1,132 @@
+"""``codegen-check`` catches every way a generated file can go stale, says why, and how to fix it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from hyper_parallel.codegen import check, pipeline
+
+from .conftest import REPO, edit
+
+CONFIGS = "hyper_parallel/config/configs.py"
+ADAPTER = "hyper_parallel/config/legacy_adapter.py"
+REFERENCE = "docs/config_reference.md"
+
+
+def _by_path(stale):
+    return {s.path: s for s in stale}
+
+
+def test_clean_tree_passes(repo_copy):
+    assert check(repo_copy) == []
+
+
+def test_hand_edit_is_caught(repo_copy):
+    edit(repo_copy / CONFIGS, "    steps: int = 100\n", "    steps: int = 1000\n")
+    stale = _by_path(check(repo_copy))
+    assert list(stale) == [CONFIGS]
+    item = stale[CONFIGS]
+    assert item.reasons == ["edited by hand: the body no longer matches the hash in its header"]
+    assert "-    steps: int = 1000\n+    steps: int = 100\n" in item.diff
+    assert item.fix == "make codegen"
+
+
+def test_removed_header_is_caught(repo_copy):
+    path = repo_copy / ADAPTER
+    path.write_text(path.read_text().split("\n\n", 1)[1])
+    (item,) = check(repo_copy)
+    assert item.path == ADAPTER
+    assert "header is missing" in item.reasons[0]
+
+
+def test_table_edit_is_caught(repo_copy):
+    edit(repo_copy / "codegen" / "field_table.yaml",
+         "doc: Total optimizer steps (also the horizon of the LR schedule).",
+         "doc: Total optimizer steps.")
+    stale = _by_path(check(repo_copy))
+    # Every output is generated from the table, so every header is out of date.
+    assert sorted(stale) == sorted(o.path for o in pipeline.OUTPUTS)
+    for item in stale.values():
+        assert item.reasons == [
+            "inputs changed: codegen/field_table.yaml was edited since the file was generated"
+        ]
+    assert '+    """Total optimizer steps."""' in stale[CONFIGS].diff
+
+
+def test_template_edit_is_caught(repo_copy):
+    edit(repo_copy / "templates" / "config_reference.md.j2", "# Configuration reference",
+         "# The configuration reference")
+    (item,) = check(repo_copy)
+    assert item.path == REFERENCE
+    assert item.reasons == ["inputs changed: its template in templates/ was edited"]
+
+
+def test_generator_edit_is_caught(repo_copy):
+    edit(repo_copy / "hyper_parallel" / "codegen" / "render.py", '"""Template contexts',
+         '"""The template contexts')
+    stale = check(repo_copy)
+    assert {s.path for s in stale} == {o.path for o in pipeline.OUTPUTS}
+    assert all(s.reasons == ["generator changed: hyper_parallel/codegen was edited"] for s in stale)
+
+
+def test_component_docstring_edit_is_caught(repo_copy):
+    edit(repo_copy / "hyper_parallel" / "components" / "profiler.py", '"""Steps recorded."""',
+         '"""Steps recorded and written."""')
+    stale = _by_path(check(repo_copy))
+    # Only the outputs that read the introspected schema depend on it.
+    assert sorted(stale) == sorted([ADAPTER, REFERENCE])
+    assert stale[REFERENCE].reasons == [
+        "inputs changed: the legacy schema or a component Config the table checks was edited"
+    ]
+
+
+def test_deleted_file_is_caught(repo_copy):
+    (repo_copy / REFERENCE).unlink()
+    (item,) = check(repo_copy)
+    assert item.path == REFERENCE
+    assert item.reasons == ["missing: the file does not exist"]
+    assert item.fix == "make codegen"
+
+
+def test_extra_generated_file_is_caught(repo_copy):
+    extra = repo_copy / "hyper_parallel" / "config" / "old_sections.py"
+    extra.write_text(f"# {pipeline.MARKER} from codegen/field_table.yaml -- DO NOT EDIT.\nX = 1\n")
+    (item,) = check(repo_copy)
+    assert item.path == "hyper_parallel/config/old_sections.py"
+    assert item.reasons[0].startswith("extra:")
+    assert "rm hyper_parallel/config/old_sections.py" in item.fix
+
+
+def test_report_lists_reason_diff_and_fix(repo_copy):
+    edit(repo_copy / CONFIGS, "    steps: int = 100\n", "    steps: int = 1000\n")
+    report = pipeline.format_report(check(repo_copy))
+    assert f"codegen-check: {CONFIGS} is stale" in report
+    assert "reason: edited by hand" in report
+    assert f"--- {CONFIGS} (committed)" in report and f"+++ {CONFIGS} (generated)" in report
+    assert "fix: make codegen" in report
+
+
+@pytest.mark.parametrize("args", [["--check"], ["check"]])
+def test_cli_check_is_silent_when_clean_and_fails_with_a_diff(repo_copy, args):
+    command = [sys.executable, "-m", "hyper_parallel.codegen", *args, "--root", str(repo_copy)]
+    clean = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    assert (clean.returncode, clean.stdout, clean.stderr) == (0, "", "")
+    if args == ["check"]:
+        return
+    edit(repo_copy / CONFIGS, "    steps: int = 100\n", "    steps: int = 1000\n")
+    stale = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    assert stale.returncode == 1
+    assert "+    steps: int = 100" in stale.stderr and "fix: make codegen" in stale.stderr
+
+
+def test_cli_reports_a_broken_table_with_exit_2(repo_copy):
+    edit(repo_copy / "codegen" / "field_table.yaml", "  - {kind: rename, legacy: data.shuffle, "
+         "new: dataloader.shuffle}\n", "")
+    command = [sys.executable, "-m", "hyper_parallel.codegen", "--root", str(repo_copy)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    assert result.returncode == 2
+    assert "legacy field data.shuffle" in result.stderr and "nothing was written" in result.stderr
+    assert pipeline.find_generated(repo_copy)  # the committed outputs are untouched

@@ -1,0 +1,180 @@
+"""A wrong table stops the generator with an error that names the field or the row and its line,
+and says what to write; nothing is written."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hyper_parallel.codegen import CodegenError, generate, pipeline
+
+from .conftest import edit
+
+TABLE = "codegen/field_table.yaml"
+
+
+def _error(repo) -> str:
+    with pytest.raises(CodegenError) as info:
+        generate(repo)
+    return str(info.value)
+
+
+def _line_of(repo, needle: str) -> int:
+    lines = (repo / TABLE).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if needle in line)
+
+
+def test_uncovered_legacy_field(repo_copy):
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: train.max_steps, new: training.steps}\n", "")
+    message = _error(repo_copy)
+    assert "legacy field train.max_steps (int, default 100) is not covered" in message
+    # The row to add, with the new field left uncovered by the same edit as the guess.
+    assert "- {kind: rename, legacy: train.max_steps, new: training.steps}" in message
+    assert "new field training.steps (int, default 100) is not covered" in message
+
+
+def test_uncovered_component_field(repo_copy):
+    # A field added to a hand-written component Config must be declared and mapped.
+    edit(repo_copy / "hyper_parallel" / "components" / "profiler.py",
+         '        active: int = 3\n        """Steps recorded."""\n',
+         '        active: int = 3\n        """Steps recorded."""\n\n'
+         '        with_stack: bool = False\n        """Record Python stacks."""\n')
+    message = _error(repo_copy)
+    assert "Profiler.Config.with_stack (bool, default False) is not in the table" in message
+    assert "`- {name: with_stack, type: 'bool', default: False}`" in message
+    assert "new field profiler.with_stack (bool, default False) is not covered" in message
+
+
+def test_component_field_removed(repo_copy):
+    edit(repo_copy / "hyper_parallel" / "components" / "profiler.py",
+         '        warmup: int = 1\n        """Steps traced but discarded."""\n', "")
+    message = _error(repo_copy)
+    assert re.search(r"field_table.yaml:\d+: components \(profiler\).warmup: .* has no field "
+                     r"'warmup'", message)
+    assert "new field 'profiler.warmup' does not exist in the new tree" in message
+
+
+def test_wrong_type_of_a_component_field(repo_copy):
+    edit(repo_copy / TABLE, "{name: lr, type: float, default: 1.0e-4}",
+         "{name: lr, type: int, default: 1}")
+    line = _line_of(repo_copy, "{name: lr, type: int")
+    message = _error(repo_copy)
+    assert (f"{TABLE}:{line}: components (optimizer).lr: wrong type: the table says int, "
+            "hyper_parallel.components.optimizer:OptimizersContainer.Config.lr is declared "
+            "float") in message
+
+
+def test_wrong_type_of_a_default(repo_copy):
+    edit(repo_copy / TABLE, "        type: int\n        default: 100\n",
+         "        type: int\n        default: one hundred\n")
+    message = _error(repo_copy)
+    assert re.search(rf"{TABLE}:\d+: sections\[1\] \(training\)\.fields\[0\] \(steps\): wrong "
+                     r"type: default 'one hundred' is not of type int", message)
+
+
+def test_wrong_type_across_a_rename(repo_copy):
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}",
+         "  - {kind: rename, legacy: data.shuffle, new: dataloader.num_workers}\n"
+         "  - {kind: new_only, new: dataloader.shuffle, reason: test}")
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.num_workers, new: dataloader.num_workers}\n", "")
+    edit(repo_copy / TABLE, "# ---- train ----", "- {kind: unsupported, legacy: data.num_workers, reason: t}\n  # ---- train ----")
+    message = _error(repo_copy)
+    assert "wrong type: rename data.shuffle (bool) -> dataloader.num_workers (int)" in message
+    assert "defaults disagree: data.shuffle defaults to True, dataloader.num_workers to 0" in message
+
+
+@pytest.mark.parametrize(
+    ("row", "words"),
+    [
+        ("  - {kind: rename, legacy: data.shuffle}", "missing key 'new'"),
+        ("  - {knd: rename, legacy: data.shuffle, new: dataloader.shuffle}",
+         "kind must be one of rename, transform, unsupported, new_only, got None"),
+        ("  - {kind: renam, legacy: data.shuffle, new: dataloader.shuffle}",
+         "(did you mean 'rename'?)"),
+        ("  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle, reson: x}",
+         "unknown key 'reson'"),
+        ("  - {kind: rename, legacy: 'data shuffle', new: dataloader.shuffle}",
+         "legacy must be a dotted field path"),
+        ("  - rename data.shuffle dataloader.shuffle", "a row must be a mapping"),
+        (("  - {kind: transform, legacy: data.shuffle, new: dataloader.shuffle, forward: f, "
+          "backward: g}"), "legacy must map local names to dotted paths"),
+    ],
+)
+def test_malformed_row_names_the_row_and_its_line(repo_copy, row, words):
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}",
+         row)
+    line = _line_of(repo_copy, row.strip())
+    index = _row_index(repo_copy, line)
+    message = _error(repo_copy)
+    assert f"{TABLE}:{line}: mappings[{index}]" in message, message
+    assert words in message
+
+
+def _row_index(repo, line: int) -> int:
+    lines = (repo / TABLE).read_text().splitlines()
+    start = next(i for i, text in enumerate(lines, 1) if text.startswith("mappings:"))
+    return sum(1 for text in lines[start:line - 1] if text.startswith("  - "))
+
+
+def test_field_covered_twice(repo_copy):
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}",
+         "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}\n"
+         "  - {kind: unsupported, legacy: data.shuffle, reason: twice}")
+    message = _error(repo_copy)
+    assert "legacy field 'data.shuffle' is already covered by mappings[" in message
+    assert "a field is covered exactly once" in message
+
+
+def test_unknown_path_suggests_the_closest(repo_copy):
+    edit(repo_copy / TABLE, "new: dataloader.shuffle}", "new: dataloader.shufle}")
+    message = _error(repo_copy)
+    assert "new field 'dataloader.shufle' does not exist in the new tree (did you mean " \
+           "'dataloader.shuffle'?)" in message
+
+
+def test_yaml_1_1_boolean_must_be_quoted(repo_copy):
+    edit(repo_copy / TABLE, '        default: "off"', "        default: off")
+    assert "'off' is a YAML 1.1 boolean; write true / false, or quote it" in _error(repo_copy)
+
+
+def test_transform_function_must_exist_and_match_the_row(repo_copy):
+    edit(repo_copy / TABLE, "forward: async_mode_forward", "forward: async_mode_fwd")
+    edit(repo_copy / TABLE, "backward: warmup_backward", "backward: dp_shard_backward")
+    message = _error(repo_copy)
+    assert "forward function 'async_mode_fwd' is not defined in " \
+           "hyper_parallel/config/transforms.py" in message
+    assert "backward dp_shard_backward(data_parallel_shard_degree) must take exactly the " \
+           "keyword arguments steps, warmup_steps" in message
+
+
+def test_new_default_must_be_what_the_legacy_default_converts_to(repo_copy):
+    edit(repo_copy / TABLE, "        default: float32\n        doc: >-\n          FSDP2 compute",
+         "        default: bfloat16\n        doc: >-\n          FSDP2 compute")
+    message = _error(repo_copy)
+    assert "defaults disagree: forward(" in message
+    assert "gives training.mixed_precision_param='float32' but its default is 'bfloat16'" in message
+
+
+def test_constraint_that_does_not_fit_the_field(repo_copy):
+    edit(repo_copy / TABLE, "        default: 100\n        min: 1\n",
+         "        default: 100\n        min: 1\n        pattern: x\n        max: 50\n")
+    message = _error(repo_copy)
+    assert "pattern applies to str fields" in message
+    assert "default 100 violates the field's own constraints" in message
+
+
+def test_nothing_is_written_on_error(repo_copy):
+    before = {p: (repo_copy / p).read_text() for p in pipeline.find_generated(repo_copy)}
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}\n", "")
+    with pytest.raises(CodegenError):
+        pipeline.write(repo_copy, generate(repo_copy))
+    assert {p: (repo_copy / p).read_text() for p in before} == before
+
+
+def test_every_problem_is_reported_at_once(repo_copy):
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}\n", "")
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: train.seed, new: debug.seed}\n", "")
+    with pytest.raises(CodegenError) as info:
+        generate(repo_copy)
+    assert len(info.value.problems) == 4  # two legacy fields and two new fields uncovered
