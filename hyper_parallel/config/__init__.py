@@ -24,8 +24,10 @@ _SECTIONS = (
     "CommConfig",
     "CompileConfig",
     "DebugConfig",
+    "ModelConfig",
     "ParallelismConfig",
     "TrainingConfig",
+    "ValidationConfig",
 )
 
 __all__ = ["ConfigManager", "Configurable", "Function", "TORCH_DTYPE_MAP", *_SECTIONS]

@@ -82,3 +82,11 @@ def test_module_main_prints_the_config():
     )
     assert proc.returncode == 0, proc.stderr
     assert "steps: 7" in proc.stdout
+
+
+def test_dict_fields_take_one_yaml_mapping():
+    cfg = parse("--model.config_overrides", "{flavor: debugmodel, num_hidden_layers: 2}")
+    assert cfg.model.config_overrides == {"flavor": "debugmodel", "num_hidden_layers": 2}
+    assert parse("--model.config_overrides", "null").model.config_overrides is None
+    with pytest.raises(SystemExit):
+        parse("--model.config_overrides", "[1, 2]")
