@@ -232,22 +232,29 @@ class BaseTrainer:
             raise RuntimeError("no evaluation data: set train.eval.eval_steps and eval_dataset")
         return evaluate(self.model, self.eval_dataloader, device=self.device, dp_group=self.dist.dp_group)
 
-    def train_step(self, micro_batches: list) -> StepResult:
+    def _step_options(self) -> dict:
+        """How one step aggregates the loss and clips, from the legacy config (``train_step``
+        keyword arguments); a trainer with another config overrides this."""
         o = self.args.train.optimizer
+        return {
+            "loss_aggregation": o.loss_aggregation,
+            "max_grad_norm": o.max_grad_norm,
+            "clip_fn": self.spec.clip_grad_fn or clip_grad_norm_,
+        }
+
+    def train_step(self, micro_batches: list) -> StepResult:
         result = train_step(
             self.model,
             self.optimizer,
             self.lr_scheduler,
             micro_batches,
             device=self.device,
-            loss_aggregation=o.loss_aggregation,
             dp_group=self.dist.dp_group,
             dp_size=self.dist.dp_size,
-            max_grad_norm=o.max_grad_norm,
-            clip_fn=self.spec.clip_grad_fn or clip_grad_norm_,
             backward_context=self.model_bwd_context,
             on_substep_end=self.callbacks.on_substep_end,
             on_pre_optimizer_step=self.callbacks.on_pre_optimizer_step,
+            **self._step_options(),
         )
         self.last_global_tokens = result.global_tokens
         self.state.loss_history.append((self.state.global_step, result.loss))
@@ -264,12 +271,16 @@ class BaseTrainer:
             logger.error("fault injection: rank %d exits at step %d", self.rank, step)
             os._exit(13)
 
+    @property
+    def max_epochs(self) -> int:
+        """Upper bound on passes over the data (``train.num_train_epochs``)."""
+        return self.args.train.num_train_epochs
+
     def train(self) -> TrainerState:
-        """Run until ``max_steps`` optimizer steps (or ``num_train_epochs`` passes)."""
-        t = self.args.train
+        """Run until ``max_steps`` optimizer steps (or ``max_epochs`` passes over the data)."""
         self.callbacks.on_train_begin()
         try:
-            for epoch in range(self.state.epoch, t.num_train_epochs):
+            for epoch in range(self.state.epoch, self.max_epochs):
                 if self.state.global_step >= self.state.max_steps:
                     break
                 self.state.epoch = epoch
@@ -289,8 +300,8 @@ class BaseTrainer:
                 self.callbacks.on_epoch_end()
             if self.state.global_step < self.state.max_steps and self.is_rank0:
                 logger.warning(
-                    "data ran out after %d of %d steps (train.num_train_epochs=%d)",
-                    self.state.global_step, self.state.max_steps, t.num_train_epochs,
+                    "data ran out after %d of %d steps (%d epochs)",
+                    self.state.global_step, self.state.max_steps, self.max_epochs,
                 )
             self.callbacks.on_train_end()
         finally:

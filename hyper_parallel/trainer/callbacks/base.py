@@ -32,8 +32,14 @@ class Callback:
 
     # -- config access ---------------------------------------------------------------------------
     def train_section(self, name: str):
-        """``trainer.args.train.<name>`` with an error naming the missing section."""
-        train = getattr(self.trainer.args, "train", None)
+        """``trainer.args.train.<name>`` with an error naming the missing section.
+
+        A trainer without a legacy config provides the few sections these callbacks read as
+        ``trainer.callback_sections`` (an object with the same attribute names).
+        """
+        train = getattr(self.trainer, "callback_sections", None) or getattr(
+            getattr(self.trainer, "args", None), "train", None
+        )
         if train is None:
             raise AttributeError(
                 "trainer.args has no 'train' section; callbacks read trainer.args.train.<section>"

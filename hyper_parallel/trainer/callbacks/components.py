@@ -1,0 +1,98 @@
+"""Built-in callbacks driven by the new tree's components instead of the legacy config.
+
+``HyperTrainer`` builds ``MetricsProcessor``, ``CheckpointManager`` and ``Profiler`` from its
+Config (RFC Part 5 steps 10-11); these callbacks plug them into the shared training loop under the
+built-in names ``logging``, ``checkpoint`` and ``profiler``, so the dispatch orders stay the legacy
+ones. The other built-ins (eval, progress, NaN abort, GC) are the legacy callbacks themselves.
+"""
+
+from __future__ import annotations
+
+from .base import Callback
+from .logging import current_lr
+
+
+class MetricsCallback(Callback):
+    """Step metrics through ``MetricsProcessor`` (log line, metrics.jsonl, TensorBoard, memory)."""
+
+    def __init__(self, trainer, metrics) -> None:
+        super().__init__(trainer)
+        self.metrics = metrics
+
+    def on_train_begin(self) -> None:
+        self.metrics.begin(self.trainer.state.global_step)
+
+    def on_step_begin(self) -> None:
+        self.metrics.step_begin()
+
+    def on_step_end(self, loss: float, grad_norm: float | None) -> None:
+        t = self.trainer
+        step = t.state.global_step
+        record = self.metrics.log(
+            step,
+            loss=loss,
+            grad_norm=grad_norm,
+            lr=current_lr(t),
+            tokens=t.last_global_tokens,
+            epoch=t.state.epoch,
+        )
+        if self.handler is not None:
+            self.handler.last_step_metrics = record
+        if step % self.metrics.config.log_freq == 0:
+            t.state.log_history.append(dict(record))
+            self.dispatch("on_log", record)
+
+    def on_evaluate(self, metrics: dict) -> None:
+        self.metrics.log_eval(self.trainer.state.global_step, metrics)
+
+    def on_train_end(self) -> None:
+        self.metrics.close(self.trainer.state.global_step)
+
+
+class CheckpointManagerCallback(Callback):
+    """Resume and save through ``CheckpointManager`` (its cadence, HF export and keep-latest-k)."""
+
+    def __init__(self, trainer, checkpointer) -> None:
+        super().__init__(trainer)
+        self.checkpointer = checkpointer
+
+    def on_train_begin(self) -> None:
+        extra = self.checkpointer.load()
+        if extra is None:
+            return
+        t = self.trainer
+        t.state.global_step = int(extra["global_step"])
+        t.state.epoch = extra["epoch"]
+        self.dispatch("on_load", self.checkpointer.loaded_from)
+
+    def _save(self, *, last_step: bool) -> None:
+        t = self.trainer
+        path = self.checkpointer.maybe_save(
+            t.state.global_step, {"epoch": t.state.epoch}, last_step=last_step
+        )
+        if path is not None:
+            self.dispatch("on_save", path)
+
+    def on_step_end(self, loss: float, grad_norm: float | None) -> None:
+        self._save(last_step=False)
+
+    def on_train_end(self) -> None:
+        self._save(last_step=True)
+        self.checkpointer.wait()
+
+
+class ProfilerComponentCallback(Callback):
+    """Step the ``Profiler`` component once per optimizer step."""
+
+    def __init__(self, trainer, profiler) -> None:
+        super().__init__(trainer)
+        self.profiler = profiler
+
+    def on_train_begin(self) -> None:
+        self.profiler.start()
+
+    def on_step_end(self, loss: float, grad_norm: float | None) -> None:
+        self.profiler.step()
+
+    def on_train_end(self) -> None:
+        self.profiler.stop()
