@@ -15,7 +15,7 @@ PYTEST := $(PY) -m pytest -q
 export OMP_NUM_THREADS ?= 1
 export HYPER_PARALLEL_DISABLE_TQDM ?= 1
 
-.PHONY: install test test-fast test-slow test-mindspore demo lint codegen codegen-check bench clean
+.PHONY: install test test-fast test-slow test-mindspore demo lint codegen codegen-check bench bench-cli clean
 
 install: $(STAMP)
 
@@ -80,6 +80,11 @@ codegen-check: install
 
 bench: install
 	$(PY) bench/bench_train.py
+	$(PY) bench/bench_cli.py
+
+# ConfigManager.parse_args against torchtitan 0.3.0; builds bench/.titan-env on first use.
+bench-cli: install
+	$(PY) bench/bench_cli.py
 
 clean:
 	rm -rf $(VENV) .venv-mindspore .pytest_cache build *.egg-info

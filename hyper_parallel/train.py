@@ -1,0 +1,55 @@
+"""Train from either configuration world.
+
+    torchrun --nproc_per_node N -m hyper_parallel.train --module M --config F [--a.b=c ...]
+    torchrun --nproc_per_node N -m hyper_parallel.train old.yaml [--a.b.c=value ...]
+
+``--module``/``--config`` picks a recipe (``HyperTrainer.Config``) and trains it with
+``HyperTrainer``; a YAML path is the legacy command line and trains with ``LLMTrainer(args)``
+exactly as before (the legacy path stays the default for YAML files).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Sequence
+
+# The platform is chosen from the environment when hyper_parallel first asks for it.
+os.environ.setdefault("HYPER_PARALLEL_PLATFORM", "torch")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, build the trainer, train, tear down; returns the exit code."""
+    from hyper_parallel.config.manager import ConfigManager, RecipeError
+    from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
+    from hyper_parallel.trainer.config import parse_args as parse_legacy
+    from hyper_parallel.utils.logging import init_logger
+
+    init_logger()
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args and args[0].startswith("--module"):
+            config = ConfigManager().parse_args(args)
+            trainer = config.build()
+        else:
+            from hyper_parallel.models.spec import discover_model_spec
+            from hyper_parallel.trainer.llm_trainer import LLMTrainer
+
+            legacy = parse_legacy(HyperTrainerConfig, args)
+            discover_model_spec(legacy.model.name)
+            trainer = LLMTrainer(legacy)
+    except (ConfigError, RecipeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    from hyper_parallel.utils.process import exit_now
+
+    exit_now(code)
