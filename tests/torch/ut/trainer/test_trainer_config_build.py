@@ -1,0 +1,171 @@
+"""``HyperTrainer.Config(...).build()``: every component is built exactly once, with the right
+arguments, in the RFC's order (mocked model Config and recording component Configs)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from hyper_parallel.components.checkpoint import CheckpointManager
+from hyper_parallel.components.dataloader import BaseDataLoader
+from hyper_parallel.components.loss import CrossEntropyLoss
+from hyper_parallel.components.lr_scheduler import LRSchedulersContainer
+from hyper_parallel.components.metrics import MetricsProcessor
+from hyper_parallel.components.optimizer import OptimizersContainer
+from hyper_parallel.components.profiler import Profiler
+from hyper_parallel.components.tokenizer import HuggingFaceTokenizer
+from hyper_parallel.config.configs import TrainingConfig
+from hyper_parallel.protocols.model import BaseModel
+from hyper_parallel.protocols.model_spec import ModelSpec
+from hyper_parallel.trainer.trainer_config import HyperTrainer
+
+CALLS: list[tuple[str, dict]] = []
+
+
+class TinyLM(BaseModel):
+    """A two-layer LM that satisfies the trainer's model contract."""
+
+    @dataclass(kw_only=True, slots=True)
+    class Config(BaseModel.Config):
+        vocab_size: int = 2048
+        """Vocabulary size."""
+
+        hidden_size: int = 16
+        """Width."""
+
+        def update_from_config(self, *, trainer_config) -> None:
+            CALLS.append(("model.update_from_config", {"trainer_config": trainer_config}))
+
+        def build(self, **kwargs):
+            CALLS.append(("model.build", {"device": torch.empty(0).device.type}))
+            return BaseModel.Config.build(self, **kwargs)
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.embed = torch.nn.Embedding(config.vocab_size, config.hidden_size)
+        self.head = torch.nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+
+    def forward(self, input_ids, position_ids=None):
+        return self.head(self.embed(input_ids))
+
+    @torch.no_grad()
+    def init_weights(self, buffer_device=None) -> None:
+        torch.nn.init.normal_(self.embed.weight, std=0.02)
+        torch.nn.init.normal_(self.head.weight, std=0.02)
+
+    def verify_module_protocol(self, **kwargs):
+        CALLS.append(("model.verify_module_protocol", kwargs))
+        mark = len(CALLS)
+        result = BaseModel.verify_module_protocol(self, **kwargs)
+        del CALLS[mark:]  # the protocol check's own round-trip build is not the trainer's
+        return result
+
+
+def parallelize(model, parallel_dims, **sections):
+    CALLS.append(("parallelize_fn", {"parallel_dims": parallel_dims, **sections}))
+    return model
+
+
+def recording(config_cls, name):
+    """A Config subclass whose build() records its kwargs and then builds the real component."""
+
+    @dataclass(kw_only=True, slots=True)
+    class Recording(config_cls):
+        def build(self, **kwargs):
+            CALLS.append((name, kwargs))
+            return config_cls.build(self, **kwargs)
+
+    Recording.__qualname__ = f"Recording{config_cls.__qualname__}"
+    return Recording
+
+
+@pytest.fixture
+def config(tmp_path):
+    CALLS.clear()
+    spec = ModelSpec(name="tiny_lm", flavor="tiny", model=TinyLM.Config(), parallelize_fn=parallelize)
+    return HyperTrainer.Config(
+        model_spec=spec,
+        training=TrainingConfig(steps=2, seq_len=32, global_batch_size=2, local_batch_size=1),
+        tokenizer=recording(HuggingFaceTokenizer.Config, "tokenizer")(),
+        dataloader=recording(BaseDataLoader.Config, "dataloader")(
+            dataset="jsonl", dataset_path="pkg://corpus/valid.jsonl", shuffle=False, pin_memory=False
+        ),
+        optimizer=recording(OptimizersContainer.Config, "optimizer")(lr=1e-3),
+        lr_scheduler=recording(LRSchedulersContainer.Config, "lr_scheduler")(warmup_steps=1),
+        loss=recording(CrossEntropyLoss.Config, "loss")(),
+        checkpoint=recording(CheckpointManager.Config, "checkpoint")(
+            folder=str(tmp_path), interval=0, export_hf=False
+        ),
+        metrics=recording(MetricsProcessor.Config, "metrics")(log_freq=1),
+        profiler=recording(Profiler.Config, "profiler")(),
+    )
+
+
+def test_build_order_and_arguments(config):
+    trainer = config.build()
+    try:
+        names = [name for name, _ in CALLS]
+        assert names == [
+            "tokenizer",
+            "dataloader",
+            "model.update_from_config",
+            "model.build",
+            "model.verify_module_protocol",
+            "parallelize_fn",
+            "optimizer",
+            "lr_scheduler",
+            "checkpoint",
+            "metrics",
+            "profiler",
+            "loss",
+        ]
+        calls = dict(CALLS)
+        assert calls["model.build"] == {"device": "meta"}
+        assert calls["model.update_from_config"]["trainer_config"] is trainer.config
+        assert calls["model.verify_module_protocol"] == {"check_init": False}
+        dl = calls["dataloader"]
+        assert (dl["dp_world_size"], dl["dp_rank"], dl["seq_len"], dl["local_batch_size"]) == (1, 0, 32, 1)
+        assert dl["tokenizer"] is trainer.tokenizer and dl["vocab_size"] == 2048
+        p = calls["parallelize_fn"]
+        assert p["parallel_dims"] is trainer.parallel_dims
+        for section in ("training", "parallelism", "activation_checkpoint", "compile"):
+            assert p[section] is getattr(trainer.config, section)
+        assert p["dump_folder"] == trainer.config.dump_folder
+        assert calls["optimizer"]["model_parts"] == [trainer.model]
+        assert calls["lr_scheduler"] == {"optimizers": trainer.optimizer, "training_steps": 2}
+        ck = calls["checkpoint"]
+        assert ck["optimizers"] is trainer.optimizer and ck["lr_schedulers"] is trainer.lr_scheduler
+        assert ck["dataloader"] is trainer.train_dataloader and ck["model_parts"] == [trainer.model]
+        assert calls["metrics"]["trainer"] is trainer
+        # The built model is materialized and trains.
+        assert trainer.model.embed.weight.device.type == "cpu"
+        state = trainer.train()
+        assert [s for s, _ in state.loss_history] == [1, 2]
+    finally:
+        trainer.close()
+
+
+def test_each_component_is_built_once(config):
+    trainer = config.build()
+    try:
+        names = [name for name, _ in CALLS]
+        assert len(names) == len(set(names))
+    finally:
+        trainer.close()
+
+
+def test_build_works_on_a_copy(config):
+    trainer = config.build()
+    try:
+        assert trainer.config == config and trainer.config is not config
+    finally:
+        trainer.close()
+
+
+def test_disagreeing_loss_aggregation_is_rejected(config):
+    config.optimizer = dataclasses.replace(config.optimizer, loss_aggregation="rank_average")
+    with pytest.raises(ValueError, match="optimizer.loss_aggregation='rank_average' and loss.aggregation"):
+        config.build()
