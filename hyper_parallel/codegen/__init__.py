@@ -8,18 +8,32 @@ templates in ``templates/`` and formats the Python with black in-process. It wri
 * ``hyper_parallel/trainer/trainer_config.py`` -- ``HyperTrainer.Config``;
 * ``hyper_parallel/config/legacy_adapter.py`` -- legacy <-> new conversion, ``canonicalize_legacy``,
   ``FIELD_MAP``;
-* ``docs/config_reference.md`` -- the migration guide.
+* ``docs/config_reference.md`` -- the migration guide;
+* ``hyper_parallel/models/<model>/config_registry.py`` -- one per model descriptor
+  ``codegen/models/*.yaml``: the model's named recipes (zero-argument functions returning a fresh
+  ``HyperTrainer.Config``), checked against the table by :mod:`.descriptors`.
 
 ``python -m hyper_parallel.codegen --check`` (``make codegen-check``) regenerates into a
 temporary directory and compares: silent with exit 0 when everything is current, otherwise a
-unified diff per file, the reason and the fix, exit 1. A table that does not validate is exit 2.
+unified diff per file, the reason and the fix, exit 1. A table or descriptor that does not
+validate is exit 2.
 
 Modules: :mod:`.yamlsrc` (YAML with lines), :mod:`.table` (schema), :mod:`.types` (annotations),
-:mod:`.introspect` (legacy schema and component Configs), :mod:`.coverage`, :mod:`.render`,
-:mod:`.pipeline` (generate / write / check), ``__main__`` (CLI).
+:mod:`.introspect` (legacy schema, component Configs, flavor tables), :mod:`.coverage`,
+:mod:`.descriptors` (model descriptors), :mod:`.render`, :mod:`.pipeline` (generate / write /
+check), ``__main__`` (CLI).
 """
 
 from hyper_parallel.codegen.errors import CodegenError
-from hyper_parallel.codegen.pipeline import OUTPUTS, Generation, Stale, check, generate, write
+from hyper_parallel.codegen.pipeline import (
+    OUTPUTS,
+    Generation,
+    Stale,
+    check,
+    generate,
+    output_paths,
+    write,
+)
 
-__all__ = ["OUTPUTS", "CodegenError", "Generation", "Stale", "check", "generate", "write"]
+__all__ = ["OUTPUTS", "CodegenError", "Generation", "Stale", "check", "generate", "output_paths",
+           "write"]

@@ -7,7 +7,8 @@
   when current, else per file a unified diff, the reason and the fix, exit 1.
 * ``--timings-json FILE``: also write ``{"black_seconds": ...}`` (used by bench/bench_codegen.py).
 
-Exit status 2: the table (or a class it describes) is wrong; every problem is printed.
+Exit status 2: the table, a model descriptor (or a class they describe) is wrong; every problem
+is printed.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def _default_root() -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hyper_parallel.codegen",
-        description="Generate the configuration code and docs from codegen/field_table.yaml.",
+        description="Generate the configuration code and docs from codegen/field_table.yaml, "
+        "and the recipe modules from the model descriptors in codegen/models/.",
     )
     parser.add_argument("command", nargs="?", choices=("generate", "check"), default="generate")
     parser.add_argument("--check", action="store_true", help="same as the check command")
@@ -51,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         changed = pipeline.write(root, generation, out_root=args.out)
     except CodegenError as exc:
         print(f"codegen: error: {exc}", file=sys.stderr)
-        print("codegen: nothing was written; fix codegen/field_table.yaml (or the class named) "
+        print("codegen: nothing was written; fix the file and line named above "
+              "(codegen/field_table.yaml, a descriptor in codegen/models/, or the class named) "
               "and run `make codegen` again", file=sys.stderr)
         return 2
     if args.timings_json is not None:

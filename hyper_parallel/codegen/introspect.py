@@ -129,6 +129,7 @@ class _Module:
     classes: dict[str, ast.ClassDef]
     constants: dict[str, ast.AST]
     imports: dict[str, tuple[str, str]]  # local name -> (module, name)
+    functions: dict[str, ast.FunctionDef]
 
 
 @functools.cache
@@ -142,9 +143,12 @@ def _read_module(src_root: Path, name: str) -> _Module:
     classes: dict[str, ast.ClassDef] = {}
     constants: dict[str, ast.AST] = {}
     imports: dict[str, tuple[str, str]] = {}
+    functions: dict[str, ast.FunctionDef] = {}
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             classes[node.name] = node
+        elif isinstance(node, ast.FunctionDef):
+            functions[node.name] = node
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             if isinstance(target, ast.Name):
@@ -154,7 +158,7 @@ def _read_module(src_root: Path, name: str) -> _Module:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 imports[alias.asname or alias.name] = (node.module, alias.name)
-    return _Module(name, path, classes, constants, imports)
+    return _Module(name, path, classes, constants, imports, functions)
 
 
 def _resolve_class(src_root: Path, module: _Module, name: str) -> tuple[_Module, ast.ClassDef] | None:
@@ -260,6 +264,43 @@ def component_fields(src_root: Path, module: str, owner: str) -> dict[str, Field
     if owner not in mod.classes:
         raise CodegenError(f"{mod.path}: no class {owner!r} (named by the table's components)")
     return _config_fields(src_root, mod, mod.classes[owner])
+
+
+# ---------------------------------------------------------------------------------------------
+# model packages (static): the flavor table and the spec factory a model descriptor names
+# ---------------------------------------------------------------------------------------------
+
+
+def mapping_keys(src_root: Path, module: str, name: str) -> list[str]:
+    """The keys, in order, of the module-level dict literal ``<module>.<name>`` (a flavor table),
+    read from source: the model packages import torch, the generator must not."""
+    mod = _read_module(src_root, module)
+    node = mod.constants.get(name)
+    if not isinstance(node, ast.Dict):
+        raise CodegenError(
+            f"{mod.path}: {name} is not a module-level dict literal "
+            f"({'not defined' if node is None else ast.unparse(node)[:40] + '...'}); the generator "
+            "reads the flavor names from its keys"
+        )
+    keys = []
+    for key in node.keys:
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            raise CodegenError(f"{mod.path}: the keys of {name} must be string literals")
+        keys.append(key.value)
+    return keys
+
+
+def function_parameters(src_root: Path, module: str, name: str) -> list[str]:
+    """The positional parameter names of the module-level function ``<module>.<name>``, read
+    from source (``CodegenError`` when the module defines no such function)."""
+    mod = _read_module(src_root, module)
+    fn = mod.functions.get(name)
+    if fn is None:
+        raise CodegenError(
+            f"{mod.path}: no function {name!r}"
+            + (f" (it defines: {', '.join(sorted(mod.functions))})" if mod.functions else "")
+        )
+    return [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
 
 
 def clear_cache() -> None:

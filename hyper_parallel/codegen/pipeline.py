@@ -1,5 +1,9 @@
 """Generate, write and check the generated files.
 
+Inputs: the field table (``codegen/field_table.yaml``) produces the four configuration files of
+:data:`OUTPUTS`; every model descriptor ``codegen/models/<x>.yaml`` (:mod:`.descriptors`)
+produces ``hyper_parallel/models/<model>/config_registry.py``, its recipes.
+
 Every generated file starts with a header naming its inputs with their hashes, the formatter,
 a hash of the body below the header and the command that regenerates it::
 
@@ -28,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hyper_parallel.codegen import render
+from hyper_parallel.codegen import descriptors, render
 from hyper_parallel.codegen.coverage import Resolved, resolve
 from hyper_parallel.codegen.errors import CodegenError
 from hyper_parallel.codegen.table import load_table
@@ -45,13 +49,21 @@ SCAN = (("hyper_parallel", "*.py"), ("docs", "*.md"))
 @dataclass(frozen=True)
 class Output:
     """One generated file: ``path`` (repo-relative), its ``template``, whether it is Python
-    (black-formatted, ``#`` header) and whether it depends on the introspected schema."""
+    (black-formatted, ``#`` header) and whether it depends on the introspected schema.
+    ``descriptor`` is set for a recipe module: the model descriptor it is generated from (its
+    main input, named first in the header; the field table is an input too)."""
 
     path: str
     template: str
     context: Callable[[Resolved], dict]
     python: bool
     uses_schema: bool
+    descriptor: descriptors.ModelDescriptor | None = None
+
+    @property
+    def source(self) -> str:
+        """The hand-edited file the output is generated from."""
+        return self.descriptor.rel if self.descriptor is not None else TABLE
 
 
 OUTPUTS: tuple[Output, ...] = (
@@ -64,6 +76,24 @@ OUTPUTS: tuple[Output, ...] = (
     Output("docs/config_reference.md", "config_reference.md.j2", render.reference_context, False,
            True),
 )
+
+
+REGISTRY_TEMPLATE = "config_registry.py.j2"
+
+
+def model_outputs(models: list[descriptors.ModelDescriptor]) -> tuple[Output, ...]:
+    """One recipe module per model descriptor."""
+    return tuple(
+        Output(d.output, REGISTRY_TEMPLATE,
+               lambda r, d=d: render.config_registry_context(r, d), True, True, d)
+        for d in models
+    )
+
+
+def output_paths(repo: Path) -> list[str]:
+    """Every path the generator writes: :data:`OUTPUTS` and one recipe module per descriptor
+    (read without checking the descriptors)."""
+    return [o.path for o in OUTPUTS] + descriptors.output_paths(Path(repo))
 
 
 def _sha(data: str | bytes) -> str:
@@ -96,14 +126,18 @@ _PARTS = re.compile(r"Parts: (.*)$", re.MULTILINE)
 
 def _header_lines(out: Output, parts: dict[str, str], black: str) -> list[str]:
     inputs = [TABLE, f"{TEMPLATES}/{out.template}", GENERATOR_DIR]
-    if out.uses_schema:
+    d = out.descriptor
+    if d is not None:
+        inputs.insert(0, d.rel)
+        inputs.append(f"component Configs, {d.flavor_table}, {d.factory} (introspected)")
+    elif out.uses_schema:
         inputs.append("hyper_parallel/trainer/config.py + components/*.py (introspected)")
     if out.python:
         inputs.append(f"black {black}")
     combined = _sha(";".join(f"{k}={v}" for k, v in parts.items() if k != "body"))
     short = " ".join(f"{k}={v[:12]}" for k, v in parts.items())
     return [
-        f"{MARKER} from {TABLE} -- DO NOT EDIT.",
+        f"{MARKER} from {out.source} -- DO NOT EDIT.",
         f"Regenerate: {REGENERATE}   (check: make codegen-check)",
         f"Inputs: {', '.join(inputs)}",
         f"Inputs sha256: {combined}",
@@ -149,6 +183,7 @@ class Generation:
     files: dict[str, str]
     black_seconds: float = 0.0
     parts: dict[str, dict[str, str]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # path -> its main input
 
 
 def _environment(repo: Path):
@@ -165,10 +200,12 @@ def _environment(repo: Path):
 
 
 def generate(repo: Path) -> Generation:
-    """Load and check the table, render every output; writes nothing."""
+    """Load and check the table and the model descriptors, render every output; writes
+    nothing."""
     repo = Path(repo).resolve()
     table = load_table(repo / TABLE, TABLE)
     resolved = resolve(table, repo)
+    models = descriptors.load_descriptors(repo, resolved)
     env = _environment(repo)
     timer = render.Timer()
     black = render.black_version()
@@ -176,7 +213,8 @@ def generate(repo: Path) -> Generation:
     schema = schema_hash(resolved)
     files: dict[str, str] = {}
     all_parts: dict[str, dict[str, str]] = {}
-    for out in OUTPUTS:
+    sources: dict[str, str] = {}
+    for out in OUTPUTS + model_outputs(models):
         template_path = repo / TEMPLATES / out.template
         try:
             template = env.get_template(out.template)
@@ -193,17 +231,21 @@ def generate(repo: Path) -> Generation:
                 ) from exc
         else:
             text = text.rstrip("\n") + "\n"
-        parts = {
-            "table": table.sha256,
-            "template": _sha(template_path.read_bytes()),
-            "generator": gen_hash,
-            "schema": schema if out.uses_schema else "-",
-        }
+        parts = {"table": table.sha256}
+        if out.descriptor is not None:
+            parts["descriptor"] = out.descriptor.sha256
+        parts["template"] = _sha(template_path.read_bytes())
+        parts["generator"] = gen_hash
+        if out.descriptor is not None:
+            parts["schema"] = out.descriptor.schema
+        else:
+            parts["schema"] = schema if out.uses_schema else "-"
         if out.python:
             parts["black"] = black
         files[out.path] = _with_header(out, text, parts, black)
         all_parts[out.path] = parts
-    return Generation(files, timer.black_seconds, all_parts)
+        sources[out.path] = out.source
+    return Generation(files, timer.black_seconds, all_parts, sources)
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -279,11 +321,26 @@ _PART_REASONS = {
 }
 
 
-def _reasons(committed: str, parts_now: dict[str, str]) -> list[str]:
+def _part_reasons(source: str) -> dict[str, str]:
+    """``_PART_REASONS`` for an output generated from ``source`` (a descriptor or the table)."""
+    if source == TABLE:
+        return _PART_REASONS
+    return {
+        "table": f"inputs changed: {TABLE} (the fields the recipes set) was edited",
+        "descriptor": f"inputs changed: {source} was edited since the file was generated",
+        "template": "inputs changed: its template in templates/ was edited",
+        "schema": "inputs changed: a component Config, the flavor table or the spec factory "
+        "the recipes are checked against was edited",
+        "generator": _PART_REASONS["generator"],
+        "black": _PART_REASONS["black"],
+    }
+
+
+def _reasons(committed: str, parts_now: dict[str, str], source: str = TABLE) -> list[str]:
     recorded, body = split_header(committed)
     if recorded is None:
         return ["the generated header is missing: the file was replaced or edited by hand"]
-    reasons = [text for key, text in _PART_REASONS.items()
+    reasons = [text for key, text in _part_reasons(source).items()
                if key in parts_now and recorded.get(key, "")[:12] != parts_now[key][:12]]
     body_ok = recorded.get("body", "")[:12] == _sha(body)[:12]
     if not body_ok:
@@ -313,7 +370,8 @@ def check(repo: Path) -> list[Stale]:
                 committed.splitlines(keepends=True), expected.splitlines(keepends=True),
                 fromfile=f"{rel} (committed)", tofile=f"{rel} (generated)",
             ))
-            stale.append(Stale(rel, _reasons(committed, generation.parts[rel]), diff,
+            stale.append(Stale(rel, _reasons(committed, generation.parts[rel],
+                                             generation.sources.get(rel, TABLE)), diff,
                                REGENERATE))
     for rel in find_generated(repo):
         if rel not in generation.files:

@@ -8,9 +8,13 @@ from pathlib import Path
 import black
 import pytest
 
-from hyper_parallel.codegen import OUTPUTS, generate, pipeline, render, write
+from hyper_parallel.codegen import OUTPUTS, generate, output_paths, pipeline, render, write
 
 from .conftest import REPO
+
+#: Every generated file: the table's outputs and one recipe module per model descriptor.
+PATHS = output_paths(REPO)
+REGISTRY = "hyper_parallel/models/qwen3_5_v2/config_registry.py"
 
 
 @pytest.fixture(scope="module")
@@ -19,10 +23,11 @@ def generation():
 
 
 def test_every_output_is_produced(generation):
-    assert sorted(generation.files) == sorted(o.path for o in OUTPUTS)
+    assert sorted(generation.files) == sorted(PATHS)
+    assert {o.path for o in OUTPUTS} | {REGISTRY} == set(PATHS)
 
 
-@pytest.mark.parametrize("path", [o.path for o in OUTPUTS])
+@pytest.mark.parametrize("path", PATHS)
 def test_committed_file_is_the_generator_output(generation, path):
     committed = (REPO / path).read_text(encoding="utf-8")
     assert committed == generation.files[path], (
@@ -31,7 +36,7 @@ def test_committed_file_is_the_generator_output(generation, path):
     )
 
 
-@pytest.mark.parametrize("path", [o.path for o in OUTPUTS])
+@pytest.mark.parametrize("path", PATHS)
 def test_header_names_inputs_hash_and_command(generation, path):
     text = generation.files[path]
     head = text.split("\n", 6)[:6]
@@ -43,9 +48,15 @@ def test_header_names_inputs_hash_and_command(generation, path):
     assert set(parts) >= {"table", "template", "generator", "schema", "body"}
     assert parts["body"] == pipeline._sha(body)[:12]
     assert "Inputs sha256: " in joined
+    if path == REGISTRY:
+        # A recipe module names its descriptor first and records the descriptor's hash.
+        assert head[0].endswith("from codegen/models/qwen3_5.yaml -- DO NOT EDIT.")
+        assert "Inputs: codegen/models/qwen3_5.yaml, codegen/field_table.yaml" in joined
+        assert "templates/config_registry.py.j2" in joined
+        assert "descriptor" in parts
 
 
-@pytest.mark.parametrize("path", [o.path for o in OUTPUTS if o.python])
+@pytest.mark.parametrize("path", [p for p in PATHS if p.endswith(".py")])
 def test_formatting_twice_changes_nothing(generation, path):
     text = generation.files[path]
     once = black.format_str(text, mode=render.black_mode())
