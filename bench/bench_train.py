@@ -4,10 +4,12 @@
 
 Prints and writes to JSON:
 
-1. tokens/s and step time of ``LLMTrainer`` on the debug model (1 rank, CPU, fp32, dummy data,
-   2,048 tokens a step) and of a plain loop on the same model config, init, data, batch and
-   optimizer, run side by side in this one process; their ratio is the trainer overhead;
-2. the time from launching ``torchrun`` to the end of the first optimizer step;
+1. tokens/s and step time of ``LLMTrainer`` and of ``HyperTrainer`` (the same YAML converted by
+   the generated adapter) on the debug model (1 rank, CPU, fp32, dummy data, 2,048 tokens a step)
+   and of a plain loop on the same model config, init, data, batch and optimizer, run side by
+   side in this one process; the ratios are the trainer overheads and new/legacy;
+2. the time from launching ``torchrun`` to the end of the first optimizer step, through the
+   legacy entry point (a YAML) and the new one (a generated recipe);
 3. the peak RSS of building the ``0.8b`` flavor on the meta device and materializing it, against
    its fp32 parameter bytes (in a fresh subprocess, so the figure is not polluted by 1.).
 
@@ -60,15 +62,17 @@ train:
     return load_config(HyperTrainerConfig, text, source="bench")
 
 
-def bench_trainer(steps: int, warmup: int) -> dict:
-    """Time LLMTrainer.train_step over ``steps`` steps after ``warmup`` untimed ones."""
+def bench_trainer(steps: int, warmup: int, which: str = "legacy") -> dict:
+    """Time ``train_step`` of LLMTrainer (``legacy``) or of HyperTrainer built from the same
+    YAML converted by the generated adapter (``new``), over ``steps`` steps after ``warmup``."""
+    from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config
     from hyper_parallel.models.spec import discover_model_spec
     from hyper_parallel.trainer.llm_trainer import LLMTrainer
 
     with tempfile.TemporaryDirectory() as tmp:
         args = _legacy_args(steps + warmup, tmp)
         discover_model_spec(args.model.name)
-        trainer = LLMTrainer(args)
+        trainer = LLMTrainer(args) if which == "legacy" else _legacy_to_trainer_config(args).build()
         batches = trainer._micro_batch_iterator()
         times = []
         for i in range(steps + warmup):
@@ -131,15 +135,26 @@ def _summary(times: list[float], loss: float) -> dict:
     }
 
 
-def bench_startup() -> dict:
+ENTRY_POINTS = {
+    "legacy yaml (scripts/train_lm.py)": lambda tmp: [
+        str(REPO / "scripts" / "train_lm.py"),
+        str(REPO / "examples" / "yaml" / "train_qwen3_5_debug.yaml"),
+        "--train.max_steps=1", f"--train.checkpoint.output_dir={tmp}", "--train.logging.log_steps=1",
+    ],
+    "recipe (-m hyper_parallel.train)": lambda tmp: [
+        "-m", "hyper_parallel.train", "--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel",
+        "--training.steps", "1", "--checkpoint.folder", tmp, "--checkpoint.interval", "0",
+        "--metrics.log_freq", "1",
+    ],
+}
+
+
+def bench_startup(entry: str) -> dict:
     """Seconds from launching torchrun (1 rank) to the end of the first optimizer step."""
     with tempfile.TemporaryDirectory() as tmp:
-        yaml_path = REPO / "examples" / "yaml" / "train_qwen3_5_debug.yaml"
         cmd = [
             sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
-            "--standalone", str(REPO / "scripts" / "train_lm.py"), str(yaml_path),
-            "--train.max_steps=1", f"--train.checkpoint.output_dir={tmp}",
-            "--train.logging.log_steps=1",
+            "--standalone", *ENTRY_POINTS[entry](tmp),
         ]
         env = {**os.environ, "HYPER_PARALLEL_DISABLE_TQDM": "1"}
         start = time.time()
@@ -198,13 +213,20 @@ def main() -> None:
 
         results["torch_threads"] = torch.get_num_threads()
         results["plain"] = bench_plain(opts.steps, opts.warmup)
-        results["trainer"] = bench_trainer(opts.steps, opts.warmup)
-        results["trainer_overhead_pct"] = 100 * (
-            results["trainer"]["median_step_s"] / results["plain"]["median_step_s"] - 1
+        results["trainer"] = bench_trainer(opts.steps, opts.warmup, "legacy")
+        results["peak_rss_mib_after_legacy"] = _peak_rss_mib()
+        results["hyper_trainer"] = bench_trainer(opts.steps, opts.warmup, "new")
+        results["peak_rss_mib_after_new"] = _peak_rss_mib()
+        plain = results["plain"]["median_step_s"]
+        results["trainer_overhead_pct"] = 100 * (results["trainer"]["median_step_s"] / plain - 1)
+        results["hyper_trainer_overhead_pct"] = 100 * (
+            results["hyper_trainer"]["median_step_s"] / plain - 1
         )
-        results["peak_rss_mib"] = _peak_rss_mib()
+        results["new_over_legacy_step_time"] = (
+            results["hyper_trainer"]["median_step_s"] / results["trainer"]["median_step_s"]
+        )
     if "startup" not in opts.skip:
-        results["startup"] = bench_startup()
+        results["startup"] = {entry: bench_startup(entry) for entry in ENTRY_POINTS}
     if "memory" not in opts.skip:
         results["memory_0_8b"] = bench_memory()
     print(json.dumps(results, indent=2))

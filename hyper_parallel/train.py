@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 # The platform is chosen from the environment when hyper_parallel first asks for it.
 os.environ.setdefault("HYPER_PARALLEL_PLATFORM", "torch")

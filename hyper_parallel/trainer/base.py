@@ -11,12 +11,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch.distributed as dist
 
-from hyper_parallel.data import build_dataloader, build_dataset, grad_accum_steps, micro_batch_groups
+from hyper_parallel.data import (
+    build_dataloader,
+    build_dataset,
+    grad_accum_steps,
+    micro_batch_groups,
+)
 from hyper_parallel.models.spec import ModelSpec, get_spec
 from hyper_parallel.trainer.config import HyperTrainerConfig
 from hyper_parallel.trainer.distributed import DistributedContext, setup_distributed
@@ -39,6 +45,49 @@ logger = logging.getLogger(__name__)
 #: Test hook: ``exit_at_step:<step>[:<rank>]`` makes that rank die with exit code 13 at the
 #: start of the given step (to test that a dead rank fails the whole job without a hang).
 FAULT_ENV = "HYPER_PARALLEL_FAULT_INJECT"
+
+
+def _helper_setup_distributed(
+    *,
+    accelerator: Any,
+    comm_backend: str | None,
+    local_rank: int,
+    seed: int,
+    deterministic: bool,
+    deterministic_warn_only: bool,
+) -> DistributedContext:
+    """Process group, device, ParallelDims + mesh, DP group, seeds (both trainers' step 1)."""
+    return setup_distributed(
+        accelerator=accelerator,
+        comm_backend=comm_backend,
+        local_rank=local_rank,
+        seed=seed,
+        deterministic=deterministic,
+        deterministic_warn_only=deterministic_warn_only,
+    )
+
+
+def _helper_load_weights(model: Any, weights_path: str, *, adapter: Any, model_config: Any) -> None:
+    """Overlay pretrained weights (Hugging Face directory, DCP directory or state-dict file)."""
+    load_pretrained_weights(model, weights_path, adapter=adapter, model_config=model_config)
+
+
+def _helper_post_parallelize(
+    model: Any,
+    *,
+    device: Any,
+    init_device: str,
+    weights_path: str | None,
+    adapter: Any,
+    model_config: Any,
+) -> None:
+    """After parallelization: materialize + init a meta-built model, load pretrained weights,
+    switch to train mode (both trainers call this; the order matters for the RNG)."""
+    if init_device == "meta":
+        materialize_and_init(model, device)
+    if weights_path:
+        _helper_load_weights(model, weights_path, adapter=adapter, model_config=model_config)
+    model.train()
 
 
 @dataclass
@@ -74,7 +123,7 @@ class BaseTrainer:
 
     def _setup(self) -> None:
         t = self.args.train
-        self.dist: DistributedContext = setup_distributed(
+        self.dist: DistributedContext = _helper_setup_distributed(
             accelerator=t.accelerator,
             comm_backend=t.comm_backend,
             local_rank=t.local_rank,
@@ -171,20 +220,23 @@ class BaseTrainer:
         self._post_parallelize()
 
     def _post_parallelize(self) -> None:
-        if self.args.train.init_device == "meta":
-            materialize_and_init(self.model, self.device)
-        if self.args.model.weights_path:
-            load_pretrained_weights(
-                self.model,
-                self.args.model.weights_path,
-                adapter=self.spec.state_dict_adapter,
-                model_config=self.model_config,
-            )
-        self.model.train()
+        _helper_post_parallelize(
+            self.model,
+            device=self.device,
+            init_device=self.args.train.init_device,
+            weights_path=self.args.model.weights_path,
+            adapter=self.spec.state_dict_adapter,
+            model_config=self.model_config,
+        )
 
     # ------------------------------------------------------------------ 10-12. optimization
 
     def _build_optimizer(self) -> None:
+        config = getattr(self, "config", None)
+        if config is not None and isinstance(config, _trainer_config_class()):
+            # The new tree: the optimizer is a component built from its own Config.
+            self.optimizer = config.optimizer.build(model_parts=[self.model])
+            return
         o = self.args.train.optimizer
         self.optimizer = build_optimizer(
             self.model,
@@ -315,4 +367,16 @@ class BaseTrainer:
             dist.destroy_process_group()
 
 
-__all__ = ["BaseTrainer", "TrainerState"]
+def _trainer_config_class() -> type:
+    from hyper_parallel.trainer.trainer_config import HyperTrainer
+
+    return HyperTrainer.Config
+
+
+__all__ = [
+    "BaseTrainer",
+    "TrainerState",
+    "_helper_load_weights",
+    "_helper_post_parallelize",
+    "_helper_setup_distributed",
+]

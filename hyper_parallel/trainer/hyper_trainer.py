@@ -41,7 +41,12 @@ import torch
 
 from hyper_parallel.data import grad_accum_steps
 from hyper_parallel.models.spec import discover_model_spec
-from hyper_parallel.trainer.base import BaseTrainer, TrainerState
+from hyper_parallel.trainer.base import (
+    BaseTrainer,
+    TrainerState,
+    _helper_post_parallelize,
+    _helper_setup_distributed,
+)
 from hyper_parallel.trainer.callbacks import CallbackHandler
 from hyper_parallel.trainer.callbacks.components import (
     CheckpointManagerCallback,
@@ -52,8 +57,6 @@ from hyper_parallel.trainer.callbacks.eval import EvalCallback
 from hyper_parallel.trainer.callbacks.gc import GCCallback
 from hyper_parallel.trainer.callbacks.gradient_health import GradientHealthCallback
 from hyper_parallel.trainer.callbacks.progress import ProgressCallback
-from hyper_parallel.trainer.distributed import setup_distributed
-from hyper_parallel.trainer.model_setup import load_pretrained_weights, materialize_and_init
 from hyper_parallel.trainer.optim import clip_grad_norm_
 from hyper_parallel.trainer.trainer_config import HyperTrainer as _ConfigOwner
 
@@ -96,12 +99,12 @@ class HyperTrainer(BaseTrainer):
         self.last_global_tokens = 0
         self.eval_dataloader = None
         self._resolve_spec()
-        self._helper_setup_distributed()                    # 1
+        self._setup()                                       # 1
         self._build_tokenizer()                             # 2
         self._build_dataloaders()                           # 3
         self._build_model_from_config()                     # 4-6
         self._parallelize_and_materialize()                 # 7-8
-        self.optimizer = config.optimizer.build(model_parts=[self.model])          # 9
+        self._build_optimizer()                                                     # 9
         self.lr_scheduler = config.lr_scheduler.build(
             optimizers=self.optimizer, training_steps=config.training.steps
         )
@@ -135,9 +138,9 @@ class HyperTrainer(BaseTrainer):
             # the legacy world cannot express fails here, naming it.
             self.legacy_view = _trainer_config_to_legacy(self.config)
 
-    def _helper_setup_distributed(self) -> None:
+    def _setup(self) -> None:
         c = self.config
-        self.dist = setup_distributed(
+        self.dist = _helper_setup_distributed(
             accelerator=accelerator_view(c.parallelism),
             comm_backend=c.comm.backend,
             local_rank=int(os.environ.get("LOCAL_RANK", "0")),
@@ -217,16 +220,14 @@ class HyperTrainer(BaseTrainer):
                 compile=c.compile,
                 dump_folder=c.dump_folder,
             )
-        if c.training.init_device == "meta":
-            materialize_and_init(self.model, self.device)
-        if c.model.weights_path:
-            load_pretrained_weights(
-                self.model,
-                c.model.weights_path,
-                adapter=self.spec.state_dict_adapter,
-                model_config=getattr(self.model, "config", None),
-            )
-        self.model.train()
+        _helper_post_parallelize(
+            self.model,
+            device=self.device,
+            init_device=c.training.init_device,
+            weights_path=c.model.weights_path,
+            adapter=self.spec.state_dict_adapter,
+            model_config=getattr(self.model, "config", None),
+        )
 
     # ------------------------------------------------------------------ the shared loop's hooks
 
