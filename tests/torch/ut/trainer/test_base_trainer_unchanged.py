@@ -3,20 +3,13 @@
 The golden loss files were recorded by the legacy trainer before ``HyperTrainer`` and the helper
 extraction existed (commit 70f70f5). Their contents are pinned here by hash, so they can only be
 re-recorded deliberately (together with this table); the slow suite
-(``tests/torch/st/qwen3_5/test_legacy_training.py``) re-runs every one of them bit for bit, and
-this test runs the 1-rank one itself.
+(``tests/torch/st/qwen3_5/test_legacy_training.py::test_golden_losses_bit_for_bit``) re-runs
+every one of them through the legacy trainer and compares bit for bit.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-
-import pytest
-
-from tests.helpers.torchrun import REPO
-
-from ...st.qwen3_5.conftest import train
 from ...st.qwen3_5.test_legacy_training import GOLDEN_DIR, GOLDEN_RUNS
 
 PINNED_SHA256 = {
@@ -32,12 +25,3 @@ def test_golden_files_are_the_pre_refactor_ones():
     for name, digest in PINNED_SHA256.items():
         data = (GOLDEN_DIR / f"{name}.json").read_bytes()
         assert hashlib.sha256(data).hexdigest() == digest, f"{name}.json changed"
-
-
-@pytest.mark.slow
-def test_legacy_trainer_reproduces_its_golden_losses(tmp_path):
-    yaml_name, overrides, nproc = GOLDEN_RUNS["train_qwen3_5_debug"]
-    run = train(yaml_name, *overrides, nproc=nproc, output_dir=tmp_path)
-    expected = json.loads((GOLDEN_DIR / "train_qwen3_5_debug.json").read_text())["losses"]
-    assert run.losses == expected
-    assert (REPO / "scripts" / "train_lm.py").is_file()

@@ -21,7 +21,6 @@ EXAMPLES = REPO / "examples" / "yaml"
 CASES = {
     "1 rank, dummy data": ("train_qwen3_5_debug.yaml", 1, ()),
     "2 ranks FSDP, corpus + eval + AC": ("train_qwen3_5_fsdp2.yaml", 2, ()),
-    "2 ranks TP, selective AC": ("train_qwen3_5_tp2.yaml", 2, ()),
 }
 
 
