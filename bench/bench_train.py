@@ -172,15 +172,23 @@ def bench_startup(entry: str) -> dict:
 
 
 _MEMORY_CODE = """
-import json, resource, sys, torch
+import json, torch
 from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+def hwm_kib():
+    # VmHWM (peak RSS) belongs to this address space: unlike ru_maxrss it is not inherited
+    # from the parent across exec, so a big parent process does not pollute the figure.
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+
+base = hwm_kib()
 with torch.device("meta"):
     model = Qwen3_5ForCausalLM(FLAVORS["0.8b"])
-meta = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+meta = hwm_kib()
 model.to_empty(device="cpu")
 model.init_weights()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = hwm_kib()
 params = sum(p.numel() for p in model.parameters())
 print(json.dumps({"params": params, "param_bytes_fp32": params * 4,
                   "rss_before_build_kib": base, "rss_after_meta_build_kib": meta,
