@@ -91,6 +91,14 @@ class Qwen3_5ForCausalLM(nn.Module):
     def __init__(self, config: Qwen3_5Config) -> None:
         super().__init__()
         self.config = config
+        self._init_modules(config)
+
+    def _init_modules(self, config: Qwen3_5Config) -> None:
+        """Create ``model`` and ``lm_head`` from ``config`` and tie them.
+
+        A hook so that a subclass with its own ``__init__`` (``qwen3_5_v2.Qwen3_5Model``, whose
+        ``self.config`` is a ``BaseModel.Config``) builds exactly these modules.
+        """
         self.model = Qwen3_5Model(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.tie_weights()

@@ -1,0 +1,455 @@
+"""Qwen3.5 on the new protocol: ``Qwen3_5Model`` (a ``BaseModel``) and its ``Config``.
+
+One implementation. ``Qwen3_5Model`` *is* the legacy ``Qwen3_5ForCausalLM`` (it subclasses it and
+builds its submodules through the legacy ``_init_modules`` hook), so the module classes, the
+forward pass, ``init_weights``, ``tie_weights`` and every parameter / buffer / state-dict name are
+the legacy ones; the TP plan, the HF state-dict adapter and DCP checkpoints apply unchanged.
+
+What the protocol adds:
+
+* ``Qwen3_5Model.Config`` -- a ``BaseModel.Config`` (``kw_only``, ``slots``) whose fields are
+  exactly the fields of the legacy :class:`Qwen3_5Config` (Hugging Face names, same defaults =
+  Qwen3.5-0.8B, same validation and normalisation: ``__post_init__`` builds a ``Qwen3_5Config``
+  from the fields, so ``layer_types=None`` becomes the per-layer list as there). A
+  ``layer_types`` that is the ``full_attention_interval`` pattern of another length is re-derived
+  when ``num_hidden_layers`` changes (``dataclasses.replace(flavor, num_hidden_layers=4)``, or a
+  field set before ``build()`` re-validates), like the legacy ``Qwen3_5Config.replace``. The
+  config is a drop-in for the legacy one: ``to_legacy()`` converts, and the derived properties
+  (``rotary_dim``, ``linear_key_dim``, ...) and ``to_hf_dict()`` exist, so the state-dict adapter,
+  the HF writer and the legacy modules accept it where they took a ``Qwen3_5Config``.
+* ``Config.update_from_config(trainer_config=...)`` -- the ``model`` section's architecture
+  overrides, the parallel degrees the model cannot run, ``training.seq_len`` vs the context
+  length (see its docstring). ``Config.replace(**changes)`` is the legacy ``replace``.
+* ``verify_module_protocol()`` -- ``BaseModel``'s, with a memory-safe default: the ``init_weights``
+  check runs on a full copy only for small models, on a miniature of the architecture otherwise.
+* ``num_flops_per_token`` -- ``BaseModel``'s ``6 * N`` plus the weight-free token mixing and the
+  tied ``lm_head`` matmul (:meth:`Qwen3_5Model.extra_flops_per_token`).
+* :func:`flavor_config` -- the legacy ``FLAVORS`` table as ``Qwen3_5Model.Config`` (one source of
+  truth: the sizes are only written in ``qwen3_5/configuration.py``).
+
+Class layout: ``class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel)`` -- the framework module first,
+as the protocol recommends for mixing a framework class into a ``Module`` -- so the legacy
+``forward`` / ``init_weights`` win over ``BaseModel``'s abstract ones, and ``BaseModel`` supplies
+``num_params``, ``num_flops_per_token`` and the protocol checks.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hyper_parallel.models.qwen3_5.configuration import (
+    DEFAULT_FLAVOR,
+    FLAVOR_KEY,
+    FLAVORS,
+    FULL_ATTENTION,
+    LEGACY_UNIVERSAL_FIELDS,
+    LINEAR_ATTENTION,
+    Qwen3_5Config,
+)
+from hyper_parallel.models.qwen3_5.model import Qwen3_5ForCausalLM
+from hyper_parallel.protocols.model import BaseModel, ModuleProtocolError
+from hyper_parallel.utils.suggest import did_you_mean
+
+__all__ = [
+    "DEFAULT_FLAVOR",
+    "FLAVOR_NAMES",
+    "Qwen3_5Model",
+    "config_from_model_section",
+    "flavor_config",
+    "tp_divisibility_problems",
+]
+
+FLAVOR_NAMES: tuple[str, ...] = tuple(FLAVORS)
+"""The named sizes, in the legacy table's order (``debugmodel``, ``0.8b``, ... ``27b``)."""
+
+_LEGACY_NAME = "Qwen3_5Config"
+_NAME = "Qwen3_5Model.Config"
+
+AUTO_INIT_CHECK_MAX_PARAMS = 100_000_000
+"""``verify_module_protocol()`` runs its init check on a full copy up to this many parameters
+(~400 MB in fp32); above, on a miniature of the same architecture."""
+
+
+class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
+    """Qwen3.5 dense causal LM (hybrid Gated DeltaNet / gated attention) as a ``BaseModel``.
+
+    ``forward(input_ids, position_ids=None) -> logits (B, S, vocab)``; the loss is the trainer's.
+    Build with ``Qwen3_5Model.Config(...).build()`` (under ``torch.device("meta")`` for a model to
+    be parallelised, then ``to_empty`` + ``init_weights``), or ``flavor_config(name).build()``.
+    """
+
+    @dataclass(kw_only=True, slots=True)
+    class Config(BaseModel.Config):
+        """Architecture of a Qwen3.5 dense text decoder; defaults are Qwen3.5-0.8B(-Base).
+
+        The fields and their meaning are those of the legacy ``Qwen3_5Config`` (Hugging Face
+        ``Qwen3_5TextConfig`` names; RoPE flat rather than nested in ``rope_parameters``).
+        """
+
+        vocab_size: int = 248320
+        """Vocabulary size (rows of ``embed_tokens`` and ``lm_head``)."""
+        hidden_size: int = 1024
+        """Residual-stream width."""
+        intermediate_size: int = 3584
+        """SwiGLU hidden width of every layer's MLP."""
+        num_hidden_layers: int = 24
+        """Number of decoder layers."""
+        num_attention_heads: int = 8
+        """Query heads of the full-attention layers."""
+        num_key_value_heads: int = 2
+        """Key/value heads of the full-attention layers (GQA); must divide the query heads."""
+        head_dim: int = 256
+        """Per-head width of the full-attention layers (not ``hidden_size / heads``)."""
+        hidden_act: str = "silu"
+        """MLP / GDN-conv activation. Only ``silu`` is implemented."""
+        max_position_embeddings: int = 262144
+        """Longest supported position (RoPE is computed on the fly; ``training.seq_len`` may not
+        exceed it, see ``update_from_config``)."""
+        initializer_range: float = 0.02
+        """Std of the normal init of linear, conv and embedding weights."""
+        rms_norm_eps: float = 1e-6
+        """Epsilon of every RMSNorm."""
+        attention_bias: bool = False
+        """Bias on the full-attention q/k/v/o projections."""
+        tie_word_embeddings: bool = True
+        """Share ``lm_head.weight`` with ``model.embed_tokens.weight``."""
+        attn_output_gate: bool = True
+        """Gate the attention output with ``sigmoid(gate)`` (``q_proj`` emits ``[Q_h | gate_h]``)."""
+        rope_theta: float = 1e7
+        """RoPE base (HF: ``rope_parameters['rope_theta']``)."""
+        partial_rotary_factor: float = 0.25
+        """Fraction of ``head_dim`` that is rotated."""
+        mrope_section: list[int] = field(default_factory=lambda: [11, 11, 10])
+        """Frequencies per mRoPE axis (T, H, W); ``2 * sum`` must equal the rotary dim."""
+        full_attention_interval: int = 4
+        """Layer ``i`` is full attention iff ``(i + 1) % interval == 0`` (``layer_types`` unset)."""
+        linear_num_value_heads: int = 16
+        """Gated DeltaNet value heads (``Hv``)."""
+        linear_num_key_heads: int = 16
+        """Gated DeltaNet query/key heads (``Hk``); must divide ``linear_num_value_heads``."""
+        linear_value_head_dim: int = 128
+        """Gated DeltaNet value head width (``Dv``)."""
+        linear_key_head_dim: int = 128
+        """Gated DeltaNet query/key head width (``Dk``)."""
+        linear_conv_kernel_dim: int = 4
+        """Kernel size of the causal depthwise convolution in front of the delta rule."""
+        layer_types: list[str] | None = None
+        """Per-layer mixer (``linear_attention`` / ``full_attention``); ``None``: derived from
+        ``full_attention_interval``. A derived-pattern list of the wrong length is re-derived."""
+        pad_token_id: int | None = None
+        """Written to ``config.json`` only."""
+        bos_token_id: int | None = None
+        """Written to ``config.json`` only."""
+        eos_token_id: int | list[int] | None = None
+        """Written to ``config.json`` only."""
+
+        def __post_init__(self) -> None:
+            # The legacy dataclass owns the rules; building one validates every field together.
+            legacy = self.to_legacy()
+            # Adopt its normalisations (ints in mrope_section, the derived layer_types) so the
+            # values are the legacy config's and a rebuilt copy compares equal.
+            self.mrope_section = list(legacy.mrope_section)
+            self.layer_types = list(legacy.layer_types)
+
+        # ------------------------------------------------------------ legacy bridge
+        def to_legacy(self) -> Qwen3_5Config:
+            """The equivalent legacy :class:`Qwen3_5Config` (a fresh one). A ``layer_types`` that
+            is the interval pattern is passed as ``None`` -- re-derived for the current length,
+            and "derived" for the legacy ``replace``. A ``ValueError`` names the field as
+            ``Qwen3_5Model.Config.<field>``."""
+            values = {
+                f.name: copy.deepcopy(getattr(self, f.name))
+                for f in dataclasses.fields(Qwen3_5Config)
+            }
+            if _is_interval_pattern(values["layer_types"], self.full_attention_interval):
+                values["layer_types"] = None
+            try:
+                return Qwen3_5Config(**values)
+            except ValueError as exc:
+                raise ValueError(str(exc).replace(_LEGACY_NAME, _NAME)) from None
+
+        @classmethod
+        def from_legacy(cls, legacy: Qwen3_5Config) -> Qwen3_5Model.Config:
+            """The new config with the values of a legacy one."""
+            return cls(
+                **{
+                    f.name: copy.deepcopy(getattr(legacy, f.name))
+                    for f in dataclasses.fields(Qwen3_5Config)
+                }
+            )
+
+        def replace(self, **changes: Any) -> Qwen3_5Model.Config:
+            """A validated copy with ``changes`` applied; a ``layer_types`` that is the interval
+            pattern is re-derived (for a new ``num_hidden_layers`` *or* a new
+            ``full_attention_interval``) unless ``changes`` sets it -- the legacy
+            ``Qwen3_5Config.replace`` rule. Unknown names are a ``TypeError``."""
+            if "layer_types" not in changes and _is_interval_pattern(
+                self.layer_types, self.full_attention_interval
+            ):
+                changes["layer_types"] = None
+            return dataclasses.replace(self, **copy.deepcopy(changes))
+
+        def to_hf_dict(self) -> dict[str, Any]:
+            """The Hugging Face ``config.json`` dict (see ``Qwen3_5Config.to_hf_dict``)."""
+            return self.to_legacy().to_hf_dict()
+
+        # ------------------------------------------------------------ derived sizes
+        @property
+        def rotary_dim(self) -> int:
+            """Rotated channels per full-attention head."""
+            return int(self.head_dim * self.partial_rotary_factor)
+
+        @property
+        def linear_key_dim(self) -> int:
+            """Width of the GDN query (and key) projection: ``Hk * Dk``."""
+            return self.linear_num_key_heads * self.linear_key_head_dim
+
+        @property
+        def linear_value_dim(self) -> int:
+            """Width of the GDN value (and z-gate) projection: ``Hv * Dv``."""
+            return self.linear_num_value_heads * self.linear_value_head_dim
+
+        @property
+        def num_full_attention_layers(self) -> int:
+            """How many layers are full (softmax) attention."""
+            return sum(t == FULL_ATTENTION for t in self.layer_types)
+
+        @property
+        def num_linear_attention_layers(self) -> int:
+            """How many layers are Gated DeltaNet."""
+            return sum(t == LINEAR_ATTENTION for t in self.layer_types)
+
+        # ------------------------------------------------------------ trainer hook
+        def update_from_config(self, *, trainer_config: Any) -> None:
+            """Fit this architecture to the run, in place; called once before ``build``.
+
+            Reads (each section optional; a missing one is skipped):
+
+            1. ``model`` -- the legacy-style architecture overrides, so that a run can change
+               the architecture from the command line (``model_spec`` itself is hidden from it):
+               ``model.config_overrides['flavor']`` first re-bases every field on that flavor,
+               then the non-``None`` ``model.{num_hidden_layers, hidden_size, ...}`` fields, then
+               the other ``model.config_overrides`` keys (HF field names) -- the precedence of
+               the legacy ``config_from_legacy``. Without a ``flavor`` key the current values are
+               the base. Applying the same section twice changes nothing. All-or-nothing: an
+               invalid result raises and leaves this config untouched.
+            2. ``parallelism`` -- ``context_parallel_degree``, ``pipeline_parallel_degree`` and
+               ``expert_parallel_degree`` above 1 raise ``NotImplementedError`` (not supported
+               for this dense model); ``tensor_parallel_degree`` must divide every dimension TP
+               shards (``ValueError`` listing each one; see :func:`tp_divisibility_problems`).
+            3. ``training.seq_len`` must not exceed ``max_position_embeddings`` (``ValueError``):
+               RoPE itself is computed on the fly, but the exported ``config.json`` would claim
+               a context the model was never trained for.
+
+            Nothing else is derived: the RoPE tables need no resizing (computed per batch), and
+            precision / checkpointing are parallelisation settings, not architecture.
+            """
+            section = getattr(trainer_config, "model", None)
+            if section is not None:
+                updated = _apply_model_section(self, section)
+                for f in dataclasses.fields(self):
+                    setattr(self, f.name, getattr(updated, f.name))
+
+            parallelism = getattr(trainer_config, "parallelism", None)
+            if parallelism is not None:
+                for name, what in (
+                    ("context_parallel_degree", "context parallelism"),
+                    ("pipeline_parallel_degree", "pipeline parallelism"),
+                    (
+                        "expert_parallel_degree",
+                        "expert parallelism (the dense model has no experts)",
+                    ),
+                ):
+                    degree = getattr(parallelism, name, 1) or 1
+                    if degree > 1:
+                        raise NotImplementedError(
+                            f"parallelism.{name}={degree}: {what} is not supported by qwen3_5_v2 "
+                            f"yet; set parallelism.{name}=1"
+                        )
+                tp = getattr(parallelism, "tensor_parallel_degree", 1) or 1
+                problems = tp_divisibility_problems(self, tp)
+                if problems:
+                    raise ValueError(
+                        f"parallelism.tensor_parallel_degree={tp} cannot shard this Qwen3.5 "
+                        f"model evenly: {'; '.join(problems)}. Choose a tensor_parallel_degree "
+                        "that divides them (or change the model dimensions)."
+                    )
+
+            training = getattr(trainer_config, "training", None)
+            seq_len = getattr(training, "seq_len", None)
+            if seq_len is not None and seq_len > self.max_position_embeddings:
+                raise ValueError(
+                    f"training.seq_len={seq_len} exceeds the model's max_position_embeddings="
+                    f"{self.max_position_embeddings}: lower training.seq_len, or raise "
+                    "max_position_embeddings (model.max_position_embeddings on the command line)"
+                )
+
+    # ------------------------------------------------------------------ construction
+    def __init__(self, config: Config) -> None:
+        # BaseModel.__init__ stores the config and reaches nn.Module.__init__ (the legacy
+        # __init__ is skipped: it would store a legacy config); the legacy hook then builds the
+        # very same submodules from the equivalent legacy config.
+        BaseModel.__init__(self, config)
+        self._init_modules(config.to_legacy())
+
+    # ------------------------------------------------------------------ protocol check
+    def verify_module_protocol(
+        self, *, check_init: bool | None = None, init_device: Any = "cpu"
+    ) -> None:
+        """``BaseModel.verify_module_protocol`` with an automatic, memory-safe init check.
+
+        ``check_init=None`` (the default): the config / round-trip checks run on this model as
+        always (free on the meta device), and the ``init_weights`` check materialises a full
+        copy only when the model has at most :data:`AUTO_INIT_CHECK_MAX_PARAMS` parameters
+        (the debug model). A larger model -- a trainer verifying a 9B model on every rank --
+        gets the init check on a *miniature of the same architecture* instead: every mixer type
+        it uses, one layer each, with the same flags (tied embeddings, biases, gates) and head
+        geometry, but small vocab / hidden / MLP widths. ``init_weights`` has one rule per module
+        type, so that covers every rule this model needs, for a few MB. ``True`` forces the
+        full-copy check, ``False`` skips it.
+        """
+        if check_init is None and self.num_params() > AUTO_INIT_CHECK_MAX_PARAMS:
+            BaseModel.verify_module_protocol(self, check_init=False, init_device=init_device)
+            import torch
+
+            with torch.device("meta"):
+                mini = type(self.config)._owner(_miniature(self.config))
+            try:
+                BaseModel.verify_module_protocol(mini, check_init=True, init_device=init_device)
+            except ModuleProtocolError as exc:
+                raise ModuleProtocolError(
+                    type(self).__qualname__,
+                    [f"(checked on a miniature of this architecture) {f}" for f in exc.failures],
+                ) from exc
+            return
+        BaseModel.verify_module_protocol(
+            self, check_init=check_init is not False, init_device=init_device
+        )
+
+    # ------------------------------------------------------------------ size & FLOPs
+    def extra_flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token that ``6 * num_params(exclude_embeddings=True)`` misses.
+
+        * full attention: ``12 * heads * head_dim * seq_len`` per layer (``QK^T`` and ``AV``:
+          4 forward, x3 for training; no causal discount, torchtitan's convention);
+        * Gated DeltaNet: ``18 * Hv * Dk * Dv`` per layer (recurrent form: 6 per token forward);
+        * a tied ``lm_head``: ``6 * vocab * hidden`` (its weight is the embedding, excluded
+          from ``N``, but it is a real matmul).
+
+        Note: the legacy ``qwen3_5.model.flops_per_token`` adds ``6 * vocab * hidden`` for the
+        ``lm_head`` even when it is *untied* (already in ``N``), so for untied flavors it is that
+        much higher than this count.
+        """
+        c = self.config
+        attn = 12 * c.num_attention_heads * c.head_dim * seq_len
+        gdn = 18 * c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim
+        tied = 6 * c.vocab_size * c.hidden_size if c.tie_word_embeddings else 0
+        return float(
+            c.num_full_attention_layers * attn + c.num_linear_attention_layers * gdn + tied
+        )
+
+
+def _miniature(config: Qwen3_5Model.Config) -> Qwen3_5Model.Config:
+    """The same architecture, tiny: one layer per mixer type in use, narrow vocab / hidden / MLP
+    (head counts, head sizes, RoPE, flags unchanged)."""
+    kinds = list(dict.fromkeys(config.layer_types))  # in order of first use
+    return dataclasses.replace(
+        config,
+        vocab_size=min(config.vocab_size, 512),
+        hidden_size=min(config.hidden_size, 128),
+        intermediate_size=min(config.intermediate_size, 128),
+        num_hidden_layers=len(kinds),
+        layer_types=kinds,
+    )
+
+
+def _is_interval_pattern(layer_types: Any, interval: int) -> bool:
+    """Whether ``layer_types`` is what ``full_attention_interval`` derives for its length."""
+    if not isinstance(layer_types, (list, tuple)):
+        return False
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        return False  # invalid: the legacy validation reports it
+    kinds = list(layer_types)
+    return kinds == [
+        FULL_ATTENTION if (i + 1) % interval == 0 else LINEAR_ATTENTION for i in range(len(kinds))
+    ]
+
+
+# ---------------------------------------------------------------------- flavors & overrides
+def flavor_config(name: str) -> Qwen3_5Model.Config:
+    """A fresh ``Qwen3_5Model.Config`` of the named size (from the legacy ``FLAVORS`` table)."""
+    if name not in FLAVORS:
+        raise ValueError(
+            f"unknown Qwen3.5 flavor {name!r}{did_you_mean(str(name), FLAVORS)}; "
+            f"valid flavors: {', '.join(FLAVOR_NAMES)}"
+        )
+    return Qwen3_5Model.Config.from_legacy(FLAVORS[name])
+
+
+def _get(section: Any, name: str) -> Any:
+    if isinstance(section, Mapping):
+        return section.get(name)
+    return getattr(section, name, None)
+
+
+def _apply_model_section(base: Qwen3_5Model.Config, section: Any) -> Qwen3_5Model.Config:
+    """``base`` with a ``model`` section's overrides applied (see ``update_from_config``)."""
+    overrides = dict(_get(section, "config_overrides") or {})
+    field_names = [f.name for f in dataclasses.fields(Qwen3_5Model.Config)]
+    for key in overrides:
+        if key != FLAVOR_KEY and key not in field_names:
+            raise ValueError(
+                f"model.config_overrides: unknown key {key!r}"
+                f"{did_you_mean(str(key), [*field_names, FLAVOR_KEY])}; valid keys: "
+                f"{FLAVOR_KEY}, {', '.join(field_names)}"
+            )
+    if FLAVOR_KEY in overrides:
+        flavor = overrides.pop(FLAVOR_KEY)
+        if flavor not in FLAVORS:
+            raise ValueError(
+                f"model.config_overrides.{FLAVOR_KEY}: unknown flavor {flavor!r}"
+                f"{did_you_mean(str(flavor), FLAVORS)}; valid flavors: {', '.join(FLAVOR_NAMES)}"
+            )
+        base = flavor_config(flavor)
+    changes: dict[str, Any] = {}
+    for name in LEGACY_UNIVERSAL_FIELDS:
+        value = _get(section, name)
+        if value is not None:
+            changes[name] = value
+    changes.update(overrides)
+    if not changes:
+        return base
+    return base.replace(**changes)
+
+
+def config_from_model_section(section: Any) -> Qwen3_5Model.Config:
+    """The config a legacy-style ``model`` section describes, exactly as the legacy trainer reads
+    it (``config_from_legacy``): the base is ``config_overrides['flavor']``, default ``0.8b``."""
+    return _apply_model_section(flavor_config(DEFAULT_FLAVOR), section)
+
+
+def tp_divisibility_problems(config: Any, tp: int) -> list[str]:
+    """Every dimension that tensor parallelism shards and ``tp`` does not divide (empty: fine).
+
+    The rule of the TP plan (``qwen3_5.parallelize.validate_tp_degree``, which ``apply_tp``
+    enforces again): ``vocab_size`` and ``intermediate_size`` always; the attention head counts
+    only when the model has full-attention layers; the GDN head counts only when it has Gated
+    DeltaNet layers. ``config`` is a ``Qwen3_5Model.Config`` or a legacy ``Qwen3_5Config``.
+    """
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise ValueError(f"tensor parallel degree must be a positive int, got {tp!r}")
+    kinds = set(config.layer_types)
+    fields = ["vocab_size", "intermediate_size"]
+    if FULL_ATTENTION in kinds:
+        fields += ["num_attention_heads", "num_key_value_heads"]
+    if LINEAR_ATTENTION in kinds:
+        fields += ["linear_num_key_heads", "linear_num_value_heads"]
+    return [
+        f"{name}={getattr(config, name)} is not divisible by tp={tp}"
+        for name in fields
+        if getattr(config, name) % tp
+    ]

@@ -1,0 +1,296 @@
+"""Parallelisation of ``qwen3_5_v2`` from the new config sections: CP -> TP -> AC -> compile -> FSDP.
+
+:func:`parallelize_qwen3_5_v2` is the v2 ``ModelSpec.parallelize_fn`` (torchtitan's signature,
+RFC Part 5 section 6 #1). It reuses the legacy building blocks of
+``hyper_parallel.models.qwen3_5.parallelize`` -- ``apply_tp``, ``apply_ac``, ``apply_fsdp``,
+``build_mp_policy`` -- so for equivalent settings the result is exactly what the legacy v1
+``parallelize_qwen3_5(model, mesh, cfg)`` produces (same wrapped modules, same placements, same
+mixed-precision policy; a torchrun test compares the two). The v1 entry stays as it is for the
+legacy ``qwen3_5`` spec; :func:`parallelize_qwen3_5_dispatch` accepts either call shape.
+
+Inputs (the attribute names of the generated sections; anything with those attributes works):
+
+* ``parallel_dims``: ``tp``, ``cp``, ``pp``, ``ep`` (degrees), ``world_mesh`` (its dim names say
+  which axes exist) and ``get_mesh(name)``.
+* ``training.mixed_precision_param`` / ``mixed_precision_reduce`` / ``mixed_precision_output``
+  (dtype names; ``output`` may be absent = ``None``).
+* ``parallelism.reshard_after_forward``.
+* ``activation_checkpoint.mode``: ``off`` / ``none`` / ``full`` / ``selective``.
+* ``compile.enable``, ``compile.backend`` (default ``inductor``), ``compile.components``
+  (the model is compiled only when it lists ``model``; absent = ``["model"]``).
+* ``dump_folder``: unused (accepted for the torchtitan signature; nothing here writes files).
+
+**Mixed precision, "off".** The new tree has no ``enabled`` switch: a policy whose three dtypes
+are all ``float32`` or unset (``mixed_precision_param="float32"``, ``mixed_precision_reduce=
+"float32"``, ``mixed_precision_output=None`` -- the section defaults) casts nothing (parameters
+are float32 masters), so it means *no* ``MixedPrecisionPolicy`` at all: exactly the legacy
+``train.mixed_precision.enabled: false`` (``hyper_parallel.config.transforms`` converts the two
+that way). Any other combination is the legacy ``enabled: true`` with those dtypes, built by the
+legacy ``build_mp_policy``. As in v1, mixed precision is FSDP's policy, so a real one on a mesh
+without a data-parallel axis (pure TP) is an error rather than silently ignored.
+
+**Compile.** ``compile.enable`` compiles every decoder layer separately, after AC and before
+FSDP (torchtitan's order), *in place* with ``nn.Module.compile(backend=..., fullgraph=True)``.
+In place rather than ``torch.compile(layer)``: the ``OptimizedModule`` wrapper would insert
+``_orig_mod`` into every parameter and state-dict key, so checkpoints and HF exports of a
+compiled run would not load into an eager one. All layers of one mixer type share a graph
+(parameters are graph inputs), so an N-layer model compiles two graphs, not N. The ``aot_eager``
+debug backend fails in the Gated DeltaNet backward with torch 2.13 on CPU (eager
+``softplus_backward`` returns strides that AOT autograd did not predict, and a ``view`` then
+fails); ``inductor`` and ``eager`` work.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+from typing import Any
+
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import MixedPrecisionPolicy
+
+from hyper_parallel.models.qwen3_5.parallelize import (
+    AC_MODES,
+    DEFAULT_DTYPE_MAP,
+    apply_ac,
+    apply_fsdp,
+    apply_tp,
+    build_mp_policy,
+    normalize_ac_mode,
+    parallelize_qwen3_5,
+)
+from hyper_parallel.utils.suggest import did_you_mean
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "apply_compile",
+    "compiled_layers",
+    "data_parallel_mesh",
+    "mp_policy_from_training",
+    "parallelize_qwen3_5_dispatch",
+    "parallelize_qwen3_5_v2",
+]
+
+_UNSUPPORTED = (
+    ("cp", "context_parallel_degree", "context parallelism"),
+    ("pp", "pipeline_parallel_degree", "pipeline parallelism"),
+    ("ep", "expert_parallel_degree", "expert parallelism (the dense model has no experts)"),
+)
+_NO_CAST = (None, "float32")
+
+
+# ====================================================================== settings -> objects
+def _dtype_name(field: str, value: Any) -> str | None:
+    """Canonical dtype name of ``training.<field>`` (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text not in DEFAULT_DTYPE_MAP:
+        raise ValueError(
+            f"training.{field}={value!r} is not a known dtype"
+            f"{did_you_mean(text, DEFAULT_DTYPE_MAP)}; valid names: "
+            f"{', '.join(DEFAULT_DTYPE_MAP)}"
+        )
+    return str(DEFAULT_DTYPE_MAP[text]).removeprefix("torch.")
+
+
+def mp_policy_from_training(training: Any) -> MixedPrecisionPolicy | None:
+    """The FSDP2 mixed-precision policy of the ``training`` section; ``None`` means "off".
+
+    Off when ``mixed_precision_param``, ``mixed_precision_reduce`` and ``mixed_precision_output``
+    are each ``float32`` or unset (see the module docstring); otherwise the legacy
+    ``build_mp_policy`` of ``enabled=True`` with these three dtypes. A set
+    ``mixed_precision_output`` must equal ``mixed_precision_param`` (``ValueError``; any other
+    value crashes the ``lm_head`` at the first forward, on the legacy path too).
+    """
+    param = _dtype_name("mixed_precision_param", getattr(training, "mixed_precision_param", None))
+    reduce = _dtype_name(
+        "mixed_precision_reduce", getattr(training, "mixed_precision_reduce", None)
+    )
+    output = _dtype_name(
+        "mixed_precision_output", getattr(training, "mixed_precision_output", None)
+    )
+    if param in _NO_CAST and reduce in _NO_CAST and output in _NO_CAST:
+        return None
+    if output is not None and output != (param or "float32"):
+        # FSDP casts every decoder layer's output to ``output``; the root unit (final norm +
+        # lm_head) computes in ``param`` on those outputs, so its matmul sees two dtypes and
+        # fails at the first forward (the legacy path accepts the setting and fails there).
+        raise ValueError(
+            f"training.mixed_precision_output={output!r} differs from mixed_precision_param="
+            f"{param or 'float32'!r}: the decoder layers' outputs would reach the lm_head (which "
+            "computes in mixed_precision_param) in another dtype. Leave mixed_precision_output "
+            "unset (outputs keep the compute dtype) or set it to mixed_precision_param."
+        )
+    return build_mp_policy(
+        SimpleNamespace(
+            enabled=True,
+            param_dtype=param or "float32",
+            reduce_dtype=reduce or "float32",
+            output_dtype=output,
+        )
+    )
+
+
+def _ac_mode(activation_checkpoint: Any) -> str:
+    mode = getattr(activation_checkpoint, "mode", "off") if activation_checkpoint else "off"
+    try:
+        return normalize_ac_mode(mode)
+    except ValueError:
+        raise ValueError(
+            f"activation_checkpoint.mode={mode!r} is not a valid mode"
+            f"{did_you_mean(str(mode), AC_MODES)}; valid modes: {', '.join(AC_MODES)}"
+        ) from None
+
+
+def _mesh_names(parallel_dims: Any) -> tuple[str, ...]:
+    return tuple(parallel_dims.world_mesh.mesh_dim_names or ())
+
+
+def data_parallel_mesh(parallel_dims: Any) -> DeviceMesh | None:
+    """The mesh FSDP shards over, chosen as the legacy v1 path does.
+
+    ``(dp_replicate, dp_shard)`` (HSDP, 2-D) when both axes exist, else ``dp_shard``, else
+    ``dp_replicate`` (sharding over the replicas averages the same gradients with less memory);
+    ``None`` for a mesh without a data-parallel axis (pure TP). A job without parallelism has a
+    1-D ``dp_shard`` mesh of the world size, so one rank still goes through FSDP.
+    """
+    names = _mesh_names(parallel_dims)
+    if "dp_replicate" in names and "dp_shard" in names:
+        return parallel_dims.world_mesh[("dp_replicate", "dp_shard")]
+    for name in ("dp_shard", "dp_replicate"):
+        if name in names:
+            return parallel_dims.get_mesh(name)
+    return None
+
+
+def _check_layout(parallel_dims: Any) -> None:
+    """cp / pp / ep > 1 are not supported; the mesh's tp axis must match ``parallel_dims.tp``."""
+    for attr, field, what in _UNSUPPORTED:
+        degree = getattr(parallel_dims, attr, 1) or 1
+        if degree > 1:
+            raise NotImplementedError(
+                f"parallelism.{field}={degree}: {what} is not supported by qwen3_5_v2 yet; set "
+                f"parallelism.{field}=1"
+            )
+    names = _mesh_names(parallel_dims)
+    tp = getattr(parallel_dims, "tp", 1) or 1
+    mesh_tp = parallel_dims.get_mesh("tp").size() if "tp" in names else 1
+    if tp != mesh_tp:
+        raise ValueError(
+            f"parallel_dims.tp={tp} but the device mesh {names} has a tp axis of size {mesh_tp}; "
+            "build the mesh from the same parallel_dims (parallel_dims.build_mesh)"
+        )
+
+
+# ====================================================================== compile
+def apply_compile(model: nn.Module, *, backend: str = "inductor", fullgraph: bool = True) -> int:
+    """``torch.compile`` every decoder layer of ``model`` in place; returns how many.
+
+    Each entry of ``model.model.layers`` (a decoder layer, or its activation-checkpoint wrapper)
+    gets ``layer.compile(backend=backend, fullgraph=fullgraph)``: the module object, its
+    parameter names and its state-dict keys stay the same. Run it after AC and before FSDP.
+    """
+    if not isinstance(backend, str) or not backend.strip():
+        raise ValueError(f"compile.backend must be a non-empty string, got {backend!r}")
+    layers = model.model.layers
+    done = compiled_layers(model)
+    if done:
+        raise RuntimeError(f"model.layers {done} are already compiled; apply_compile must run once")
+    for layer in layers:
+        layer.compile(backend=backend, fullgraph=fullgraph)
+    return len(layers)
+
+
+def compiled_layers(model: nn.Module) -> list[int]:
+    """Indices of the decoder layers compiled in place (``nn.Module.compile``)."""
+    return [
+        i
+        for i, layer in enumerate(model.model.layers)
+        if getattr(layer, "_compiled_call_impl", None) is not None
+    ]
+
+
+def _compile_model_requested(compile_section: Any) -> bool:
+    if compile_section is None or not getattr(compile_section, "enable", False):
+        return False
+    components = getattr(compile_section, "components", None)
+    return components is None or "model" in components
+
+
+# ====================================================================== the v2 entry
+def parallelize_qwen3_5_v2(
+    model: nn.Module,
+    parallel_dims: Any,
+    *,
+    training: Any,
+    parallelism: Any,
+    activation_checkpoint: Any,
+    compile: Any,
+    dump_folder: str | None = None,
+) -> nn.Module:
+    """CP -> TP -> AC -> compile -> FSDP on ``model`` (in place, usually on ``meta``); returns it.
+
+    * CP (and PP, EP): degree > 1 is ``NotImplementedError`` -- nothing is applied for CP.
+    * TP over ``parallel_dims.get_mesh("tp")`` when the mesh has a ``tp`` axis
+      (the legacy ``apply_tp``: Megatron-style, replicated activations between blocks).
+    * AC: ``activation_checkpoint.mode`` (legacy ``apply_ac``).
+    * compile: when ``compile.enable`` (and ``compile.components`` lists ``model``), every
+      decoder layer, in place (:func:`apply_compile`).
+    * FSDP over :func:`data_parallel_mesh` (skipped on a pure-TP mesh) with the policy of
+      :func:`mp_policy_from_training` and ``parallelism.reshard_after_forward`` (legacy
+      ``apply_fsdp``: every decoder layer, then the root).
+
+    Everything is validated before the model is touched.
+    """
+    _check_layout(parallel_dims)
+    mp_policy = mp_policy_from_training(training)
+    ac_mode = _ac_mode(activation_checkpoint)
+    compile_model = _compile_model_requested(compile)
+    backend = getattr(compile, "backend", None) or "inductor"
+    reshard = bool(getattr(parallelism, "reshard_after_forward", True))
+    dp_mesh = data_parallel_mesh(parallel_dims)
+    names = _mesh_names(parallel_dims)
+    if dp_mesh is None and mp_policy is not None:
+        raise ValueError(
+            "training.mixed_precision_param / _reduce / _output ask for mixed precision "
+            f"({mp_policy}), which is FSDP's policy, but the mesh {names} has no dp_shard / "
+            "dp_replicate axis (pure tensor parallel). Set them to float32 / float32 / unset, "
+            "or give the mesh a data-parallel axis."
+        )
+
+    if "tp" in names:
+        apply_tp(model, parallel_dims.get_mesh("tp"))
+    apply_ac(model, ac_mode)
+    if compile_model:
+        apply_compile(model, backend=backend)
+    if dp_mesh is not None:
+        apply_fsdp(model, dp_mesh, mp_policy=mp_policy, reshard_after_forward=reshard)
+    logger.info(
+        "qwen3_5_v2 parallelized: mesh dims=%s tp=%s ac=%s compile=%s fsdp=%s mp=%s reshard=%s",
+        names,
+        getattr(parallel_dims, "tp", 1),
+        ac_mode,
+        backend if compile_model else None,
+        dp_mesh.mesh_dim_names if dp_mesh is not None else None,
+        mp_policy,
+        reshard,
+    )
+    return model
+
+
+def parallelize_qwen3_5_dispatch(model: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
+    """Either call shape: the legacy v1 ``(model, mesh, cfg)`` goes to ``parallelize_qwen3_5``,
+    the v2 ``(model, parallel_dims, *, training=..., ...)`` to :func:`parallelize_qwen3_5_v2`."""
+    if len(args) == 2 and not kwargs:
+        mesh, cfg = args
+        return parallelize_qwen3_5(model, mesh, cfg)
+    if len(args) == 1:
+        return parallelize_qwen3_5_v2(model, args[0], **kwargs)
+    raise TypeError(
+        "parallelize_qwen3_5_dispatch expects (model, mesh, legacy_cfg) or (model, parallel_dims, "
+        "*, training=, parallelism=, activation_checkpoint=, compile=, dump_folder=); got "
+        f"{len(args)} positional argument(s) after model and keywords {sorted(kwargs)}"
+    )
