@@ -14,7 +14,9 @@ callbacks are :class:`~hyper_parallel.trainer.base.BaseTrainer`'s — there is n
    Synthetic (``dummy``) data needs no tokenizer and none is built, as in the legacy trainer;
 3. dataloader — ``config.dataloader.build(dp_world_size=..., dp_rank=..., tokenizer=...,
    seq_len=...)`` plus the batch size, seed and vocabulary size (and the validation loader);
-4. the model config meets the run: ``model.update_from_config(trainer_config=config)``;
+4. the model config meets the run: ``model.update_from_config(trainer_config=config)``. This one
+   runs first, before step 1: it can re-base the architecture (``model.config_overrides``), and
+   the synthetic data of step 3 must use the final vocabulary size;
 5. the model is built on ``training.init_device`` (``meta``: no memory);
 6. ``verify_module_protocol(check_init=False)`` — the structural checks (the init check would
    allocate a full unsharded copy);
@@ -98,11 +100,11 @@ class HyperTrainer(BaseTrainer):
         self.state = TrainerState(max_steps=config.training.steps)
         self.last_global_tokens = 0
         self.eval_dataloader = None
-        self._resolve_spec()
+        self._resolve_spec()                                # 4 (see the module docstring)
         self._setup()                                       # 1
         self._build_tokenizer()                             # 2
         self._build_dataloaders()                           # 3
-        self._build_model_from_config()                     # 4-6
+        self._build_model_from_config()                     # 5-6
         self._parallelize_and_materialize()                 # 7-8
         self._build_optimizer()                                                     # 9
         self.lr_scheduler = config.lr_scheduler.build(
@@ -129,14 +131,18 @@ class HyperTrainer(BaseTrainer):
 
     def _resolve_spec(self) -> None:
         """``model_spec``, or the legacy spec registered under ``model.name``."""
-        self.legacy_spec = self.config.model_spec is None
         self.spec = self.config.model_spec or discover_model_spec(self.config.model.name)
+        # A spec found by name is "legacy" when it builds from the legacy config; a v2 spec
+        # (it carries a model Config) is used as if it had been set as model_spec.
+        self.legacy_spec = self.config.model_spec is None and self.spec.model is None
         if self.legacy_spec:
             from hyper_parallel.config.legacy_adapter import _trainer_config_to_legacy
 
             # The legacy spec's functions read the legacy schema; a Config that uses a field
             # the legacy world cannot express fails here, naming it.
             self.legacy_view = _trainer_config_to_legacy(self.config)
+        else:
+            self.spec.model.update_from_config(trainer_config=self.config)
 
     def _setup(self) -> None:
         c = self.config
@@ -200,7 +206,6 @@ class HyperTrainer(BaseTrainer):
                 self.model = self.spec.build_model_fn(self.legacy_view)
         else:
             self.model_config = self.spec.model
-            self.model_config.update_from_config(trainer_config=c)           # 4
             with torch.device(c.training.init_device):
                 self.model = self.model_config.build()                        # 5
             self.model.verify_module_protocol(check_init=False)               # 6

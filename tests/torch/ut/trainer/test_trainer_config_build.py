@@ -109,9 +109,10 @@ def test_build_order_and_arguments(config):
     try:
         names = [name for name, _ in CALLS]
         assert names == [
+            # update_from_config comes first: it may change the vocabulary the data needs.
+            "model.update_from_config",
             "tokenizer",
             "dataloader",
-            "model.update_from_config",
             "model.build",
             "model.verify_module_protocol",
             "parallelize_fn",
@@ -169,3 +170,24 @@ def test_disagreeing_loss_aggregation_is_rejected(config):
     config.optimizer = dataclasses.replace(config.optimizer, loss_aggregation="rank_average")
     with pytest.raises(ValueError, match="optimizer.loss_aggregation='rank_average' and loss.aggregation"):
         config.build()
+
+
+def test_a_v2_spec_found_by_name_is_used_like_model_spec(tmp_path):
+    """``model.name`` naming a v2 spec (no ``model_spec``): its model Config is built, re-based
+    by ``update_from_config`` on the ``model`` section before the data is made."""
+    import hyper_parallel.models.qwen3_5_v2  # noqa: F401 - registers the spec
+    from hyper_parallel.config.configs import ModelConfig
+
+    config = HyperTrainer.Config(
+        model=ModelConfig(name="qwen3_5_v2", config_overrides={"flavor": "debugmodel", "num_hidden_layers": 2}),
+        training=TrainingConfig(steps=1, seq_len=32, global_batch_size=1, local_batch_size=1),
+        dataloader=BaseDataLoader.Config(dataset="dummy", pin_memory=False),
+        checkpoint=CheckpointManager.Config(folder=str(tmp_path), interval=0, export_hf=False),
+    )
+    trainer = config.build()
+    try:
+        assert not trainer.legacy_spec
+        assert trainer.model.config.vocab_size == 2048 and len(trainer.model.model.layers) == 2
+        assert [s for s, _ in trainer.train().loss_history] == [1]
+    finally:
+        trainer.close()
