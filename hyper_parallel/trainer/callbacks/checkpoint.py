@@ -16,97 +16,79 @@ Settings: ``train.checkpoint.{output_dir, save_steps, load_path, save_async}``.
   Periodic saves honour ``save_async``; the final save is synchronous and waits for any pending one.
 * Errors propagate: a failed save or load stops training instead of being only warned about
   (the legacy warned, E.12).
+
+The work is done by :class:`hyper_parallel.components.checkpoint.CheckpointManager`, built from
+these settings, through the same callback ``HyperTrainer`` uses.
 """
 
 from __future__ import annotations
 
 import logging
 
-from .. import checkpoint as ckpt
 from .base import Callback
+from .components import CheckpointManagerCallback
 
 logger = logging.getLogger(__name__)
 
 
-class CheckpointCallback(Callback):
+class CheckpointCallback(CheckpointManagerCallback):
+    """The legacy ``train.checkpoint`` settings driving a ``CheckpointManager``.
+
+    Resume, cadence and saving are the manager's (one implementation for both trainers); the
+    Hugging Face export stays with :class:`HFExportCallback`, which reacts to ``on_save``.
+    """
+
     def __init__(self, trainer) -> None:
-        super().__init__(trainer)
+        from hyper_parallel.components.checkpoint import CheckpointManager
+
+        Callback.__init__(self, trainer)
         cfg = self.train_section("checkpoint")
-        self.output_dir = cfg.output_dir
-        self.save_steps = int(cfg.save_steps)
-        self.load_path = cfg.load_path
-        self.save_async = bool(cfg.save_async)
-        if self.save_steps < 0:
+        if int(cfg.save_steps) < 0:
             raise ValueError(
                 f"train.checkpoint.save_steps must be >= 0 (0 disables saving), got {cfg.save_steps}"
             )
-        if self.save_steps > 0 and not self.output_dir:
+        if int(cfg.save_steps) > 0 and not cfg.output_dir:
             raise ValueError(
                 "train.checkpoint.output_dir must be set when train.checkpoint.save_steps > 0"
             )
-        self.last_saved_step: int | None = None
-        self.loaded_from: str | None = None
-        self.saved: list[str] = []
-
-    # -- resume -----------------------------------------------------------------------------------
-    def on_train_begin(self) -> None:
-        path = ckpt.resolve_resume_path(self.load_path, self.output_dir)
-        if path is None:
-            return
         t = self.trainer
-        extra = ckpt.load_checkpoint(
-            path,
-            model=t.model,
-            optimizer=t.optimizer,
-            lr_scheduler=t.lr_scheduler,
+        manager = CheckpointManager.Config(
+            folder=cfg.output_dir,
+            interval=int(cfg.save_steps),
+            export_hf=False,
+            load_path=cfg.load_path or None,  # the legacy trainer reads "" as unset
+            async_mode="async" if cfg.save_async else "disabled",
+        ).build(
+            model_parts=[t.model],
+            optimizers=t.optimizer,
+            lr_schedulers=t.lr_scheduler,
             dataloader=t.train_dataloader,
         )
-        if "epoch" not in extra:
-            raise ckpt.CheckpointError(
-                f"{path}/{ckpt.EXTRA_STATE_FILE} has no 'epoch'; it was not written by a trainer"
-            )
-        t.state.global_step = int(extra["global_step"])
-        t.state.epoch = extra["epoch"]
-        self.last_saved_step = t.state.global_step
-        self.loaded_from = path
-        if t.is_rank0:
-            logger.info(
-                "Resumed from %s at step %d (epoch %s)", path, t.state.global_step, t.state.epoch
-            )
-        self.dispatch("on_load", path)
+        super().__init__(trainer, manager)
 
-    # -- save -------------------------------------------------------------------------------------
+    @property
+    def output_dir(self) -> str:
+        return self.checkpointer.config.folder
+
+    @property
+    def save_steps(self) -> int:
+        return self.checkpointer.config.interval
+
+    @property
+    def saved(self) -> list[str]:
+        return self.checkpointer.saved
+
+    @property
+    def loaded_from(self) -> str | None:
+        return self.checkpointer.loaded_from
+
+    @property
+    def last_saved_step(self) -> int | None:
+        return self.checkpointer.last_saved_step
+
     def save(self, *, async_save: bool | None = None) -> str:
         """Save the current step now (collective) and send ``on_save``; returns the directory."""
         t = self.trainer
-        step = int(t.state.global_step)
-        path = ckpt.save_checkpoint(
-            self.output_dir,
-            step,
-            model=t.model,
-            optimizer=t.optimizer,
-            lr_scheduler=t.lr_scheduler,
-            dataloader=t.train_dataloader,
-            extra={"epoch": t.state.epoch},
-            async_save=self.save_async if async_save is None else async_save,
-        )
-        self.last_saved_step = step
-        self.saved.append(path)
+        path = self.checkpointer.save(t.state.global_step, {"epoch": t.state.epoch}, async_save=async_save)
         self.dispatch("on_save", path)
         return path
-
-    def on_step_end(self, loss: float, grad_norm: float | None) -> None:
-        step = self.trainer.state.global_step
-        if (
-            self.save_steps > 0
-            and step > 0
-            and step % self.save_steps == 0
-            and step != self.last_saved_step
-        ):
-            self.save()
-
-    def on_train_end(self) -> None:
-        step = self.trainer.state.global_step
-        if self.save_steps > 0 and step > 0 and step != self.last_saved_step:
-            self.save(async_save=False)
-        ckpt.wait_async_save()

@@ -8,8 +8,13 @@ ones. The other built-ins (eval, progress, NaN abort, GC) are the legacy callbac
 
 from __future__ import annotations
 
+import logging
+
+from .. import checkpoint as ckpt
 from .base import Callback
 from .logging import current_lr
+
+logger = logging.getLogger(__name__)
 
 
 class MetricsCallback(Callback):
@@ -60,10 +65,17 @@ class CheckpointManagerCallback(Callback):
         extra = self.checkpointer.load()
         if extra is None:
             return
+        path = self.checkpointer.loaded_from
+        if "epoch" not in extra:
+            raise ckpt.CheckpointError(
+                f"{path}/{ckpt.EXTRA_STATE_FILE} has no 'epoch'; it was not written by a trainer"
+            )
         t = self.trainer
         t.state.global_step = int(extra["global_step"])
         t.state.epoch = extra["epoch"]
-        self.dispatch("on_load", self.checkpointer.loaded_from)
+        if t.is_rank0:
+            logger.info("Resumed from %s at step %d (epoch %s)", path, t.state.global_step, t.state.epoch)
+        self.dispatch("on_load", path)
 
     def _save(self, *, last_step: bool) -> None:
         t = self.trainer
