@@ -8,7 +8,6 @@ Same as ``python -m hyper_parallel.train``: a YAML goes to ``LLMTrainer(args)`` 
 before, ``--module``/``--config`` to ``HyperTrainer``.
 """
 
-import sys
 
 from hyper_parallel.train import main
 
