@@ -8,7 +8,6 @@ Same as ``python -m hyper_parallel.train``: a YAML goes to ``LLMTrainer(args)`` 
 before, ``--module``/``--config`` to ``HyperTrainer``.
 """
 
-
 from hyper_parallel.train import main
 
 if __name__ == "__main__":
