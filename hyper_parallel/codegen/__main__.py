@@ -1,5 +1,14 @@
 """``python -m hyper_parallel.codegen [generate | check | --check] [--root DIR] [--out DIR]``.
 
+Migration commands (:mod:`.from_yaml`, :mod:`.to_yaml`):
+
+* ``--from-yaml old.yaml [--name NAME] [-o PATH] [--force] [--strict]``: write the recipe module
+  of a legacy YAML (default ``recipes/<NAME>.py``, NAME from the file name) after proving that it
+  converts back to the YAML's canonical form; prints a report. ``--strict`` refuses a YAML that
+  needs any normalisation. An existing file is replaced only with ``--force``.
+* ``--to-yaml --module M --config F [-o PATH] [--force]``: the legacy YAML of a recipe (stdout
+  by default), or the new-only fields that prevent one.
+
 * ``generate`` (default): write the generated files that changed (atomically) and delete
   generated files the table no longer produces; prints what changed. ``--out DIR`` writes the
   whole set under ``DIR`` instead of the repository (nothing is deleted).
@@ -8,13 +17,17 @@
 * ``--timings-json FILE``: also write ``{"black_seconds": ...}`` (used by bench/bench_codegen.py).
 
 Exit status 2: the table, a model descriptor (or a class they describe) is wrong; every problem
-is printed.
+is printed. For ``--from-yaml`` / ``--to-yaml``: 2 when the YAML (or the recipe) is invalid or
+cannot be converted, 1 when the output exists (no ``--force``) or the conversion would not be
+exact (nothing is written).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -40,8 +53,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the generated files under this directory instead")
     parser.add_argument("--timings-json", type=Path, default=None)
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    migrate = parser.add_argument_group("migration")
+    migrate.add_argument("--from-yaml", type=Path, metavar="OLD_YAML",
+                         help="write the recipe module of a legacy YAML")
+    migrate.add_argument("--name", help="recipe function name (default: the YAML's file name)")
+    migrate.add_argument("-o", "--output", type=Path, metavar="PATH",
+                         help="output file (--from-yaml: recipes/NAME.py; --to-yaml: stdout)")
+    migrate.add_argument("--force", action="store_true", help="replace an existing output file")
+    migrate.add_argument("--strict", action="store_true",
+                         help="refuse a YAML that needs any normalisation")
+    migrate.add_argument("--to-yaml", action="store_true",
+                         help="write the legacy YAML of the recipe --module/--config")
+    migrate.add_argument("--module", help="recipe module (with --to-yaml)")
+    migrate.add_argument("--config", help="recipe function (with --to-yaml)")
     args = parser.parse_args(argv)
     root = (args.root or _default_root()).resolve()
+    if args.from_yaml is not None or args.to_yaml:
+        return _migrate(parser, args, root)
     try:
         if args.check or args.command == "check":
             stale = pipeline.check(root)
@@ -51,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         generation = pipeline.generate(root)
         changed = pipeline.write(root, generation, out_root=args.out)
+        _reconvert_recipes(root, changed, args)
     except CodegenError as exc:
         print(f"codegen: error: {exc}", file=sys.stderr)
         print("codegen: nothing was written; fix the file and line named above "
@@ -65,6 +94,70 @@ def main(argv: list[str] | None = None) -> int:
                   else f"codegen: deleted {rel}")
         if not changed:
             print(f"codegen: {len(generation.files)} generated files are up to date")
+    return 0
+
+
+_RERUN = "_HYPER_PARALLEL_CODEGEN_RERUN"
+
+
+def _reconvert_recipes(root: Path, changed: list[str], args: argparse.Namespace) -> None:
+    """The recipes of the example YAMLs were converted with the configuration modules this
+    process imported; when this run rewrote those modules, convert the recipes once more in a
+    fresh process so that one ``make codegen`` always reaches the fixed point."""
+    rewritten = {o.path for o in pipeline.OUTPUTS if o.python} & set(changed)
+    if not rewritten or args.out is not None or os.environ.get(_RERUN) \
+            or not pipeline.example_recipes(root):
+        return
+    command = [sys.executable, "-m", "hyper_parallel.codegen", "--root", str(root)]
+    if args.quiet:
+        command.append("-q")
+    subprocess.run(command, env={**os.environ, _RERUN: "1"}, check=True)
+
+
+def _write_output(path: Path, text: str, force: bool) -> str | None:
+    """Write atomically; the error text when ``path`` exists and ``force`` is not set."""
+    if path.exists() and not force:
+        return (f"{path} exists; nothing was written (pass --force to replace it, or -o to "
+                "choose another path)")
+    pipeline.atomic_write(path, text)
+    return None
+
+
+def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path) -> int:
+    from hyper_parallel.codegen import from_yaml, to_yaml
+    from hyper_parallel.config.manager import RecipeError
+    from hyper_parallel.trainer.config import ConfigError
+
+    if args.from_yaml is not None and args.to_yaml:
+        parser.error("--from-yaml and --to-yaml go one way each; pass one of them")
+    if args.to_yaml and not (args.module and args.config):
+        parser.error("--to-yaml needs --module M --config F (the recipe to convert)")
+    if args.from_yaml is not None and (args.module or args.config):
+        parser.error("--module/--config go with --to-yaml, not --from-yaml")
+    try:
+        if args.to_yaml:
+            text = to_yaml.legacy_yaml(args.module, args.config)
+            if args.output is None:
+                sys.stdout.write(text)
+                return 0
+            problem = _write_output(args.output, text, args.force)
+            if problem is None and not args.quiet:
+                print(f"to-yaml: wrote {args.output}")
+        else:
+            recipe, output = from_yaml.convert(args.from_yaml, args.name, args.output, root,
+                                               strict=args.strict)
+            problem = _write_output(output, recipe.text, args.force)
+            if not args.quiet or problem:
+                print(from_yaml.report(recipe, output, wrote=problem is None))
+    except from_yaml.ConversionError as exc:
+        print(f"codegen: error: {exc}", file=sys.stderr)
+        return 1
+    except (ConfigError, RecipeError, CodegenError) as exc:
+        print(f"codegen: error: {exc}", file=sys.stderr)
+        return 2
+    if problem is not None:
+        print(f"codegen: error: {problem}", file=sys.stderr)
+        return 1
     return 0
 
 

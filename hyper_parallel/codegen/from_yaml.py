@@ -68,22 +68,24 @@ class LegacySource:
     sha256: str
 
 
-def display_path(path: Path) -> str:
-    """``path`` relative to the working directory when it lies inside it, else absolute."""
-    resolved = path.resolve()
+def display_path(path: Path, base: Path | None = None) -> str:
+    """``path`` relative to ``base`` (default: the working directory) when it lies inside it,
+    else absolute."""
+    resolved = Path(path).resolve()
     try:
-        return resolved.relative_to(Path.cwd().resolve()).as_posix()
+        return resolved.relative_to((base or Path.cwd()).resolve()).as_posix()
     except ValueError:
         return resolved.as_posix()
 
 
-def read_legacy(path: Path) -> LegacySource:
-    """Parse ``path`` with the legacy parser (raises its ``ConfigError``)."""
+def read_legacy(path: Path, base: Path | None = None) -> LegacySource:
+    """Parse ``path`` with the legacy parser (raises its ``ConfigError``); ``base`` as in
+    :func:`display_path`."""
     from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
     from hyper_parallel.trainer.config_parser import load_config
     from hyper_parallel.utils.yaml_lines import load_yaml_with_lines
 
-    display = display_path(path)
+    display = display_path(path, base)
     if not path.is_file():
         raise ConfigError(
             f"{display!r} does not exist" if not path.exists() else f"{display!r} is not a file",
@@ -278,24 +280,42 @@ class _Provenance:
             return (comment_text(f"{what}: {named} not in {self.file} (follows from other keys)"),
                     float("inf"), ())
         written.sort()
-        parts = [f"{self.file}:{written[0][0]} {written[0][1]}"]
-        parts += [f":{line} {key}" for line, key in written[1:]]
-        return (comment_text(", ".join(parts)), written[0][0],
-                tuple(tuple(k.split(".")) for _, k in written))
+        first, last = written[0][0], written[-1][0]
+        span = f"{first}" if first == last else f"{first}-{last}"
+        if len(written) == 1:
+            text = f"{self.file}:{first} {written[0][1]}"
+        else:
+            # One row reading several keys of a section (mixed precision, say).
+            parents = {k.rsplit(".", 1)[0] for _, k in written}
+            if len(parents) == 1:
+                names = ", ".join(k.rsplit(".", 1)[1] for _, k in written)
+                text = f"{self.file}:{span} {parents.pop()}.{{{names}}}"
+            else:
+                text = f"{self.file}:{span} " + ", ".join(k for _, k in written)
+        return comment_text(text), first, tuple(tuple(k.split(".")) for _, k in written)
 
 
 def _attach_comments(source: LegacySource, lines: list[RecipeLine]) -> list[str]:
     """Give each line the comments of its keys; a comment of a key without a line of its own
     goes to the next line below it in the YAML. Returns the comments left for the end."""
     owner = {key: line for line in lines for key in line.keys}
+
+    def owner_of(path: tuple) -> RecipeLine | None:
+        # A line that sets a whole dict (config_overrides) owns the comments of its entries.
+        for end in range(len(path), 0, -1):
+            if path[:end] in owner:
+                return owner[path[:end]]
+        return None
+
     ordered = sorted((source.lines.get(path, 0), path, c) for path, c in
                      source.comments.keys.items())
     by_anchor = sorted(lines, key=lambda line: line.anchor)
     tail: list[str] = []
     for key_line, path, comments in ordered:
         text = [comment_text(c) for c in comments.all()]
-        if path in owner:
-            owner[path].comments += text
+        line = owner_of(path)
+        if line is not None:
+            line.comments += text
             continue
         after = next((line for line in by_anchor if line.anchor > key_line), None)
         (after.comments if after is not None else tail).extend(text)
@@ -338,9 +358,10 @@ def _docstring_text(text: str) -> str:
     return "".join(out)
 
 
-def module_name_for(output: Path) -> str | None:
-    """``recipes/x.py`` -> ``recipes.x`` (relative to the working directory), or None."""
-    shown = display_path(output)
+def module_name_for(output: Path, base: Path | None = None) -> str | None:
+    """``recipes/x.py`` -> ``recipes.x`` (relative to ``base``, default the working directory),
+    or None."""
+    shown = display_path(output, base)
     if shown.startswith("/") or not shown.endswith(".py"):
         return None
     parts = shown[:-3].split("/")
@@ -355,8 +376,9 @@ def _world_size(legacy: Any) -> int:
     return size
 
 
-def _docstring(source: LegacySource, name: str, output: Path, baseline: Baseline) -> str:
-    module = module_name_for(output) or f"<the module path of {output.name[:-3]}>"
+def _docstring(source: LegacySource, name: str, module: str | None, output: Path,
+               baseline: Baseline) -> str:
+    module = module or f"<the module path of {output.name[:-3]}>"
     nproc = _world_size(source.legacy)
     about = textwrap.fill(
         f"Written by ``python -m hyper_parallel.codegen --from-yaml {source.display}``. It starts "
@@ -413,7 +435,8 @@ def _leaf_keys(data_lines: dict[tuple, int], legacy: Any) -> list[tuple]:
     return sorted(leaves, key=lambda p: data_lines[p])
 
 
-def render(source: LegacySource, name: str, output: Path, repo: Path) -> Recipe:
+def render(source: LegacySource, name: str, output: Path, repo: Path,
+           base: Path | None = None) -> Recipe:
     """Canonicalise, convert, pick the baseline, render and format (nothing is executed)."""
     from hyper_parallel.codegen import render as render_module
     from hyper_parallel.codegen.pipeline import _environment
@@ -441,7 +464,7 @@ def render(source: LegacySource, name: str, output: Path, repo: Path) -> Recipe:
     head = RecipeLine(f"config = {baseline.code}", base_text, base_anchor, base_paths)
     tail = _attach_comments(source, [head] + lines)
     context = {
-        "docstring": _docstring(source, name, output, baseline),
+        "docstring": _docstring(source, name, module_name_for(output, base), output, baseline),
         "imports": _import_lines(imports),
         "name": name,
         "baseline": head,
@@ -514,15 +537,21 @@ def prove(recipe: Recipe, filename: str) -> None:
 
 
 def convert(path: Path, name: str | None = None, output: Path | None = None,
-            repo: Path | None = None, strict: bool = False) -> tuple[Recipe, Path]:
+            repo: Path | None = None, strict: bool = False,
+            base: Path | None = None) -> tuple[Recipe, Path]:
     """Read, convert, render and prove ``path``; returns the recipe and its output path
-    (``recipes/<name>.py`` by default). Writes nothing."""
+    (``recipes/<name>.py`` under ``base`` by default). Writes nothing.
+
+    ``base`` (default: the working directory) is what the paths in the recipe are shown
+    relative to -- the source YAML, and the module path of the output in the ``torchrun`` line
+    -- so that the text does not depend on where the command runs from.
+    """
     repo = repo or Path(__file__).resolve().parents[2]
     stem = Path(path).name.rsplit(".", 1)[0]
     name = check_name(name, None) if name is not None else check_name(stem, Path(path).name)
-    output = Path(output) if output is not None else Path("recipes") / f"{name}.py"
-    source = read_legacy(Path(path))
-    recipe = render(source, name, output, repo)
+    output = Path(output) if output is not None else (base or Path()) / "recipes" / f"{name}.py"
+    source = read_legacy(Path(path), base)
+    recipe = render(source, name, output, repo, base)
     if strict and recipe.normalisations:
         raise ConversionError(
             f"{source.display}: --strict refuses the conversion; the YAML needs "
