@@ -277,8 +277,8 @@ class _Provenance:
         written = [(self.line(k), k) for k in keys if self.line(k) is not None]
         if not written:
             named = ", ".join(keys) or "no legacy key"
-            return (comment_text(f"{what}: {named} not in {self.file} (follows from other keys)"),
-                    float("inf"), ())
+            return (comment_text(f"{what}: follows from the legacy default of {named} and the "
+                                 "YAML's other keys"), float("inf"), ())
         written.sort()
         first, last = written[0][0], written[-1][0]
         span = f"{first}" if first == last else f"{first}-{last}"
@@ -435,6 +435,20 @@ def _leaf_keys(data_lines: dict[tuple, int], legacy: Any) -> list[tuple]:
     return sorted(leaves, key=lambda p: data_lines[p])
 
 
+def _located(source: LegacySource, fn: Any, *args: Any) -> Any:
+    """``fn(source.legacy)`` (or ``fn(*args)``); a ``ConfigError`` naming a legacy key gets the
+    key's ``file:line``."""
+    from hyper_parallel.trainer.config import ConfigError
+
+    try:
+        return fn(*(args or (source.legacy,)))
+    except ConfigError as exc:
+        line = source.lines.get(tuple(exc.path.split("."))) if exc.path else None
+        if line is None or exc.location:
+            raise
+        raise ConfigError(exc.message, path=exc.path, location=f"{source.display}:{line}") from None
+
+
 def render(source: LegacySource, name: str, output: Path, repo: Path,
            base: Path | None = None) -> Recipe:
     """Canonicalise, convert, pick the baseline, render and format (nothing is executed)."""
@@ -446,8 +460,8 @@ def render(source: LegacySource, name: str, output: Path, repo: Path,
         canonicalize_legacy,
     )
 
-    canon, notes = canonicalize_legacy(source.legacy)
-    target = _legacy_to_trainer_config(canon)
+    canon, notes = _located(source, canonicalize_legacy)
+    target = _located(source, _legacy_to_trainer_config, canon)
     baseline = choose_baseline(canon, target)
     provenance = _Provenance(source)
     imports = set(baseline.imports) | {TRAINER}
@@ -564,10 +578,10 @@ def convert(path: Path, name: str | None = None, output: Path | None = None,
     return recipe, output
 
 
-def report(recipe: Recipe, output: Path, wrote: bool = True) -> str:
-    """The short human report printed after a conversion."""
+def report(recipe: Recipe, output: Path, wrote: bool = True, base: Path | None = None) -> str:
+    """The short human report printed after a conversion (paths relative to ``base``)."""
     lines = [
-        f"from-yaml: {recipe.source.display} -> {display_path(output)}"
+        f"from-yaml: {recipe.source.display} -> {display_path(output, base)}"
         + ("" if wrote else " (not written)"),
         f"  baseline: {recipe.baseline.described}",
         f"  fields mapped: {recipe.keys_mapped} of {recipe.keys_written} keys set in the YAML "

@@ -135,3 +135,53 @@ def test_cli_reports_a_broken_table_with_exit_2(repo_copy):
     assert result.returncode == 2
     assert "legacy field data.shuffle" in result.stderr and "nothing was written" in result.stderr
     assert pipeline.find_generated(repo_copy)  # the committed outputs are untouched
+
+
+# ---------------------------------------------------------------------------------------------
+# recipes/ -- the recipe of every example YAML
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def with_examples(repo_copy):
+    """repo_copy plus examples/yaml and the committed recipes/."""
+    import shutil
+
+    shutil.copytree(REPO / "examples", repo_copy / "examples")
+    shutil.copytree(REPO / "recipes", repo_copy / "recipes",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return repo_copy
+
+
+DEMO_RECIPE = "recipes/train_qwen3_5_demo.py"
+
+
+def test_committed_example_recipes_are_current(with_examples):
+    assert check(with_examples) == []
+
+
+def test_edited_example_yaml_makes_its_recipe_stale(with_examples):
+    edit(with_examples / "examples" / "yaml" / "train_qwen3_5_demo.yaml", "  max_steps: 40\n",
+         "  max_steps: 30\n")
+    (item,) = check(with_examples)
+    assert item.path == DEMO_RECIPE
+    assert item.reasons == ["inputs changed: examples/yaml/train_qwen3_5_demo.yaml was edited "
+                            "since its recipe was converted"]
+    assert "+    config.training.steps = 30" in item.diff
+
+
+def test_hand_edited_recipe_is_caught(with_examples):
+    edit(with_examples / DEMO_RECIPE, "config.training.steps = 40", "config.training.steps = 41")
+    (item,) = check(with_examples)
+    assert item.path == DEMO_RECIPE and "edited by hand" in item.reasons[0]
+
+
+def test_recipe_of_a_removed_example_is_extra_and_user_recipes_are_left_alone(with_examples):
+    (with_examples / "examples" / "yaml" / "train_qwen3_5_hsdp.yaml").unlink()
+    mine = with_examples / "recipes" / "mine.py"
+    mine.write_text('"""Recipe mine, converted from /home/me/old.yaml\n"""\n')
+    (item,) = check(with_examples)
+    assert item.path == "recipes/train_qwen3_5_hsdp.py" and item.reasons[0].startswith("extra:")
+    pipeline.write(with_examples, pipeline.generate(with_examples))
+    assert not (with_examples / "recipes" / "train_qwen3_5_hsdp.py").exists()
+    assert mine.exists()

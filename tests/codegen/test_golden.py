@@ -12,9 +12,14 @@ from hyper_parallel.codegen import OUTPUTS, generate, output_paths, pipeline, re
 
 from .conftest import REPO
 
-#: Every generated file: the table's outputs and one recipe module per model descriptor.
+#: Every generated file: the table's outputs, one recipe module per model descriptor and one
+#: recipe per example YAML.
 PATHS = output_paths(REPO)
 REGISTRY = "hyper_parallel/models/qwen3_5_v2/config_registry.py"
+EXAMPLE_RECIPES = pipeline.example_recipes(REPO)
+#: The files that carry the generated header (the example recipes carry their YAML's hash in
+#: their docstring instead: they are exactly what --from-yaml writes for a user).
+HEADED = [p for p in PATHS if p not in EXAMPLE_RECIPES]
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +29,9 @@ def generation():
 
 def test_every_output_is_produced(generation):
     assert sorted(generation.files) == sorted(PATHS)
-    assert {o.path for o in OUTPUTS} | {REGISTRY} == set(PATHS)
+    assert {o.path for o in OUTPUTS} | {REGISTRY} | set(EXAMPLE_RECIPES) == set(PATHS)
+    yamls = sorted(p.name for p in (REPO / "examples" / "yaml").glob("*.yaml"))
+    assert sorted(Path(p).name for p in EXAMPLE_RECIPES.values()) == yamls
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -36,7 +43,20 @@ def test_committed_file_is_the_generator_output(generation, path):
     )
 
 
-@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("path", sorted(EXAMPLE_RECIPES))
+def test_example_recipe_records_its_yaml_and_hash(generation, path):
+    import hashlib
+
+    yaml_rel = EXAMPLE_RECIPES[path]
+    sha = hashlib.sha256((REPO / yaml_rel).read_bytes()).hexdigest()
+    name = Path(path).stem
+    head = generation.files[path].split("\n", 2)
+    assert head[0] == f'"""Recipe {name}, converted from {yaml_rel}'
+    assert head[1] == f"(sha256 {sha})."
+    assert f"--module recipes.{name} --config {name}" in generation.files[path]
+
+
+@pytest.mark.parametrize("path", HEADED)
 def test_header_names_inputs_hash_and_command(generation, path):
     text = generation.files[path]
     head = text.split("\n", 6)[:6]
