@@ -57,13 +57,28 @@ test-mindspore:
 		tests/crossbackend tests/torch/ut/platform/test_platform.py -k "mindspore or crossbackend or framework_free"
 
 DEMO_OUT := outputs/demo
+DEMO_YAML := examples/yaml/train_qwen3_5_demo.yaml
+DEMO_NAME := train_qwen3_5_demo
+DEMO_TORCHRUN := $(PY) -m torch.distributed.run --standalone --nproc_per_node 2
 
-# The debug model on the shipped corpus, FSDP over 2 CPU ranks, then the loss curve.
+# The migration story on the debug model and the shipped corpus, FSDP over 2 CPU ranks:
+# 1. convert the legacy YAML into a recipe module (into $(DEMO_OUT), never over the tracked
+#    recipes/ copy) and print it; 2. train the recipe with HyperTrainer (`--checkpoint.folder`
+#    puts its checkpoints and metrics.jsonl under $(DEMO_OUT)/recipe); 3. train the YAML with the
+#    legacy LLMTrainer ($(DEMO_OUT)/legacy); 4. overlay the two loss curves in
+#    $(DEMO_OUT)/loss_curves.png, merge the metrics into $(DEMO_OUT)/metrics.jsonl and fail
+#    unless the two runs are bit-identical.
 demo: install
 	rm -rf $(DEMO_OUT)
-	$(PY) -m torch.distributed.run --standalone --nproc_per_node 2 scripts/train_lm.py \
-		examples/yaml/train_qwen3_5_demo.yaml --train.checkpoint.output_dir=$(DEMO_OUT)
-	$(PY) scripts/show_metrics.py $(DEMO_OUT)/metrics.jsonl
+	mkdir -p $(DEMO_OUT)
+	$(PY) -m hyper_parallel.codegen --from-yaml $(DEMO_YAML) -o $(DEMO_OUT)/$(DEMO_NAME).py
+	cat $(DEMO_OUT)/$(DEMO_NAME).py
+	$(DEMO_TORCHRUN) -m hyper_parallel.train --module $(subst /,.,$(DEMO_OUT)).$(DEMO_NAME) \
+		--config $(DEMO_NAME) --checkpoint.folder=$(DEMO_OUT)/recipe
+	$(DEMO_TORCHRUN) scripts/train_lm.py $(DEMO_YAML) \
+		--train.checkpoint.output_dir=$(DEMO_OUT)/legacy
+	$(PY) scripts/compare_runs.py $(DEMO_OUT)/legacy $(DEMO_OUT)/recipe \
+		--png $(DEMO_OUT)/loss_curves.png --jsonl $(DEMO_OUT)/metrics.jsonl
 
 lint: install
 	$(PY) -m ruff check hyper_parallel tests scripts bench
@@ -87,4 +102,4 @@ bench-cli: install
 	$(PY) bench/bench_cli.py
 
 clean:
-	rm -rf $(VENV) .venv-mindspore .pytest_cache build *.egg-info
+	rm -rf $(VENV) .venv-mindspore .pytest_cache build *.egg-info $(DEMO_OUT)

@@ -1,5 +1,5 @@
 """Recipe train_qwen3_5_demo, converted from examples/yaml/train_qwen3_5_demo.yaml
-(sha256 4b5b7ef6b2036b9795979c5dcb6998af5644958a97c28e179f38944a8d599a88).
+(sha256 2d909fc8a8ec8eb5a9c6beb2de595a91d227205e612dc0bc64dac688960fc4eb).
 
 Train it with
 
@@ -30,7 +30,7 @@ def train_qwen3_5_demo() -> HyperTrainer.Config:
     config.dataloader.dataset_path = "pkg://corpus/train.jsonl"
     config.training.seq_len = 128  # train_qwen3_5_demo.yaml:10 data.max_seq_len
     config.dataloader.pin_memory = False  # train_qwen3_5_demo.yaml:12 data.pin_memory
-    config.training.steps = 40  # train_qwen3_5_demo.yaml:14 train.max_steps
+    config.training.steps = 20  # train_qwen3_5_demo.yaml:14 train.max_steps
     config.training.local_batch_size = 4  # train_qwen3_5_demo.yaml:16 train.micro_batch_size
     config.comm.backend = "gloo"  # train_qwen3_5_demo.yaml:18 train.comm_backend
     # train_qwen3_5_demo.yaml:20 train.accelerator.dp_shard
@@ -38,13 +38,13 @@ def train_qwen3_5_demo() -> HyperTrainer.Config:
     config.optimizer.lr = 0.003  # train_qwen3_5_demo.yaml:22 train.optimizer.lr
     config.lr_scheduler.lr_min = 0.0003  # train_qwen3_5_demo.yaml:23 train.optimizer.lr_min
     # train_qwen3_5_demo.yaml:24 train.optimizer.lr_warmup_ratio
-    config.lr_scheduler.warmup_steps = 4
+    config.lr_scheduler.warmup_steps = 2
     config.optimizer.weight_decay = 0.1  # train_qwen3_5_demo.yaml:26 train.optimizer.weight_decay
     # train_qwen3_5_demo.yaml:29 train.checkpoint.output_dir
     config.checkpoint.folder = "outputs/demo"
-    config.checkpoint.interval = 20  # train_qwen3_5_demo.yaml:30 train.checkpoint.save_steps
+    config.checkpoint.interval = 10  # train_qwen3_5_demo.yaml:30 train.checkpoint.save_steps
     # train_qwen3_5_demo.yaml:31 train.checkpoint.save_hf_weights
     config.checkpoint.export_hf = False
-    config.metrics.log_freq = 2  # train_qwen3_5_demo.yaml:33 train.logging.log_steps
+    config.metrics.log_freq = 1  # train_qwen3_5_demo.yaml:33 train.logging.log_steps
     config.debug.deterministic = True  # train_qwen3_5_demo.yaml:35 train.debug.deterministic
     return config

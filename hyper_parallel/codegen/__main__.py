@@ -14,7 +14,8 @@ Migration commands (:mod:`.from_yaml`, :mod:`.to_yaml`):
   whole set under ``DIR`` instead of the repository (nothing is deleted).
 * ``check`` / ``--check``: regenerate into a temporary directory and compare; silent and exit 0
   when current, else per file a unified diff, the reason and the fix, exit 1.
-* ``--timings-json FILE``: also write ``{"black_seconds": ...}`` (used by bench/bench_codegen.py).
+* ``--timings-json FILE``: also write ``{"black_seconds": ..., "recipes_seconds": ...}`` (with
+  ``--from-yaml``: ``{"proof_seconds": ...}``), read by bench/bench_codegen.py.
 
 Exit status 2: the table, a model descriptor (or a class they describe) is wrong; every problem
 is printed. For ``--from-yaml`` / ``--to-yaml``: 2 when the YAML (or the recipe) is invalid or
@@ -79,7 +80,6 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         generation = pipeline.generate(root)
         changed = pipeline.write(root, generation, out_root=args.out)
-        _reconvert_recipes(root, changed, args)
     except CodegenError as exc:
         print(f"codegen: error: {exc}", file=sys.stderr)
         print("codegen: nothing was written; fix the file and line named above "
@@ -87,13 +87,15 @@ def main(argv: list[str] | None = None) -> int:
               "and run `make codegen` again", file=sys.stderr)
         return 2
     if args.timings_json is not None:
-        args.timings_json.write_text(json.dumps({"black_seconds": generation.black_seconds}))
+        args.timings_json.write_text(json.dumps({"black_seconds": generation.black_seconds,
+                                                 "recipes_seconds": generation.recipes_seconds}))
     if not args.quiet:
         for rel in changed:
             print(f"codegen: wrote {rel}" if (args.out or root / rel).exists()
                   else f"codegen: deleted {rel}")
         if not changed:
             print(f"codegen: {len(generation.files)} generated files are up to date")
+    _reconvert_recipes(root, changed, args)
     return 0
 
 
@@ -147,6 +149,8 @@ def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
             recipe, output = from_yaml.convert(args.from_yaml, args.name, args.output, root,
                                                strict=args.strict)
             problem = _write_output(output, recipe.text, args.force)
+            if args.timings_json is not None:
+                args.timings_json.write_text(json.dumps({"proof_seconds": recipe.proof_seconds}))
             if not args.quiet or problem:
                 print(from_yaml.report(recipe, output, wrote=problem is None))
     except from_yaml.ConversionError as exc:

@@ -32,6 +32,7 @@ import hashlib
 import os
 import re
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,6 +203,8 @@ class Generation:
     black_seconds: float = 0.0
     parts: dict[str, dict[str, str]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # path -> its main input
+    recipes_seconds: float = 0.0
+    """Time spent converting the example YAMLs into their recipes (imports torch)."""
 
 
 def _environment(repo: Path):
@@ -263,11 +266,13 @@ def generate(repo: Path) -> Generation:
         files[out.path] = _with_header(out, text, parts, black)
         all_parts[out.path] = parts
         sources[out.path] = out.source
+    start = time.perf_counter()
     for rel, yaml_rel in example_recipes(repo).items():
         files[rel] = _example_recipe(repo, rel, yaml_rel)
         sources[rel] = yaml_rel
         all_parts[rel] = {"yaml": _sha((repo / yaml_rel).read_bytes())}
-    return Generation(files, timer.black_seconds, all_parts, sources)
+    return Generation(files, timer.black_seconds, all_parts, sources,
+                      recipes_seconds=time.perf_counter() - start)
 
 
 def _example_recipe(repo: Path, rel: str, yaml_rel: str) -> str:

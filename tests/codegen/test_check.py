@@ -161,7 +161,7 @@ def test_committed_example_recipes_are_current(with_examples):
 
 
 def test_edited_example_yaml_makes_its_recipe_stale(with_examples):
-    edit(with_examples / "examples" / "yaml" / "train_qwen3_5_demo.yaml", "  max_steps: 40\n",
+    edit(with_examples / "examples" / "yaml" / "train_qwen3_5_demo.yaml", "  max_steps: 20\n",
          "  max_steps: 30\n")
     (item,) = check(with_examples)
     assert item.path == DEMO_RECIPE
@@ -171,7 +171,7 @@ def test_edited_example_yaml_makes_its_recipe_stale(with_examples):
 
 
 def test_hand_edited_recipe_is_caught(with_examples):
-    edit(with_examples / DEMO_RECIPE, "config.training.steps = 40", "config.training.steps = 41")
+    edit(with_examples / DEMO_RECIPE, "config.training.steps = 20", "config.training.steps = 21")
     (item,) = check(with_examples)
     assert item.path == DEMO_RECIPE and "edited by hand" in item.reasons[0]
 

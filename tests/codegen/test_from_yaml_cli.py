@@ -35,7 +35,7 @@ def test_default_output_is_recipes_name_py_and_it_imports(workdir, capsys):
     from hyper_parallel.config.manager import load_recipe
 
     config = load_recipe("recipes.train_qwen3_5_demo", "train_qwen3_5_demo")
-    assert config.training.steps == 40 and config.parallelism.data_parallel_shard_degree == 2
+    assert config.training.steps == 20 and config.parallelism.data_parallel_shard_degree == 2
 
 
 def test_existing_file_is_refused_without_force(workdir, capsys):
@@ -93,8 +93,8 @@ def test_a_failed_proof_writes_nothing(workdir, capsys, monkeypatch):
     assert main(["--from-yaml", str(DEMO)]) == 1
     err = capsys.readouterr().err
     assert "does not reproduce the YAML, so nothing was written" in err
-    assert "training.steps: expected 40, the recipe gives 100" in err
-    assert "train.max_steps: expected 40, the recipe gives 100" in err
+    assert "training.steps: expected 20, the recipe gives 100" in err
+    assert "train.max_steps: expected 20, the recipe gives 100" in err
     assert not (workdir / "recipes").exists()
 
 

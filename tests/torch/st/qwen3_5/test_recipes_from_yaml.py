@@ -109,7 +109,7 @@ def test_first_steps_bit_identical(name, cached_train, recipe_run):
 
 
 def test_demo_every_step_bit_identical(cached_train, recipe_run):
-    """The demo runs 40 steps: the whole warmup + cosine schedule must match, not only 10."""
+    """The demo runs 20 steps: the whole warmup + cosine schedule must match, not only 10."""
     name = "train_qwen3_5_demo"
     max_steps = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())["train"]["max_steps"]
     legacy, recipe = legacy_run(cached_train, name), recipe_run(name)
