@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
-import importlib.util
 import keyword
 import re
 import textwrap
@@ -142,17 +141,22 @@ def _registry_baselines(legacy: Any) -> list[Baseline]:
     config_registry``), when that module exists."""
     from hyper_parallel.config.manager import available_recipes
 
+    from hyper_parallel import models
+
     name = legacy.model.name
     module_name = f"hyper_parallel.models.{name}.config_registry"
-    if "." in name or importlib.util.find_spec(f"hyper_parallel.models.{name}") is None:
-        return []
-    if importlib.util.find_spec(module_name) is None:
+    # Look for the file rather than find_spec(): that would import the model package (torch,
+    # DTensor) only to learn that it has no registry.
+    if "." in name or not any((Path(folder) / name / "config_registry.py").is_file()
+                              for folder in models.__path__):
         return []
     module = importlib.import_module(module_name)
+    keys = ("model.name",) + (("model.config_overrides.flavor",)
+                              if (legacy.model.config_overrides or {}).get("flavor") else ())
     found = []
     for recipe in available_recipes(module):
         found.append(Baseline(f"{recipe}()", {(module_name, recipe)}, getattr(module, recipe)(),
-                              f"registry recipe {module_name}.{recipe}"))
+                              f"registry recipe {module_name}.{recipe}", keys))
     return found
 
 
@@ -275,10 +279,12 @@ class _Provenance:
 
     def describe(self, keys: list[str], what: str) -> tuple[str, float, tuple[tuple, ...]]:
         written = [(self.line(k), k) for k in keys if self.line(k) is not None]
+        if not written and not keys:
+            return (comment_text(f"{what}: new-only, at its default in every legacy YAML"),
+                    float("inf"), ())
         if not written:
-            named = ", ".join(keys) or "no legacy key"
-            return (comment_text(f"{what}: follows from the legacy default of {named} and the "
-                                 "YAML's other keys"), float("inf"), ())
+            return (comment_text(f"{what}: follows from the legacy default of {', '.join(keys)} "
+                                 "and the YAML's other keys"), float("inf"), ())
         written.sort()
         first, last = written[0][0], written[-1][0]
         span = f"{first}" if first == last else f"{first}-{last}"

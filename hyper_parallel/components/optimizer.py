@@ -26,11 +26,6 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_optimizer_state_dict,
-    set_optimizer_state_dict,
-)
 
 from hyper_parallel.components._validate import at_least, one_of, require
 from hyper_parallel.protocols.configurable import Configurable
@@ -40,7 +35,17 @@ from hyper_parallel.trainer.optim import NO_DECAY_KEYWORDS, build_optimizer
 #: Accepted ``OptimizersContainer.Config.name`` values (torch class names) -> legacy type names.
 OPTIMIZER_NAMES: dict[str, str] = {"AdamW": "adamw", "Adam": "adam"}
 
-_FLATTENED = StateDictOptions(flatten_optimizer_state_dict=True)
+
+@functools.cache
+def _flattened_options() -> Any:
+    """The DCP options of :meth:`OptimizersContainer.state_dict` (one shared instance).
+
+    Built on first use, not at import: ``torch.distributed.checkpoint`` (which pulls in FSDP)
+    is only needed to checkpoint, and building a configuration must stay cheap to import.
+    """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(flatten_optimizer_state_dict=True)
 
 
 class OptimizersContainer(Configurable):
@@ -176,9 +181,11 @@ class OptimizersContainer(Configurable):
         """The flattened DCP optimizer state of every part, merged (FQN keys; DTensors stay
         sharded). Call after the first step: torch initialises a missing state with a fake
         step, which ``save_checkpoint`` refuses to do behind the run's back."""
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
         merged: dict[str, Any] = {}
         for part, opt in zip(self.model_parts, self.optimizers):
-            part_state = get_optimizer_state_dict(part, opt, options=_FLATTENED)
+            part_state = get_optimizer_state_dict(part, opt, options=_flattened_options())
             clash = next((k for k in part_state if k in merged), None)
             if clash is not None:
                 raise ValueError(
@@ -190,8 +197,10 @@ class OptimizersContainer(Configurable):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a :meth:`state_dict` (each part takes the keys of its own parameters)."""
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
         load = functools.partial(
-            set_optimizer_state_dict, optim_state_dict=state_dict, options=_FLATTENED
+            set_optimizer_state_dict, optim_state_dict=state_dict, options=_flattened_options()
         )
         for part, opt in zip(self.model_parts, self.optimizers):
             load(part, opt)

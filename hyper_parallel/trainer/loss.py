@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch.distributed.tensor import DTensor
 
 IGNORE_INDEX = -100
 LOSS_AGGREGATIONS = ("token_weighted", "rank_average")
@@ -28,6 +27,10 @@ def shift_labels(labels: torch.Tensor) -> torch.Tensor:
 
 def token_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(sum of token losses in fp32, number of counted tokens)`` for one micro-batch."""
+    # Imported here, not at module level: ``torch.distributed.tensor`` costs ~0.6 s and the
+    # config path imports this module; a DTensor argument means it is already loaded (free).
+    from torch.distributed.tensor import DTensor
+
     if isinstance(logits, DTensor):
         logits = logits.full_tensor()
     targets = shift_labels(labels)

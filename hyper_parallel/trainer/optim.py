@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import torch
-from torch.distributed.tensor import DTensor
 
 #: A parameter whose lower-cased name contains one of these is not weight-decayed. This is a
 #: substring rule: ``q_norm``, ``input_layernorm``, ``linear_attn.norm`` and ``dt_bias`` match.
@@ -135,6 +134,10 @@ def clip_grad_norm_(parameters: Iterable[torch.nn.Parameter], max_norm: float) -
     if not grads:
         return torch.zeros(())
     total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=None)
+    # Lazy: ``torch.distributed.tensor`` is heavy and the config path imports this module; with
+    # DTensor gradients it is already loaded, so the import is free here.
+    from torch.distributed.tensor import DTensor
+
     if isinstance(total, DTensor):
         # Sharded grads give a partial norm: full_tensor() reduces it over the mesh.
         total = total.full_tensor()
