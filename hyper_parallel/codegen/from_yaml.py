@@ -139,9 +139,8 @@ def _flavor_baseline(legacy: Any) -> Baseline:
 def _registry_baselines(legacy: Any) -> list[Baseline]:
     """The registry recipes of the model the YAML names (``hyper_parallel.models.<name>.
     config_registry``), when that module exists."""
-    from hyper_parallel.config.manager import available_recipes
-
     from hyper_parallel import models
+    from hyper_parallel.config.manager import available_recipes
 
     name = legacy.model.name
     module_name = f"hyper_parallel.models.{name}.config_registry"
@@ -428,16 +427,13 @@ class Recipe:
     proof_seconds: float = 0.0
 
 
-def _leaf_keys(data_lines: dict[tuple, int], legacy: Any) -> list[tuple]:
-    """The YAML's keys that hold values (sections excluded; each config_overrides entry
-    counts)."""
+def _leaf_keys(data_lines: dict[tuple, int]) -> list[tuple]:
+    """The YAML's keys that hold values: sections are left out, while config_overrides (a
+    value) counts along with each of its entries."""
     paths = set(data_lines)
-    leaves = []
-    for path in paths:
-        if any(other[:len(path)] == path and len(other) > len(path) for other in paths):
-            if path[-1] != "config_overrides":
-                continue
-        leaves.append(path)
+    leaves = [path for path in paths
+              if path[-1] == "config_overrides"
+              or not any(len(other) > len(path) and other[:len(path)] == path for other in paths)]
     return sorted(leaves, key=lambda p: data_lines[p])
 
 
@@ -496,7 +492,7 @@ def render(source: LegacySource, name: str, output: Path, repo: Path,
         text = render_module.format_python(raw)
     except Exception as exc:  # a bug here, never the user's input: values are checked literals
         raise CodegenError(f"{TEMPLATE}: the rendered recipe is not valid Python ({exc})") from exc
-    leaves = _leaf_keys(source.lines, source.legacy)
+    leaves = _leaf_keys(source.lines)
     mapped_paths = {k for row in FIELD_MAP if row.new for k in row.legacy}
     mapped = [p for p in leaves
               if ".".join(p) in mapped_paths or ".".join(p[:2]) == "model.config_overrides"]
@@ -590,8 +586,8 @@ def report(recipe: Recipe, output: Path, wrote: bool = True, base: Path | None =
         f"from-yaml: {recipe.source.display} -> {display_path(output, base)}"
         + ("" if wrote else " (not written)"),
         f"  baseline: {recipe.baseline.described}",
-        f"  fields mapped: {recipe.keys_mapped} of {recipe.keys_written} keys set in the YAML "
-        f"({recipe.lines} differ from the baseline and got a line)",
+        (f"  fields mapped: {recipe.keys_mapped} of {recipe.keys_written} keys set in the YAML "
+         f"({recipe.lines} differ from the baseline and got a line)"),
     ]
     if recipe.normalisations:
         lines.append(f"  normalisations ({len(recipe.normalisations)}):")

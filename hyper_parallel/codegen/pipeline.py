@@ -393,9 +393,8 @@ def _recipe_reasons(committed: str, source: str, yaml_sha: str) -> list[str]:
         return ["the recipe's docstring no longer records its YAML's hash: edited by hand"]
     if match.group(1) != yaml_sha:
         return [f"inputs changed: {source} was edited since its recipe was converted"]
-    return ["the converter (hyper_parallel/codegen), the field table, "
-            f"{TEMPLATES}/recipe_from_yaml.py.j2 or black changed, or the file was edited by "
-            "hand"]
+    return [(f"the converter (hyper_parallel/codegen), the field table, {TEMPLATES}/"
+             "recipe_from_yaml.py.j2 or black changed, or the file was edited by hand")]
 
 
 def _reasons(committed: str, parts_now: dict[str, str], source: str = TABLE) -> list[str]:

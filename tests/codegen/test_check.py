@@ -165,8 +165,8 @@ def test_edited_example_yaml_makes_its_recipe_stale(with_examples):
          "  max_steps: 30\n")
     (item,) = check(with_examples)
     assert item.path == DEMO_RECIPE
-    assert item.reasons == ["inputs changed: examples/yaml/train_qwen3_5_demo.yaml was edited "
-                            "since its recipe was converted"]
+    assert item.reasons == [("inputs changed: examples/yaml/train_qwen3_5_demo.yaml was edited "
+                             "since its recipe was converted")]
     assert "+    config.training.steps = 30" in item.diff
 
 

@@ -138,7 +138,7 @@ def test_values_that_look_like_code_stay_data(results, tmp_path):
     marker = Path("/tmp/hyper_parallel_pwned")
     marker.unlink(missing_ok=True)
     namespace: dict = {"__name__": "golden_data_not_code"}
-    exec(compile(text, "data_not_code.py", "exec"), namespace)
+    exec(compile(text, "data_not_code.py", "exec"), namespace)  # noqa: S102 -- the recipe under test
     config = namespace["data_not_code"]()
     assert not marker.exists()
     legacy = load_config(HyperTrainerConfig, (GOLDEN / "data_not_code.yaml").read_text(),
