@@ -96,6 +96,7 @@ codegen-check: install
 bench: install
 	$(PY) bench/bench_train.py
 	$(PY) bench/bench_cli.py
+	$(PY) bench/bench_codegen.py
 
 # ConfigManager.parse_args against torchtitan 0.3.0; builds bench/.titan-env on first use.
 bench-cli: install
