@@ -27,6 +27,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     init_logger()
     args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        # Which of the two command lines to use; each then has its own --help.
+        print(__doc__.strip() + "\n\nHelp on one of them: --module M --config F --help (every "
+              "recipe field), or python -m hyper_parallel.trainer.config --help (every legacy "
+              "key).", file=sys.stdout if args else sys.stderr)
+        return 0 if args else 2
     try:
         if args and args[0].startswith("--module"):
             config = ConfigManager().parse_args(args)

@@ -465,6 +465,9 @@ def render(source: LegacySource, name: str, output: Path, repo: Path,
     canon, notes = _located(source, canonicalize_legacy)
     target = _located(source, _legacy_to_trainer_config, canon)
     baseline = choose_baseline(canon, target)
+    if name in {imported for _, imported in baseline.imports}:
+        raise CodegenError(f"recipe name {name!r} is the name of its baseline recipe, which the "
+                           f"module imports; pass another --name (e.g. --name my_{name})")
     provenance = _Provenance(source)
     imports = set(baseline.imports) | {TRAINER}
     lines = []

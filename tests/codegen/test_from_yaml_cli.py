@@ -160,3 +160,10 @@ def test_any_string_is_data(tmp_path, path, key):
     assert config.checkpoint.folder == legacy.train.checkpoint.output_dir
     assert set(namespace) == {"__name__", "__doc__", "__builtins__", "__all__", "annotations", "flavor_baseline",
                               "HyperTrainer", "fuzz"}  # the module defines nothing else
+
+
+def test_name_of_the_registry_baseline_is_refused(workdir, capsys):
+    source = REPO / "tests" / "codegen" / "golden" / "registry_baseline.yaml"
+    assert main(["--from-yaml", str(source), "--name", "qwen3_5_v2_debugmodel_fsdp2"]) == 2
+    assert "is the name of its baseline recipe" in capsys.readouterr().err
+    assert not (workdir / "recipes").exists()
