@@ -424,6 +424,9 @@ class Recipe:
     keys_written: int
     keys_mapped: int
     normalisations: list
+    unmapped: list[str] = field(default_factory=list)
+    """``key (reason)`` for each key the YAML writes that has no new field: an ``unsupported``
+    row at its legacy default (any other value is refused), so nothing is lost."""
     proof_seconds: float = 0.0
 
 
@@ -499,7 +502,11 @@ def render(source: LegacySource, name: str, output: Path, repo: Path,
     mapped_paths = {k for row in FIELD_MAP if row.new for k in row.legacy}
     mapped = [p for p in leaves
               if ".".join(p) in mapped_paths or ".".join(p[:2]) == "model.config_overrides"]
-    return Recipe(name, text, source, baseline, len(lines), len(leaves), len(mapped), notes)
+    reasons = {k: row.detail for row in FIELD_MAP if not row.new for k in row.legacy}
+    unmapped = [f"{'.'.join(p)} ({reasons.get('.'.join(p), 'no row in the field table')})"
+                for p in leaves if p not in mapped]
+    return Recipe(name, text, source, baseline, len(lines), len(leaves), len(mapped), notes,
+                  unmapped)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -592,6 +599,9 @@ def report(recipe: Recipe, output: Path, wrote: bool = True, base: Path | None =
         (f"  fields mapped: {recipe.keys_mapped} of {recipe.keys_written} keys set in the YAML "
          f"({recipe.lines} differ from the baseline and got a line)"),
     ]
+    if recipe.unmapped:
+        lines.append("  keys at their legacy default with no new field (nothing lost):")
+        lines += [f"    {key}" for key in recipe.unmapped]
     if recipe.normalisations:
         lines.append(f"  normalisations ({len(recipe.normalisations)}):")
         lines += [f"    {n.field}: {n.old!r} -> {n.new!r} ({n.why})" for n in recipe.normalisations]
