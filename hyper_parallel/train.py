@@ -20,7 +20,7 @@ os.environ.setdefault("HYPER_PARALLEL_PLATFORM", "torch")
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, build the trainer, train, tear down; returns the exit code."""
-    from hyper_parallel.config.manager import ConfigManager, RecipeError
+    from hyper_parallel.config.manager import ConfigManager, RecipeError, is_recipe_command_line
     from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
     from hyper_parallel.trainer.config import parse_args as parse_legacy
     from hyper_parallel.utils.logging import init_logger
@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "key).", file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
     try:
-        if args and args[0].startswith("--module"):
+        if is_recipe_command_line(args):
             config = ConfigManager().parse_args(args)
             trainer = config.build()
         else:

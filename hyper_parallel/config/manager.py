@@ -73,6 +73,15 @@ def extract_module_and_config(argv: Sequence[str]) -> tuple[str, str, list[str]]
     return found["module"], found["config"], rest
 
 
+def is_recipe_command_line(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` picks a recipe: it starts with an option (the legacy command line starts
+    with the YAML path) and names ``--module`` or ``--config`` anywhere, in either order."""
+    return bool(argv) and argv[0].startswith("--") and any(
+        token in ("--module", "--config") or token.startswith(("--module=", "--config="))
+        for token in argv
+    )
+
+
 def _candidates(module: str) -> list[str]:
     names = []
     if "." not in module:
@@ -175,7 +184,7 @@ class ConfigManager:
 
     def parse_args(self, argv: Sequence[str] | None = None) -> Any:
         args = list(sys.argv[1:] if argv is None else argv)  # read at call time
-        if args and args[0].startswith("--module"):
+        if is_recipe_command_line(args):
             return self._parse_new(args)
         return self._parse_legacy(args)
 

@@ -90,3 +90,23 @@ def test_dict_fields_take_one_yaml_mapping():
     assert parse("--model.config_overrides", "null").model.config_overrides is None
     with pytest.raises(SystemExit):
         parse("--model.config_overrides", "[1, 2]")
+
+
+def test_config_before_module_and_overrides_anywhere():
+    cfg = ConfigManager().parse_args(["--config=qwen3_5_v2_tiny", "--training.steps=7",
+                                      "--module", "_test_dummy"])
+    assert cfg.training.steps == 7 and cfg.training.seq_len == 64
+
+
+@pytest.mark.parametrize("argv, recipe", [
+    (["--module", "m", "--config", "c"], True),
+    (["--config", "c", "--module", "m"], True),
+    (["--training.steps=3", "--module=m", "--config=c"], True),
+    (["old.yaml", "--train.max_steps=3"], False),
+    (["--train.max_steps=3"], False),  # a legacy line without its YAML: the legacy error
+    ([], False),
+])
+def test_which_command_line(argv, recipe):
+    from hyper_parallel.config.manager import is_recipe_command_line
+
+    assert is_recipe_command_line(argv) is recipe
