@@ -39,6 +39,7 @@ from hyper_parallel.codegen import pyliteral
 from hyper_parallel.codegen.errors import CodegenError
 from hyper_parallel.codegen.yaml_comments import DocumentComments, find_comments
 
+TEMPLATES = "templates"
 TEMPLATE = "recipe_from_yaml.py.j2"
 LINE_LENGTH = 100  # black's, see render.black_mode
 BASELINE_FUNCTION = ("hyper_parallel.config.baselines", "flavor_baseline")
@@ -493,6 +494,9 @@ def render(source: LegacySource, name: str, output: Path, repo: Path,
         "lines": lines,
         "tail": tail,
     }
+    if not (repo / TEMPLATES / TEMPLATE).is_file():
+        raise CodegenError(f"{TEMPLATES}/{TEMPLATE} not found under {repo}: the converter runs "
+                           "from a checkout of hyper_parallel (pip install -e .)")
     raw = _environment(repo).get_template(TEMPLATE).render(**context)
     try:
         text = render_module.format_python(raw)
