@@ -2,8 +2,8 @@
 
 Importing this package imports neither torch nor tyro: the generated section dataclasses are
 plain dataclasses, the dtype map resolves through the platform on first use, and tyro is
-imported only when ``ConfigManager`` parses a ``--module`` command line. The section classes are
-loaded on first attribute access.
+imported only when ``ConfigManager`` parses a ``--module`` command line. ``ConfigManager`` and
+the section classes are loaded on first attribute access.
 
 ``hyper_parallel/__init__.py`` deliberately does not re-export any of this.
 """
@@ -15,7 +15,6 @@ from typing import Any
 
 from hyper_parallel.config.dtype_map import TORCH_DTYPE_MAP
 from hyper_parallel.config.function import Function
-from hyper_parallel.config.manager import ConfigManager
 from hyper_parallel.protocols.configurable import Configurable
 
 #: Generated section dataclasses (hyper_parallel/config/configs.py), loaded lazily.
@@ -34,6 +33,13 @@ __all__ = ["ConfigManager", "Configurable", "Function", "TORCH_DTYPE_MAP", *_SEC
 
 
 def __getattr__(name: str) -> Any:
+    if name == "ConfigManager":
+        # Lazy too, so that `python -m hyper_parallel.config.manager` does not find its own module
+        # imported by the package first (runpy warns about that).
+        from hyper_parallel.config.manager import ConfigManager
+
+        globals()[name] = ConfigManager
+        return ConfigManager
     if name in _SECTIONS:
         value = getattr(importlib.import_module("hyper_parallel.config.configs"), name)
         globals()[name] = value

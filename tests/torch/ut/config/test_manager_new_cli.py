@@ -76,7 +76,9 @@ def test_missing_recipe_lists_available():
 
 def test_module_main_prints_the_config():
     proc = subprocess.run(
-        [sys.executable, "-m", "hyper_parallel.config.manager", "--module", "_test_dummy",
+        # -W error: runpy must not find the module imported by its package first.
+        [sys.executable, "-W", "error::RuntimeWarning", "-m", "hyper_parallel.config.manager",
+         "--module", "_test_dummy",
          "--config", "qwen3_5_v2_tiny", "--training.steps=7"],
         capture_output=True, text=True, env={"PYTHONPATH": f"{HERE}:{Path.cwd()}", "PATH": ""},
     )
