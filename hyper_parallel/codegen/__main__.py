@@ -71,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     root = (args.root or _default_root()).resolve()
     if args.from_yaml is not None or args.to_yaml:
         return _migrate(parser, args, root)
+    stray = [flag for flag, value in (("--name", args.name), ("-o/--output", args.output),
+                                      ("--force", args.force), ("--strict", args.strict),
+                                      ("--module", args.module), ("--config", args.config))
+             if value]
+    if stray:
+        parser.error(f"{', '.join(stray)} go with --from-yaml or --to-yaml")
     try:
         if args.check or args.command == "check":
             stale = pipeline.check(root)
@@ -136,6 +142,9 @@ def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
         parser.error("--to-yaml needs --module M --config F (the recipe to convert)")
     if args.from_yaml is not None and (args.module or args.config):
         parser.error("--module/--config go with --to-yaml, not --from-yaml")
+    if args.check or args.command == "check" or args.out is not None:
+        parser.error("check / --check / --out regenerate the repository's files; they do not go "
+                     "with --from-yaml or --to-yaml (use -o for the output path)")
     try:
         if args.to_yaml:
             text = to_yaml.legacy_yaml(args.module, args.config)

@@ -167,3 +167,10 @@ def test_name_of_the_registry_baseline_is_refused(workdir, capsys):
     assert main(["--from-yaml", str(source), "--name", "qwen3_5_v2_debugmodel_fsdp2"]) == 2
     assert "is the name of its baseline recipe" in capsys.readouterr().err
     assert not (workdir / "recipes").exists()
+
+
+def test_migration_flags_without_a_migration_are_refused(workdir, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--name", "x", "--strict"])
+    assert exit_info.value.code == 2
+    assert "--name, --strict go with --from-yaml or --to-yaml" in capsys.readouterr().err
