@@ -428,6 +428,10 @@ class Recipe:
     unmapped: list[str] = field(default_factory=list)
     """``key (reason)`` for each key the YAML writes that has no new field: an ``unsupported``
     row at its legacy default (any other value is refused), so nothing is lost."""
+    canonical: Any = None
+    """``canonicalize_legacy(legacy)``: what the recipe must convert back to."""
+    target: Any = None
+    """``_legacy_to_trainer_config(canonical)``: what the recipe must build."""
     proof_seconds: float = 0.0
 
 
@@ -510,7 +514,7 @@ def render(source: LegacySource, name: str, output: Path, repo: Path,
     unmapped = [f"{'.'.join(p)} ({reasons.get('.'.join(p), 'no row in the field table')})"
                 for p in leaves if p not in mapped]
     return Recipe(name, text, source, baseline, len(lines), len(leaves), len(mapped), notes,
-                  unmapped)
+                  unmapped, canon, target)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -537,11 +541,7 @@ def differences(expected: Any, actual: Any) -> list[str]:
 def prove(recipe: Recipe, filename: str) -> None:
     """Execute the module text in a fresh namespace; raise :class:`ConversionError` naming every
     field unless it reproduces the YAML exactly."""
-    from hyper_parallel.config.legacy_adapter import (
-        _legacy_to_trainer_config,
-        _trainer_config_to_legacy,
-        canonicalize_legacy,
-    )
+    from hyper_parallel.config.legacy_adapter import _trainer_config_to_legacy
     from hyper_parallel.trainer.config import ConfigError
 
     start = time.perf_counter()
@@ -549,14 +549,13 @@ def prove(recipe: Recipe, filename: str) -> None:
                                  "__file__": filename}
     exec(compile(recipe.text, filename, "exec"), namespace)  # noqa: S102 -- our own output
     config = namespace[recipe.name]()
-    canon, _ = canonicalize_legacy(recipe.source.legacy)
-    problems = differences(_legacy_to_trainer_config(canon), config)
+    problems = differences(recipe.target, config)
     try:
         back = _trainer_config_to_legacy(config)
     except ConfigError as exc:
         problems.append(f"converting the recipe back to the legacy schema failed: {exc}")
     else:
-        problems += differences(canon, back)
+        problems += differences(recipe.canonical, back)
     recipe.proof_seconds = time.perf_counter() - start
     if problems:
         raise ConversionError(

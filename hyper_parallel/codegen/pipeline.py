@@ -302,26 +302,26 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def _first_line(path: Path) -> str | None:
+    """The first line of a text file (without its newline); None when it cannot be read."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return handle.readline().rstrip("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def find_generated(repo: Path) -> list[str]:
-    """Repo-relative paths of every file whose first line carries the generated marker."""
+    """Repo-relative paths of every file whose first line carries the generated marker, and of
+    every recipe converted from an example YAML."""
     found = []
     for directory, pattern in SCAN:
         for path in sorted((repo / directory).rglob(pattern)):
-            try:
-                with path.open(encoding="utf-8") as handle:
-                    first = handle.readline()
-            except (OSError, UnicodeDecodeError):
-                continue
-            if MARKER in first:
+            if MARKER in (_first_line(path) or ""):
                 found.append(path.relative_to(repo).as_posix())
     for path in sorted((repo / RECIPES).glob("*.py")):
-        try:
-            with path.open(encoding="utf-8") as handle:
-                first = handle.readline().rstrip("\n")
-        except (OSError, UnicodeDecodeError):
-            continue
         # Only recipes of example YAMLs: a user's own converted recipes are theirs.
-        if _EXAMPLE_RECIPE.match(first):
+        if _EXAMPLE_RECIPE.match(_first_line(path) or ""):
             found.append(path.relative_to(repo).as_posix())
     return found
 
