@@ -44,8 +44,6 @@ def train_qwen3_5_0_8b() -> HyperTrainer.Config:
     config.optimizer.weight_decay = 0.0  # train_qwen3_5_0_8b.yaml:30 train.optimizer.weight_decay
     # train_qwen3_5_0_8b.yaml:31 train.optimizer.loss_aggregation
     config.loss.aggregation = "rank_average"
-    # train_qwen3_5_0_8b.yaml:31 train.optimizer.loss_aggregation
-    config.optimizer.loss_aggregation = "rank_average"
     # train_qwen3_5_0_8b.yaml:33-36 train.mixed_precision.{enabled, param_dtype, reduce_dtype, output_dtype}
     config.training.mixed_precision_output = "bfloat16"
     # train_qwen3_5_0_8b.yaml:33-36 train.mixed_precision.{enabled, param_dtype, reduce_dtype, output_dtype}

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-_RERUN = "_HYPER_PARALLEL_CODEGEN_RERUN"
+_RERUN = pipeline.RERUN_ENV
 
 
 def _reconvert_recipes(root: Path, changed: list[str], args: argparse.Namespace) -> None:

@@ -267,12 +267,34 @@ def generate(repo: Path) -> Generation:
         all_parts[out.path] = parts
         sources[out.path] = out.source
     start = time.perf_counter()
+    # The recipes are converted with the configuration modules this process imported. When
+    # this run rewrites those modules, a conversion may fail only because the imported ones
+    # are stale: keep the recipe as it is, the fresh-process rerun (__main__) converts it.
+    stale_modules = any(
+        _read_text(repo / o.path) != files[o.path] for o in OUTPUTS if o.python
+    )
     for rel, yaml_rel in example_recipes(repo).items():
-        files[rel] = _example_recipe(repo, rel, yaml_rel)
+        try:
+            files[rel] = _example_recipe(repo, rel, yaml_rel)
+        except Exception:
+            if not stale_modules or os.environ.get(RERUN_ENV):
+                raise
+            files[rel] = _read_text(repo / rel) or ""
         sources[rel] = yaml_rel
         all_parts[rel] = {"yaml": _sha((repo / yaml_rel).read_bytes())}
     return Generation(files, timer.black_seconds, all_parts, sources,
                       recipes_seconds=time.perf_counter() - start)
+
+
+#: Set in the fresh process that re-converts the recipes after the configuration modules changed.
+RERUN_ENV = "_HYPER_PARALLEL_CODEGEN_RERUN"
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
 
 
 def _example_recipe(repo: Path, rel: str, yaml_rel: str) -> str:

@@ -3,12 +3,11 @@
 The optimizers are built by the legacy trainer's helper
 :func:`hyper_parallel.trainer.optim.build_optimizer` (two parameter groups, decay / no-decay,
 selected by :func:`~hyper_parallel.trainer.optim.build_param_groups`), so a container built from
-``OptimizersContainer.Config(...)`` and ``BaseTrainer._build_optimizer`` with the same settings
-hold identical optimizers.
+``OptimizersContainer.Config(...)`` and the legacy helper with the same settings hold
+identical optimizers.
 
 Defaults equal the legacy ``train.optimizer`` defaults (``type: adamw``, ``lr: 1e-4``, ``betas:
-(0.9, 0.999)``, ``eps: 1e-8``, ``weight_decay: 0.01``, ``foreach: null``, ``loss_aggregation:
-token_weighted``); the legacy trainer never passes ``fused``, which is torch's default ``None``.
+(0.9, 0.999)``, ``eps: 1e-8``, ``weight_decay: 0.01``, ``foreach: null``); the legacy trainer never passes ``fused``, which is torch's default ``None``.
 
 Checkpointing: ``state_dict()`` is the DCP optimizer state of every part, flattened
 (``state.<fqn>.<key>`` / ``param_groups.<fqn>.<key>``, torch's ``flatten_optimizer_state_dict``)
@@ -29,7 +28,6 @@ from torch import nn
 
 from hyper_parallel.components._validate import at_least, one_of, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.trainer.loss import LOSS_AGGREGATIONS
 from hyper_parallel.trainer.optim import NO_DECAY_KEYWORDS, build_optimizer
 
 #: Accepted ``OptimizersContainer.Config.name`` values (torch class names) -> legacy type names.
@@ -87,11 +85,6 @@ class OptimizersContainer(Configurable):
         """A trainable parameter whose lower-cased name contains any of these substrings goes
         into the no-decay group (weight decay 0): biases and norm weights by default."""
 
-        loss_aggregation: Literal["token_weighted", "rank_average"] = "token_weighted"
-        """How micro-batch and rank losses combine into the step loss: ``token_weighted`` (mean
-        over every label token of the global batch) or ``rank_average`` (mean of per-rank mean
-        losses). Kept here as in the RFC; the loss component's ``aggregation`` must agree."""
-
         def __post_init__(self) -> None:
             one_of(self, "name", tuple(OPTIMIZER_NAMES))
             at_least(self, "lr", 0.0)
@@ -123,7 +116,6 @@ class OptimizersContainer(Configurable):
                 "no_decay_keywords",
                 "must be non-empty parameter-name substrings",
             )
-            one_of(self, "loss_aggregation", LOSS_AGGREGATIONS)
 
     def __init__(self, config: Config, *, model_parts: Sequence[nn.Module]) -> None:
         parts = [model_parts] if isinstance(model_parts, nn.Module) else list(model_parts)

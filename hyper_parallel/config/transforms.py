@@ -247,28 +247,6 @@ def async_mode_backward(*, async_mode: str) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------
-# train.optimizer.loss_aggregation  <->  optimizer.loss_aggregation + loss.aggregation
-# ----------------------------------------------------------------------------------------------
-
-
-def loss_aggregation_forward(*, loss_aggregation: str) -> dict[str, Any]:
-    """One legacy field feeds both component Configs that carry the setting."""
-    return {"optimizer_aggregation": loss_aggregation, "loss_aggregation": loss_aggregation}
-
-
-def loss_aggregation_backward(
-    *, optimizer_aggregation: str, loss_aggregation: str
-) -> dict[str, Any]:
-    """The two copies must agree: the legacy schema has one field."""
-    if optimizer_aggregation != loss_aggregation:
-        raise ValueError(
-            f"optimizer.loss_aggregation={optimizer_aggregation!r} and "
-            f"loss.aggregation={loss_aggregation!r} disagree; the legacy schema has one field "
-            "(train.optimizer.loss_aggregation): set both to the same value"
-        )
-    return {"loss_aggregation": loss_aggregation}
-
-# ----------------------------------------------------------------------------------------------
 # model.tokenizer_path -> tokenizer.path, train.checkpoint.load_path -> checkpoint.load_path
 # ----------------------------------------------------------------------------------------------
 
@@ -299,8 +277,6 @@ __all__ = [
     "empty_is_unset_backward",
     "empty_is_unset_canonical",
     "empty_is_unset_forward",
-    "loss_aggregation_backward",
-    "loss_aggregation_forward",
     "mixed_precision_backward",
     "mixed_precision_canonical",
     "mixed_precision_forward",

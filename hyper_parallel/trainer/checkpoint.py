@@ -787,6 +787,34 @@ def strip_wrapper_infixes(key: str) -> str:
     return key
 
 
+#: Files of a Hugging Face model directory that describe the tokenizer (copied by the export).
+HF_TOKENIZER_ASSETS = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "generation_config.json",
+)
+
+
+def _copy_hf_assets(assets_dir: str | None, target: str) -> list[str]:
+    """Copy the tokenizer assets found in ``assets_dir`` (``hf_assets_path``) into ``target``,
+    so the exported directory is a complete Hugging Face model; returns the copied names."""
+    if not assets_dir:
+        return []
+    if not os.path.isdir(assets_dir):
+        raise CheckpointError(
+            f"hf_assets_path={assets_dir!r} is not a directory; point it at the model's Hugging "
+            "Face assets (config.json, tokenizer.json) or leave it unset"
+        )
+    copied = []
+    for name in HF_TOKENIZER_ASSETS:
+        src = os.path.join(assets_dir, name)
+        if os.path.isfile(src):
+            shutil.copyfile(src, os.path.join(target, name))
+            copied.append(name)
+    return copied
+
+
 def export_hf_weights(
     model: torch.nn.Module | list[torch.nn.Module], adapter, model_config, path: str
 ) -> str:
@@ -825,6 +853,7 @@ def export_hf_weights(
         if os.path.exists(tmp):
             shutil.rmtree(tmp)
         _hf_writer()(hf_state, tmp, model_config)
+        _copy_hf_assets(getattr(adapter, "hf_assets_path", None), tmp)
         _replace_dir(tmp, path)
         logger.info("Exported HF weights to %s", path)
     _barrier()

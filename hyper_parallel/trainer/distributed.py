@@ -89,14 +89,16 @@ def set_determinism(enabled: bool, warn_only: bool) -> None:
 
 def setup_distributed(
     *,
-    accelerator: Any,
+    parallelism: Any,
     comm_backend: Optional[str],
     local_rank: int,
     seed: int,
     deterministic: bool = False,
     deterministic_warn_only: bool = False,
 ) -> DistributedContext:
-    """Process group, device, ParallelDims + mesh, DP group, seeds and determinism."""
+    """Process group, device, ParallelDims + mesh, DP group, seeds and determinism.
+
+    ``parallelism`` is the new tree's ``ParallelismConfig`` (any object with its attributes)."""
     platform = get_platform()
     device = platform.device(local_rank)
     if device.type == "cuda":
@@ -104,7 +106,7 @@ def setup_distributed(
     set_determinism(deterministic, deterministic_warn_only)
     init_process_group(comm_backend, device)
     world_size = dist.get_world_size()
-    parallel_dims = ParallelDims.from_config(accelerator, world_size=world_size)
+    parallel_dims = ParallelDims.from_parallelism(parallelism, world_size=world_size)
     mesh = parallel_dims.build_mesh(device.type)
     dp_group, dp_rank = None, 0
     if parallel_dims.has_mesh("dp"):

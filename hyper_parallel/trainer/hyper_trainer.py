@@ -1,80 +1,88 @@
-"""``HyperTrainer``: the trainer of the new configuration tree (RFC Part 5).
+"""``HyperTrainer``: the engine. Every entry trains through it (RFC Part 5).
 
-``HyperTrainer.Config(...).build()`` (the Config is generated in
-:mod:`hyper_parallel.trainer.trainer_config`) constructs this class. Its ``__init__`` follows the
-RFC's steps in order, calling each component's ``build`` and the same helpers the legacy
-``LLMTrainer`` calls; the training loop, the step, loss aggregation, clipping, checkpointing and
-callbacks are :class:`~hyper_parallel.trainer.base.BaseTrainer`'s — there is no second copy.
+It reads a ``HyperTrainer.Config`` (generated in :mod:`hyper_parallel.trainer.trainer_config`)
+and nothing else: the legacy YAML reaches it through the front door ``LLMTrainer(args)``, which
+converts ``args`` with the generated adapter first. ``__init__`` follows the RFC's steps; the
+loop and the step are :class:`~hyper_parallel.trainer.base.BaseTrainer`'s.
 
-1. process group, device, ParallelDims + mesh, seeds (``setup_distributed``);
-2. tokenizer — ``config.tokenizer.build(weights_path=...)``. The RFC sketch passes
-   ``path=config.tokenizer.path``, but ``path`` is already a field of the tokenizer's Config and
-   the Configurable rules reject a build kwarg that repeats a field, so the path travels in the
-   Config; only the weights directory (the legacy fallback location) is a runtime argument.
-   Synthetic (``dummy``) data needs no tokenizer and none is built, as in the legacy trainer;
-3. dataloader — ``config.dataloader.build(dp_world_size=..., dp_rank=..., tokenizer=...,
-   seq_len=...)`` plus the batch size, seed and vocabulary size (and the validation loader);
-4. the model config meets the run: ``model.update_from_config(trainer_config=config)``. This one
-   runs first, before step 1: it can re-base the architecture (``model.config_overrides``), and
-   the synthetic data of step 3 must use the final vocabulary size;
-5. the model is built on ``training.init_device`` (``meta``: no memory);
-6. ``verify_module_protocol(check_init=False)`` — the structural checks (the init check would
-   allocate a full unsharded copy);
-7. parallelize (CP -> TP -> AC -> compile -> FSDP) with the spec's keyword signature;
-8. materialize + ``init_weights`` (the legacy helper), then pretrained weights;
-9. optimizer and LR scheduler containers;
-10. the checkpoint manager;
-11. the metrics processor and the profiler, wired into the shared callback loop.
-
-``model_spec`` unset: the legacy spec registered under ``model.name`` builds and parallelizes
-the model exactly as ``LLMTrainer`` does (its ``(model, mesh, cfg)`` signature gets the legacy
-view of this Config from the generated adapter), which is what makes a converted YAML train
-bit-identically on both paths.
+1. the model spec: ``model_spec``, or the spec registered under ``model.name``; its model Config
+   meets the run (``model.update_from_config(trainer_config=config)``) first, because it may
+   re-base the architecture (``model.config_overrides``) and the synthetic data of step 4 must use
+   the final vocabulary size;
+2. output folders: relative ``checkpoint.folder``, ``metrics.save_tb_folder`` and
+   ``profiler.save_traces_folder`` resolve under ``dump_folder`` (as in torchtitan);
+3. process group, device, ParallelDims + mesh, seeds, from ``comm`` / ``parallelism`` /
+   ``debug`` (``comm.local_rank`` picks the device; the launcher's ``LOCAL_RANK`` fills it);
+4. tokenizer -- ``config.tokenizer.build(weights_path=...)``: ``tokenizer.path`` travels in the
+   Config, the runtime argument is where to look without it (``hf_assets_path``, else
+   ``model.weights_path``); synthetic ``dummy`` data needs none -- and the dataloaders;
+5. the model, built on ``training.init_device`` from ``spec.model``, checked with
+   ``verify_module_protocol(check_init=False)``, then ``training.freeze_modules`` frozen;
+6. parallelize (CP -> TP -> AC -> compile -> FSDP) with the spec's keyword signature;
+7. materialize + ``init_weights``, then pretrained weights (``model.weights_path``);
+8. optimizer, then ``spec.post_optimizer_build_fn``, then the LR scheduler;
+9. the state-dict adapter, built with ``(model_config, hf_assets_path)``, and the checkpoint
+   manager;
+10. the metrics processor, the profiler and the loss (compiled when ``compile.components``
+    names it), wired into the loop as callbacks.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
+import inspect
+import logging
 import os
-from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from hyper_parallel.data import grad_accum_steps
 from hyper_parallel.models.spec import discover_model_spec
-from hyper_parallel.trainer.base import (
-    BaseTrainer,
-    TrainerState,
-    _helper_post_parallelize,
-    _helper_setup_distributed,
-)
-from hyper_parallel.trainer.callbacks import CallbackHandler
-from hyper_parallel.trainer.callbacks.components import (
+from hyper_parallel.trainer.base import BaseTrainer, TrainerState
+from hyper_parallel.trainer.callbacks import (
+    CallbackHandler,
     CheckpointManagerCallback,
+    EvalCallback,
+    GCCallback,
+    GradientHealthCallback,
     MetricsCallback,
     ProfilerComponentCallback,
+    ProgressCallback,
 )
-from hyper_parallel.trainer.callbacks.eval import EvalCallback
-from hyper_parallel.trainer.callbacks.gc import GCCallback
-from hyper_parallel.trainer.callbacks.gradient_health import GradientHealthCallback
-from hyper_parallel.trainer.callbacks.progress import ProgressCallback
+from hyper_parallel.trainer.distributed import setup_distributed
+from hyper_parallel.trainer.model_setup import (
+    freeze_parameters,
+    load_pretrained_weights,
+    materialize_and_init,
+)
 from hyper_parallel.trainer.optim import clip_grad_norm_
 from hyper_parallel.trainer.trainer_config import HyperTrainer as _ConfigOwner
 
+logger = logging.getLogger(__name__)
 
-def accelerator_view(parallelism: Any) -> SimpleNamespace:
-    """``ParallelismConfig`` in the shape ``ParallelDims.from_config`` reads."""
-    return SimpleNamespace(
-        dp=None,
-        dp_replicate=parallelism.data_parallel_replicate_degree,
-        dp_shard=parallelism.data_parallel_shard_degree,
-        tp=parallelism.tensor_parallel_degree,
-        cp=parallelism.context_parallel_degree,
-        pp=parallelism.pipeline_parallel_degree,
-        ep=parallelism.expert_parallel_degree,
-        etp=parallelism.expert_tensor_parallel_degree,
-    )
+#: The launcher's per-node rank variable (torchrun sets it); it fills ``comm.local_rank``.
+LOCAL_RANK_ENV = "LOCAL_RANK"
+
+
+def resolve_output_folder(dump_folder: str, folder: str) -> str:
+    """``folder`` under ``dump_folder`` when relative (an absolute folder is kept)."""
+    return os.path.join(dump_folder, folder)
+
+
+def build_state_dict_adapter(adapter: Any, model_config: Any, hf_assets_path: str | None) -> Any:
+    """The spec's ``state_dict_adapter`` built as the RFC's step 10 says:
+    ``adapter(model_config, hf_assets_path)`` when it is a class taking those two arguments;
+    an instance (or a class of static methods taking none) is used as it is."""
+    if not isinstance(adapter, type):
+        return adapter
+    try:
+        inspect.signature(adapter).bind(model_config, hf_assets_path)
+    except TypeError:
+        return adapter
+    return adapter(model_config, hf_assets_path)
 
 
 class HyperTrainer(BaseTrainer):
@@ -89,67 +97,90 @@ class HyperTrainer(BaseTrainer):
                 f"HyperTrainer takes no runtime objects, got {sorted(runtime_objects)}; every "
                 "setting lives in HyperTrainer.Config"
             )
-        if config.optimizer.loss_aggregation != config.loss.aggregation:
-            raise ValueError(
-                f"optimizer.loss_aggregation={config.optimizer.loss_aggregation!r} and "
-                f"loss.aggregation={config.loss.aggregation!r} disagree; set both to the same "
-                "value (the legacy train.optimizer.loss_aggregation sets both)"
-            )
         self.config = config
-        self.args = None  # no legacy config on this path
         self.state = TrainerState(max_steps=config.training.steps)
         self.last_global_tokens = 0
         self.eval_dataloader = None
-        self._resolve_spec()                                # 4 (see the module docstring)
-        self._setup()                                       # 1
-        self._build_tokenizer()                             # 2
-        self._build_dataloaders()                           # 3
-        self._build_model_from_config()                     # 5-6
-        self._parallelize_and_materialize()                 # 7-8
-        self._build_optimizer()                                                     # 9
+        self._resolve_spec()                                # 1
+        self._resolve_outputs()                             # 2
+        self._setup()                                       # 3
+        self._build_tokenizer()                             # 4
+        self._build_dataloaders()
+        self._build_model()                                 # 5
+        self._parallelize_and_materialize()                 # 6-7
+        self._build_optimizer()                             # 8
         self.lr_scheduler = config.lr_scheduler.build(
             optimizers=self.optimizer, training_steps=config.training.steps
         )
-        self.checkpointer = config.checkpoint.build(                                # 10
+        self.sd_adapter = build_state_dict_adapter(                                  # 9
+            self.spec.state_dict_adapter, self.model_config, config.hf_assets_path
+        )
+        self.checkpointer = config.checkpoint.build(
             model_parts=[self.model],
             optimizers=self.optimizer,
             lr_schedulers=self.lr_scheduler,
             dataloader=self.train_dataloader,
-            sd_adapter=self.spec.state_dict_adapter,
-            model_config=getattr(self.model, "config", None),
+            sd_adapter=self.sd_adapter,
+            model_config=self.model_config,
         )
-        self.metrics = config.metrics.build(                                        # 11
+        self.metrics = config.metrics.build(                                        # 10
             trainer=self, output_dir=config.checkpoint.folder, max_steps=config.training.steps
         )
         self.profiler = config.profiler.build(rank=self.rank)
-        self.loss_fn = config.loss.build()
-        self._build_training_context()
+        self.loss_fn = self._build_loss()
+        self.model_fwd_context = contextlib.nullcontext
+        self.model_bwd_context = contextlib.nullcontext
         self._init_callbacks()
         self.callbacks.on_init_end()
 
     # ------------------------------------------------------------------ steps
 
     def _resolve_spec(self) -> None:
-        """``model_spec``, or the legacy spec registered under ``model.name``."""
-        self.spec = self.config.model_spec or discover_model_spec(self.config.model.name)
-        # A spec found by name is "legacy" when it builds from the legacy config; a v2 spec
-        # (it carries a model Config) is used as if it had been set as model_spec.
-        self.legacy_spec = self.config.model_spec is None and self.spec.model is None
-        if self.legacy_spec:
-            from hyper_parallel.config.legacy_adapter import _trainer_config_to_legacy
+        c = self.config
+        spec = c.model_spec if c.model_spec is not None else discover_model_spec(c.model.name)
+        where = "model_spec" if c.model_spec is not None else f"model.name={c.model.name!r}"
+        if spec.model is None:
+            raise ValueError(
+                f"{where}: the spec {spec.name!r} has no model Config (a v1 spec whose "
+                "build_model_fn reads the legacy schema); the engine builds the model from "
+                "spec.model. Give the spec model=<YourModel>.Config(...) (for Qwen3.5: "
+                "qwen3_5_spec_factory(flavor)), or leave model_spec unset to use the spec "
+                "registered under model.name"
+            )
+        if spec.pipelining_fn is not None or c.parallelism.pipeline_parallel_degree > 1:
+            raise NotImplementedError(
+                f"pipeline parallelism is not supported yet ({where}: pipelining_fn="
+                f"{spec.pipelining_fn!r}, parallelism.pipeline_parallel_degree="
+                f"{c.parallelism.pipeline_parallel_degree}); set pipeline_parallel_degree to 1 "
+                "and use a spec without pipelining_fn"
+            )
+        # A private copy: update_from_config edits the model Config in place, and the caller's
+        # spec (a recipe's, or the registry's) must stay as it was.
+        self.spec = dataclasses.replace(spec, model=copy.deepcopy(spec.model))
+        self.spec.model.update_from_config(trainer_config=c)
+        self.model_config = self.spec.model
 
-            # The legacy spec's functions read the legacy schema; a Config that uses a field
-            # the legacy world cannot express fails here, naming it.
-            self.legacy_view = _trainer_config_to_legacy(self.config)
-        else:
-            self.spec.model.update_from_config(trainer_config=self.config)
+    def _resolve_outputs(self) -> None:
+        c = self.config
+        c.checkpoint = dataclasses.replace(
+            c.checkpoint, folder=resolve_output_folder(c.dump_folder, c.checkpoint.folder)
+        )
+        c.metrics = dataclasses.replace(
+            c.metrics, save_tb_folder=resolve_output_folder(c.dump_folder, c.metrics.save_tb_folder)
+        )
+        c.profiler = dataclasses.replace(
+            c.profiler,
+            save_traces_folder=resolve_output_folder(c.dump_folder, c.profiler.save_traces_folder),
+        )
 
     def _setup(self) -> None:
         c = self.config
-        self.dist = _helper_setup_distributed(
-            accelerator=accelerator_view(c.parallelism),
+        if LOCAL_RANK_ENV in os.environ:
+            c.comm.local_rank = int(os.environ[LOCAL_RANK_ENV])
+        self.dist = setup_distributed(
+            parallelism=c.parallelism,
             comm_backend=c.comm.backend,
-            local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+            local_rank=c.comm.local_rank,
             seed=c.debug.seed,
             deterministic=c.debug.deterministic,
             deterministic_warn_only=c.debug.deterministic_warn_only,
@@ -162,16 +193,12 @@ class HyperTrainer(BaseTrainer):
         if self.config.dataloader.dataset == "dummy":
             self.tokenizer = None
             return
-        self.tokenizer = self.config.tokenizer.build(weights_path=self.config.model.weights_path)
-
-    def _model_config(self) -> Any:
-        if self.legacy_spec:
-            return self.spec.model_config_fn(self.legacy_view) if self.spec.model_config_fn else None
-        return self.spec.model
+        # Without tokenizer.path the tokenizer is looked for among the model's HF assets.
+        c = self.config
+        self.tokenizer = c.tokenizer.build(weights_path=c.hf_assets_path or c.model.weights_path)
 
     def _build_dataloaders(self) -> None:
         c = self.config
-        vocab_size = getattr(self._model_config(), "vocab_size", None)
         common = dict(
             dp_world_size=self.dist.dp_size,
             dp_rank=self.dist.dp_rank,
@@ -179,7 +206,7 @@ class HyperTrainer(BaseTrainer):
             seq_len=c.training.seq_len,
             seed=c.debug.seed,
             tokenizer=self.tokenizer,
-            vocab_size=vocab_size,
+            vocab_size=getattr(self.model_config, "vocab_size", None),
         )
         self.grad_accum = grad_accum_steps(
             c.training.global_batch_size, c.training.local_batch_size, self.dist.dp_size
@@ -198,68 +225,74 @@ class HyperTrainer(BaseTrainer):
             )
             self.eval_dataloader = eval_config.build(**common)
 
-    def _build_model_from_config(self) -> None:
+    def _build_model(self) -> None:
         c = self.config
-        if self.legacy_spec:
-            self.model_config = self._model_config()
-            with torch.device(c.training.init_device):
-                self.model = self.spec.build_model_fn(self.legacy_view)
-        else:
-            self.model_config = self.spec.model
-            with torch.device(c.training.init_device):
-                self.model = self.model_config.build()                        # 5
-            self.model.verify_module_protocol(check_init=False)               # 6
+        with torch.device(c.training.init_device):
+            self.model = self.model_config.build()
+        self.model.verify_module_protocol(check_init=False)
+        frozen = freeze_parameters(self.model, c.training.freeze_modules)
+        if frozen and self.is_rank0:
+            logger.info("froze %d parameters", len(frozen))
         self.parallel_dims.validate_against_model(self.model, seq_len=c.training.seq_len)
 
     def _parallelize_and_materialize(self) -> None:
         c = self.config
-        if self.legacy_spec:
-            self.model = self.spec.parallelize_fn(self.model, self.mesh, self.legacy_view)
-        else:
-            self.model = self.spec.parallelize_fn(
-                self.model,
-                self.parallel_dims,
-                training=c.training,
-                parallelism=c.parallelism,
-                activation_checkpoint=c.activation_checkpoint,
-                compile=c.compile,
-                dump_folder=c.dump_folder,
-            )
-        _helper_post_parallelize(
+        self.model = self.spec.parallelize_fn(
             self.model,
-            device=self.device,
-            init_device=c.training.init_device,
-            weights_path=c.model.weights_path,
-            adapter=self.spec.state_dict_adapter,
-            model_config=getattr(self.model, "config", None),
+            self.parallel_dims,
+            training=c.training,
+            parallelism=c.parallelism,
+            activation_checkpoint=c.activation_checkpoint,
+            compile=c.compile,
+            dump_folder=c.dump_folder,
         )
+        # The order matters for the RNG: materialize + init, then pretrained weights.
+        if c.training.init_device == "meta":
+            materialize_and_init(self.model, self.device)
+        if c.model.weights_path:
+            load_pretrained_weights(
+                self.model,
+                c.model.weights_path,
+                adapter=self.spec.state_dict_adapter,
+                model_config=self.model_config,
+            )
+        self.model.train()
 
-    # ------------------------------------------------------------------ the shared loop's hooks
+    def _build_optimizer(self) -> None:
+        self.optimizer = self.config.optimizer.build(model_parts=[self.model])
+        if self.spec.post_optimizer_build_fn is not None:
+            self.spec.post_optimizer_build_fn(self.optimizer, [self.model], self.parallel_dims)
+
+    def _build_loss(self) -> Any:
+        c = self.config
+        loss_fn = c.loss.build()
+        if c.compile.enable and "loss" in c.compile.components:
+            # The per-micro-batch loss sum is the part worth compiling (the cross-entropy over
+            # the vocabulary); the aggregation around it is a few scalar ops.
+            loss_fn.loss_sum = torch.compile(loss_fn.loss_sum, backend=c.compile.backend)
+            self.loss_compiled = True
+        else:
+            self.loss_compiled = False
+        return loss_fn
+
+    # ------------------------------------------------------------------ the loop's hooks
 
     @property
     def max_epochs(self) -> int:
         return self.config.training.max_epochs
 
-    @property
-    def callback_sections(self) -> SimpleNamespace:
-        """The settings the legacy-config callbacks (eval, NaN abort, GC) read."""
-        c = self.config
-        return SimpleNamespace(
-            debug=SimpleNamespace(gc_steps=c.training.gc_freq, check_nan_inf=c.debug.check_nan_inf),
-            eval=SimpleNamespace(eval_steps=c.validation.freq, eval_dataset=c.validation.dataset_path),
-        )
-
     def _init_callbacks(self) -> None:
+        c = self.config
         self.callbacks = CallbackHandler(
             self,
             builtins={
                 "logging": MetricsCallback(self, self.metrics),
                 "checkpoint": CheckpointManagerCallback(self, self.checkpointer),
                 "profiler": ProfilerComponentCallback(self, self.profiler),
-                "eval": EvalCallback(self),
+                "eval": EvalCallback(self, every=c.validation.freq),
                 "progress": ProgressCallback(self),
-                "gradient_health": GradientHealthCallback(self),
-                "gc": GCCallback(self),
+                "gradient_health": GradientHealthCallback(self, enabled=c.debug.check_nan_inf),
+                "gc": GCCallback(self, every=c.training.gc_freq),
             },
         )
 
@@ -271,4 +304,4 @@ class HyperTrainer(BaseTrainer):
         }
 
 
-__all__ = ["HyperTrainer", "accelerator_view"]
+__all__ = ["HyperTrainer", "build_state_dict_adapter", "resolve_output_folder"]

@@ -56,6 +56,22 @@ class ParallelDims:
             world_size=world_size,
         )
 
+    @classmethod
+    def from_parallelism(cls, parallelism: Any, world_size: int) -> "ParallelDims":
+        """Build from the new tree's ``parallelism`` section (``data_parallel_shard_degree``
+        unset means 1)."""
+        dp_shard = parallelism.data_parallel_shard_degree
+        return cls(
+            dp_replicate=parallelism.data_parallel_replicate_degree,
+            dp_shard=1 if dp_shard is None else dp_shard,
+            cp=parallelism.context_parallel_degree,
+            tp=parallelism.tensor_parallel_degree,
+            pp=parallelism.pipeline_parallel_degree,
+            ep=parallelism.expert_parallel_degree,
+            etp=parallelism.expert_tensor_parallel_degree,
+            world_size=world_size,
+        )
+
     def __post_init__(self) -> None:
         for name in ("dp_replicate", "cp", "tp", "pp", "ep", "etp", "world_size"):
             value = getattr(self, name)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch.distributed.tensor import DTensor
@@ -65,7 +66,16 @@ def expected_keys(config: Qwen3_5Config) -> list[str]:
 
 
 class Qwen3_5StateDictAdapter:
-    """``to_hf`` / ``from_hf`` between ``Qwen3_5ForCausalLM`` and HF Qwen3.5 checkpoints."""
+    """``to_hf`` / ``from_hf`` between ``Qwen3_5ForCausalLM`` and HF Qwen3.5 checkpoints.
+
+    The conversions are static (``Qwen3_5StateDictAdapter.to_hf(state_dict, config)``); the
+    engine builds an instance with the run's model config and ``hf_assets_path`` (RFC Part 5
+    step 10), which the Hugging Face export reads for the assets it copies next to the weights.
+    """
+
+    def __init__(self, model_config: Any = None, hf_assets_path: str | None = None) -> None:
+        self.model_config = model_config
+        self.hf_assets_path = hf_assets_path
 
     @staticmethod
     def to_hf(

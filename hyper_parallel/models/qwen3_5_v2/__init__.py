@@ -1,12 +1,19 @@
-"""Qwen3.5 on the new protocol: ``Qwen3_5Model`` (a ``BaseModel``), its flavors, the v2
-parallelisation and the ``qwen3_5_v2`` model spec.
+"""``--module qwen3_5_v2``: the recipes (``config_registry``) and the ``qwen3_5_v2`` spec of the
+one Qwen3.5 model.
 
-Importing this package registers the ``qwen3_5_v2`` spec (flavor ``0.8b``) in the v2 registry
-(``hyper_parallel.protocols.get_spec("qwen3_5_v2")``); recipes call ``qwen3_5_v2_spec_factory``.
-The model itself is the legacy ``qwen3_5`` implementation (same modules, same parameter names).
+The model, its flavors and its parallelisation live in :mod:`hyper_parallel.models.qwen3_5`
+(``Qwen3_5Model`` is the model on the protocol layer); importing this package registers the
+same spec as ``qwen3_5`` under the name ``qwen3_5_v2`` (flavor ``0.8b``). Recipes call
+``qwen3_5_v2_spec_factory(flavor)``.
 """
 
-from .model import (
+from hyper_parallel.models.qwen3_5.parallelize_v2 import (
+    apply_compile,
+    compiled_layers,
+    mp_policy_from_training,
+    parallelize_qwen3_5_v2,
+)
+from hyper_parallel.models.qwen3_5.protocol import (
     DEFAULT_FLAVOR,
     FLAVOR_NAMES,
     Qwen3_5Model,
@@ -14,13 +21,7 @@ from .model import (
     flavor_config,
     tp_divisibility_problems,
 )
-from .parallelize import (
-    apply_compile,
-    compiled_layers,
-    mp_policy_from_training,
-    parallelize_qwen3_5_dispatch,
-    parallelize_qwen3_5_v2,
-)
+
 from .spec import SPEC_NAME, qwen3_5_v2_spec_factory  # importing spec registers it
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
     "config_from_model_section",
     "flavor_config",
     "mp_policy_from_training",
-    "parallelize_qwen3_5_dispatch",
     "parallelize_qwen3_5_v2",
     "qwen3_5_v2_spec_factory",
     "tp_divisibility_problems",

@@ -1,15 +1,13 @@
 """Callback base class and the dispatcher with the legacy trainer's fixed dispatch orders (§C.11).
 
-A callback is constructed with the trainer and reads its settings from
-``trainer.args.train.<section>`` (the schema's nesting; the legacy file's ``trainer.args.<section>``
-was a latent bug, see E.11). The trainer owns one :class:`CallbackHandler` and calls its ``on_*``
-methods; the handler forwards each hook to the built-ins in the legacy order, then to user
-callbacks (``add_callback``) in registration order.
+A callback is constructed with the trainer (and, for the built-ins, the settings or the component
+it drives; callbacks never read a configuration schema). The trainer owns one
+:class:`CallbackHandler` and calls its ``on_*`` methods; the handler forwards each hook to the
+built-ins in the legacy order, then to user callbacks (``add_callback``) in registration order.
 
-Trainer contract used by the built-ins: ``args``, ``state`` (``global_step``, ``epoch``,
-``max_steps``, ``log_history``), ``model``, ``optimizer``, ``lr_scheduler``, ``train_dataloader``,
-``rank``, ``world_size``, ``is_rank0``, ``last_global_tokens``, ``device``,
-``spec.state_dict_adapter``, ``model_config``, ``evaluate()``.
+Trainer contract used by the built-ins: ``state`` (``global_step``, ``epoch``, ``max_steps``,
+``log_history``), ``model``, ``optimizer``, ``lr_scheduler``, ``rank``, ``is_rank0``,
+``last_global_tokens``, ``evaluate()``.
 """
 
 from __future__ import annotations
@@ -29,27 +27,6 @@ class Callback:
     def __init__(self, trainer) -> None:
         self.trainer = trainer
         self.handler: CallbackHandler | None = None
-
-    # -- config access ---------------------------------------------------------------------------
-    def train_section(self, name: str):
-        """``trainer.args.train.<name>`` with an error naming the missing section.
-
-        A trainer without a legacy config provides the few sections these callbacks read as
-        ``trainer.callback_sections`` (an object with the same attribute names).
-        """
-        train = getattr(self.trainer, "callback_sections", None) or getattr(
-            getattr(self.trainer, "args", None), "train", None
-        )
-        if train is None:
-            raise AttributeError(
-                "trainer.args has no 'train' section; callbacks read trainer.args.train.<section>"
-            )
-        section = getattr(train, name, None)
-        if section is None:
-            raise AttributeError(
-                f"trainer.args.train has no '{name}' section (needed by {type(self).__name__})"
-            )
-        return section
 
     def dispatch(self, event: str, *args: Any) -> None:
         """Send an event to every registered callback (or only to self when unregistered)."""
@@ -86,51 +63,40 @@ class Callback:
     def on_evaluate(self, metrics: dict[str, Any]) -> None: ...
 
 
-# Built-in field names, in declaration order (the order of the "fan out to all" hooks).
+# Built-in names, in declaration order (the order of the "fan out to all" hooks). ``logging``
+# drives the MetricsProcessor (log line, metrics.jsonl, TensorBoard, memory monitor),
+# ``checkpoint`` the CheckpointManager (resume, saves, Hugging Face export), ``profiler`` the
+# Profiler component.
 BUILTIN_NAMES: tuple[str, ...] = (
     "logging",
     "checkpoint",
-    "hf_export",
     "eval",
     "profiler",
-    "tensorboard",
     "progress",
     "gradient_health",
-    "memory_monitor",
     "gc",
 )
 
 # Legacy dispatch orders (§C.11, Snapshot B for on_train_begin: checkpoint before progress so the
 # bar starts at the resumed step), minus wandb / moe_monitor / training_state_monitor which are not
-# built here. on_train_end additionally closes logging's metrics file, lets the memory monitor log a
-# last sample and re-enables the garbage collector (appended after the legacy ones).
+# built here. The legacy tensorboard, memory-monitor and HF-export callbacks are part of the
+# components behind ``logging`` and ``checkpoint``. on_train_end additionally closes the metrics
+# files and re-enables the garbage collector (appended after the legacy ones).
 DISPATCH_ORDER: dict[str, tuple[str, ...]] = {
     "on_step_end": (
         "logging",
         "eval",
         "profiler",
-        "tensorboard",
         "progress",
         "checkpoint",
-        "hf_export",
         "gradient_health",
-        "memory_monitor",
         "gc",
     ),
-    "on_train_begin": ("memory_monitor", "profiler", "tensorboard", "checkpoint", "progress"),
-    "on_train_end": (
-        "checkpoint",
-        "hf_export",
-        "progress",
-        "tensorboard",
-        "profiler",
-        "logging",
-        "memory_monitor",
-        "gc",
-    ),
+    "on_train_begin": ("logging", "profiler", "checkpoint", "progress"),
+    "on_train_end": ("checkpoint", "progress", "profiler", "logging", "gc"),
     "on_step_begin": ("logging",),
     "on_substep_end": (),
-    "on_pre_optimizer_step": ("gradient_health", "logging", "tensorboard"),
+    "on_pre_optimizer_step": ("gradient_health", "logging"),
 }
 FAN_OUT_HOOKS = (
     "on_init_end",
@@ -147,14 +113,13 @@ class CallbackHandler:
     """Holds the built-in callbacks as named fields and dispatches hooks in the legacy orders.
 
     ``handler.logging_callback``, ``handler.checkpoint_callback``, ... are the built-ins (field name
-    = ``<name>_callback``). ``builtins`` lets a caller supply replacements or a subset (mapping from
-    built-in name to instance); by default all ten are constructed from the trainer's config.
+    = ``<name>_callback``); ``builtins`` maps built-in names to instances (the trainer builds them
+    from its components and settings; any subset is fine).
     """
 
     def __init__(self, trainer, builtins: dict[str, Callback] | None = None) -> None:
         self.trainer = trainer
-        if builtins is None:
-            builtins = build_builtin_callbacks(trainer)
+        builtins = dict(builtins or {})
         unknown = set(builtins) - set(BUILTIN_NAMES)
         if unknown:
             raise ValueError(
@@ -246,31 +211,3 @@ class CallbackHandler:
     dispatch_save_event = on_save
     dispatch_load_event = on_load
     dispatch_evaluate_event = on_evaluate
-
-
-def build_builtin_callbacks(trainer) -> dict[str, Callback]:
-    """Construct the ten built-ins from ``trainer.args.train.*`` (each validates its section)."""
-    from .checkpoint import CheckpointCallback
-    from .eval import EvalCallback
-    from .gc import GCCallback
-    from .gradient_health import GradientHealthCallback
-    from .hf_export import HFExportCallback
-    from .logging import LoggingCallback
-    from .memory import MemoryMonitorCallback
-    from .profiler import ProfilerCallback
-    from .progress import ProgressCallback
-    from .tensorboard import TensorBoardCallback
-
-    classes = {
-        "logging": LoggingCallback,
-        "checkpoint": CheckpointCallback,
-        "hf_export": HFExportCallback,
-        "eval": EvalCallback,
-        "profiler": ProfilerCallback,
-        "tensorboard": TensorBoardCallback,
-        "progress": ProgressCallback,
-        "gradient_health": GradientHealthCallback,
-        "memory_monitor": MemoryMonitorCallback,
-        "gc": GCCallback,
-    }
-    return {name: classes[name](trainer) for name in BUILTIN_NAMES}

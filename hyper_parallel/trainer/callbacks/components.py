@@ -1,9 +1,9 @@
-"""Built-in callbacks driven by the new tree's components instead of the legacy config.
+"""Built-in callbacks that drive the engine's components.
 
 ``HyperTrainer`` builds ``MetricsProcessor``, ``CheckpointManager`` and ``Profiler`` from its
-Config (RFC Part 5 steps 10-11); these callbacks plug them into the shared training loop under the
+Config (RFC Part 5 steps 10-11); these callbacks plug them into the training loop under the
 built-in names ``logging``, ``checkpoint`` and ``profiler``, so the dispatch orders stay the legacy
-ones. The other built-ins (eval, progress, NaN abort, GC) are the legacy callbacks themselves.
+ones.
 """
 
 from __future__ import annotations

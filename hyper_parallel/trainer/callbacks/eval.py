@@ -1,8 +1,8 @@
-"""EvalCallback: every ``train.eval.eval_steps`` (> 0) steps run ``trainer.evaluate()``.
+"""EvalCallback: every ``every`` (> 0) steps run ``trainer.evaluate()`` (``validation.freq``).
 
 The trainer implements ``evaluate() -> float`` (mean eval loss, collective); the result is sent to
 every callback as ``on_evaluate({"eval_loss": loss})`` (logged, written to metrics.jsonl and
-TensorBoard by those callbacks). ``eval_steps = 0`` disables evaluation.
+TensorBoard by those callbacks). ``every = 0`` disables evaluation.
 """
 
 from __future__ import annotations
@@ -11,18 +11,14 @@ from .base import Callback
 
 
 class EvalCallback(Callback):
-    def __init__(self, trainer) -> None:
+    def __init__(self, trainer, *, every: int) -> None:
         super().__init__(trainer)
-        cfg = self.train_section("eval")
-        self.eval_steps = int(cfg.eval_steps)
+        self.eval_steps = int(every)
         if self.eval_steps < 0:
-            raise ValueError(
-                f"train.eval.eval_steps must be >= 0 (0 disables), got {cfg.eval_steps}"
-            )
+            raise ValueError(f"EvalCallback: every must be >= 0 (0 disables), got {every}")
         if self.eval_steps > 0 and not callable(getattr(trainer, "evaluate", None)):
             raise ValueError(
-                f"train.eval.eval_steps={self.eval_steps} but the trainer has no evaluate() method; "
-                "set train.eval.eval_steps: 0"
+                f"EvalCallback: every={self.eval_steps} but the trainer has no evaluate() method"
             )
         self.last_eval_step: int | None = None
 

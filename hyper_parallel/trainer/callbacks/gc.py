@@ -1,4 +1,4 @@
-"""GCCallback: deterministic garbage collection (``train.debug.gc_steps > 0``).
+"""GCCallback: deterministic garbage collection (``training.gc_freq > 0``).
 
 Python's automatic generational GC can pause a rank at a random point, which on many ranks shows up
 as stragglers in collectives. With ``gc_steps = N > 0`` automatic GC is disabled when the trainer
@@ -18,13 +18,11 @@ logger = logging.getLogger(__name__)
 
 
 class GCCallback(Callback):
-    def __init__(self, trainer) -> None:
+    def __init__(self, trainer, *, every: int) -> None:
         super().__init__(trainer)
-        self.gc_steps = int(self.train_section("debug").gc_steps)
+        self.gc_steps = int(every)
         if self.gc_steps < 0:
-            raise ValueError(
-                f"train.debug.gc_steps must be >= 0 (0 keeps automatic GC), got {self.gc_steps}"
-            )
+            raise ValueError(f"GCCallback: every must be >= 0 (0 keeps automatic GC), got {every}")
         self._was_enabled: bool | None = None  # set while we hold GC disabled
         self.collections = 0
 

@@ -1,4 +1,4 @@
-"""GradientHealthCallback: abort on a non-finite gradient norm or loss (``train.debug.check_nan_inf``).
+"""GradientHealthCallback: abort on a non-finite gradient norm or loss (``debug.check_nan_inf``).
 
 Checked in ``on_pre_optimizer_step`` - dispatched before logging and, crucially, before the optimizer
 step, so NaN/inf never reach the weights - and on the reported loss in ``on_step_end``. The grad norm
@@ -17,9 +17,9 @@ logger = logging.getLogger(__name__)
 
 
 class GradientHealthCallback(Callback):
-    def __init__(self, trainer) -> None:
+    def __init__(self, trainer, *, enabled: bool) -> None:
         super().__init__(trainer)
-        self.enabled = bool(self.train_section("debug").check_nan_inf)
+        self.enabled = bool(enabled)
 
     def _check(self, what: str, value: float | None) -> None:
         if value is None or math.isfinite(float(value)):
@@ -27,7 +27,7 @@ class GradientHealthCallback(Callback):
         step = self.trainer.state.global_step
         msg = (
             f"non-finite {what} ({float(value)}) at step {step} on rank {self.trainer.rank}; "
-            "aborting because train.debug.check_nan_inf is true"
+            "aborting because debug.check_nan_inf is set"
         )
         logger.error(msg)
         raise RuntimeError(msg)

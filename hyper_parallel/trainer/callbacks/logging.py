@@ -1,23 +1,10 @@
-"""LoggingCallback: step metrics to the log, ``state.log_history``, a JSONL file and ``on_log``.
+"""The step-metrics record, its log line and the ``metrics.jsonl`` writer (the
+``MetricsProcessor``'s helpers).
 
-Every step it times the step (``on_step_begin`` -> ``on_step_end``) and publishes the step's
-metrics in ``handler.last_step_metrics`` (TensorBoard uses them at its own cadence; the trainer
-itself keeps ``state.loss_history``). Every ``train.logging.log_steps`` steps it:
-
-* logs one line through the ``logging`` module on rank 0 (loss with 8 decimals, as the legacy);
-* appends the record to ``trainer.state.log_history`` (every rank, so the states agree);
-* appends it as one JSON object to ``<train.checkpoint.output_dir>/metrics.jsonl`` (rank 0, flushed
-  per line; appended across resumes);
-* fans it out to every callback's ``on_log``.
-
-Throughput (``report_throughput``): tokens/s = ``trainer.last_global_tokens`` (tokens of the last
-optimizer step over all DP ranks) / step time; with ``model_flops_per_token`` and ``peak_tflops``
-also TFLOPS = tokens/s * flops_per_token / 1e12 (whole job) and MFU = TFLOPS / (peak_tflops *
-world_size). Evaluation results (``on_evaluate``) are logged and written the same way.
-
-The record, the log lines and the JSONL file are plain helpers (:func:`step_metrics_record`,
-:func:`format_step_record`, :func:`format_eval_metrics`, :class:`JsonlWriter`) shared with the
-``MetricsProcessor`` component of the new configuration.
+Throughput (``report_throughput``): tokens/s = tokens of the last optimizer step over all DP ranks
+/ step time; with ``model_flops_per_token`` and ``peak_tflops`` also TFLOPS = tokens/s *
+flops_per_token / 1e12 (whole job) and MFU = TFLOPS / (peak_tflops * world_size). The log line
+shows the loss with 8 decimals, as the legacy trainer did.
 """
 
 from __future__ import annotations
@@ -26,12 +13,9 @@ import json
 import logging
 import math
 import os
-import time
 from typing import Any
 
-from .base import Callback
 
-logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -133,77 +117,3 @@ class JsonlWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
-
-
-class LoggingCallback(Callback):
-    def __init__(self, trainer) -> None:
-        super().__init__(trainer)
-        cfg = self.train_section("logging")
-        self.log_steps = int(cfg.log_steps)
-        if self.log_steps < 1:
-            raise ValueError(f"train.logging.log_steps must be >= 1, got {cfg.log_steps}")
-        self.report_throughput = bool(cfg.report_throughput)
-        self.flops_per_token = getattr(cfg, "model_flops_per_token", None)
-        self.peak_tflops = getattr(cfg, "peak_tflops", None)
-        if self.peak_tflops is not None and self.peak_tflops <= 0:
-            raise ValueError(
-                f"train.logging.peak_tflops must be > 0 when set, got {self.peak_tflops}"
-            )
-        self.metrics_path = os.path.join(self.train_section("checkpoint").output_dir, METRICS_FILE)
-        self._writer = JsonlWriter(self.metrics_path)
-        self._step_start: float | None = None
-
-    # -- metrics --------------------------------------------------------------------------------
-    def step_metrics(
-        self, loss: float, grad_norm: float | None, step_time: float | None
-    ) -> dict[str, Any]:
-        t = self.trainer
-        return step_metrics_record(
-            step=t.state.global_step,
-            epoch=t.state.epoch,
-            loss=loss,
-            grad_norm=grad_norm,
-            lr=current_lr(t),
-            step_time=step_time,
-            tokens=t.last_global_tokens,
-            report_throughput=self.report_throughput,
-            flops_per_token=self.flops_per_token,
-            peak_tflops=self.peak_tflops,
-            world_size=t.world_size,
-        )
-
-    def _format(self, rec: dict[str, Any]) -> str:
-        return format_step_record(rec, self.trainer.state.max_steps)
-
-    def _write_jsonl(self, rec: dict[str, Any]) -> None:
-        if self.trainer.is_rank0:
-            self._writer.write(rec)
-
-    # -- hooks ----------------------------------------------------------------------------------
-    def on_step_begin(self) -> None:
-        self._step_start = time.perf_counter()
-
-    def on_step_end(self, loss: float, grad_norm: float | None) -> None:
-        step_time = None if self._step_start is None else time.perf_counter() - self._step_start
-        self._step_start = None
-        state = self.trainer.state
-        rec = self.step_metrics(loss, grad_norm, step_time)
-        if self.handler is not None:
-            self.handler.last_step_metrics = rec
-        if rec["step"] % self.log_steps != 0:
-            return
-        if self.trainer.is_rank0:
-            logger.info(self._format(rec))
-        state.log_history.append(dict(rec))
-        self._write_jsonl(rec)
-        self.dispatch("on_log", dict(rec))
-
-    def on_evaluate(self, metrics: dict[str, Any]) -> None:
-        rec = {"step": int(self.trainer.state.global_step), **metrics}
-        if self.trainer.is_rank0:
-            logger.info("step %d | %s", rec["step"], format_eval_metrics(metrics))
-        self.trainer.state.log_history.append(dict(rec))
-        self._write_jsonl(rec)
-
-    def on_train_end(self) -> None:
-        self._writer.close()

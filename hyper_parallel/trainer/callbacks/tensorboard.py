@@ -1,19 +1,11 @@
-"""TensorBoardCallback: scalars into ``train.tensorboard.output_dir`` on rank 0 when enabled.
-
-Every ``train.tensorboard.log_steps`` steps: ``train/loss``, ``train/grad_norm``, ``train/lr`` and,
-when the logging callback measured it, ``train/tokens_per_sec`` (plus ``train/tflops``/``train/mfu``);
-``eval/loss`` on every evaluation. The metrics come from ``handler.last_step_metrics`` (computed by
-LoggingCallback, which runs first in the step-end order) so both report identical numbers.
-
-Opening the writer and writing the scalars are plain helpers (:func:`open_summary_writer`,
-:func:`add_step_scalars`, :func:`add_eval_scalars`) shared with the ``MetricsProcessor`` component.
-"""
+"""TensorBoard scalars for the ``MetricsProcessor``: ``train/loss``, ``train/grad_norm``,
+``train/lr`` and, when measured, ``train/tokens_per_sec`` (plus ``train/tflops``/``train/mfu``);
+``eval/loss`` on every evaluation."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .base import Callback
 
 _STEP_SCALARS = ("loss", "grad_norm", "lr", "tokens_per_sec", "tflops", "mfu")
 
@@ -44,51 +36,3 @@ def add_eval_scalars(writer, metrics: dict[str, Any], step: int) -> None:
         name = key.removeprefix("eval_")
         writer.add_scalar(f"eval/{name}", float(value), step)
     writer.flush()
-
-
-class TensorBoardCallback(Callback):
-    def __init__(self, trainer) -> None:
-        super().__init__(trainer)
-        cfg = self.train_section("tensorboard")
-        self.enabled = bool(cfg.enabled)
-        self.output_dir = cfg.output_dir
-        self.log_steps = int(cfg.log_steps)
-        if self.enabled and self.log_steps < 1:
-            raise ValueError(f"train.tensorboard.log_steps must be >= 1, got {cfg.log_steps}")
-        if self.enabled and not self.output_dir:
-            raise ValueError(
-                "train.tensorboard.output_dir must be set when train.tensorboard.enabled is true"
-            )
-        self.writer = None
-
-    def _ensure_writer(self):
-        if self.writer is None and self.enabled and self.trainer.is_rank0:
-            self.writer = open_summary_writer(self.output_dir)
-        return self.writer
-
-    def on_train_begin(self) -> None:
-        self._ensure_writer()
-
-    def on_step_end(self, loss: float, grad_norm: float | None) -> None:
-        step = self.trainer.state.global_step
-        if step % self.log_steps != 0:
-            return
-        writer = self._ensure_writer()
-        if writer is None:
-            return
-        metrics = dict(self.handler.last_step_metrics) if self.handler is not None else {}
-        if metrics.get("step") != step:  # logging callback absent: report what we were given
-            metrics = {"loss": loss, "grad_norm": grad_norm}
-        add_step_scalars(writer, metrics, step)
-
-    def on_evaluate(self, metrics: dict[str, Any]) -> None:
-        writer = self._ensure_writer()
-        if writer is None:
-            return
-        add_eval_scalars(writer, metrics, self.trainer.state.global_step)
-
-    def on_train_end(self) -> None:
-        if self.writer is not None:
-            self.writer.flush()
-            self.writer.close()
-            self.writer = None

@@ -45,7 +45,6 @@ from hyper_parallel.models.qwen3_5_v2 import (
     config_from_model_section,
     flavor_config,
     mp_policy_from_training,
-    parallelize_qwen3_5_dispatch,
     parallelize_qwen3_5_v2,
     qwen3_5_v2_spec_factory,
     tp_divisibility_problems,
@@ -550,11 +549,6 @@ def test_mp_policy_off_and_on():
             )
         )
         assert ours == legacy, (param, reduce, output)
-
-
-def test_dispatch_rejects_other_call_shapes():
-    with pytest.raises(TypeError, match=r"expects \(model, mesh, legacy_cfg\)"):
-        parallelize_qwen3_5_dispatch(None, 1, 2, 3)
 
 
 # ====================================================================== compile on CPU

@@ -42,7 +42,6 @@ from hyper_parallel.models.qwen3_5.parallelize import parallelize_qwen3_5, strip
 from hyper_parallel.models.qwen3_5_v2 import (
     Qwen3_5Model,
     compiled_layers,
-    parallelize_qwen3_5_dispatch,
     parallelize_qwen3_5_v2,
 )
 from hyper_parallel.trainer.parallel_dims import ParallelDims
@@ -211,13 +210,8 @@ def run_setting(layout: str, s: dict, ref_sd: dict, batch) -> dict:
     with torch.device("meta"):
         v1 = Qwen3_5ForCausalLM(cfg)
         v2 = Qwen3_5Model.Config.from_legacy(cfg).build()
-    if s.get("dispatch"):
-        # the dispatcher, called both ways, must route to the v1 and the v2 function
-        parallelize_qwen3_5_dispatch(v1, pd.world_mesh, legacy_cfg(dims, s))
-        parallelize_qwen3_5_dispatch(v2, pd, **v2_sections(s))
-    else:
-        parallelize_qwen3_5(v1, pd.world_mesh, legacy_cfg(dims, s))
-        parallelize_qwen3_5_v2(v2, pd, **v2_sections(s))
+    parallelize_qwen3_5(v1, pd.world_mesh, legacy_cfg(dims, s))
+    parallelize_qwen3_5_v2(v2, pd, **v2_sections(s))
 
     d1, d2 = describe(v1), describe(v2)
     out = {

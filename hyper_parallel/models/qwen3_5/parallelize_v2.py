@@ -1,12 +1,11 @@
-"""Parallelisation of ``qwen3_5_v2`` from the new config sections: CP -> TP -> AC -> compile -> FSDP.
+"""Parallelisation of Qwen3.5 from the new config sections: CP -> TP -> AC -> compile -> FSDP.
 
 :func:`parallelize_qwen3_5_v2` is the v2 ``ModelSpec.parallelize_fn`` (torchtitan's signature,
 RFC Part 5 section 6 #1). It reuses the legacy building blocks of
 ``hyper_parallel.models.qwen3_5.parallelize`` -- ``apply_tp``, ``apply_ac``, ``apply_fsdp``,
 ``build_mp_policy`` -- so for equivalent settings the result is exactly what the legacy v1
 ``parallelize_qwen3_5(model, mesh, cfg)`` produces (same wrapped modules, same placements, same
-mixed-precision policy; a torchrun test compares the two). The v1 entry stays as it is for the
-legacy ``qwen3_5`` spec; :func:`parallelize_qwen3_5_dispatch` accepts either call shape.
+mixed-precision policy; a torchrun test compares the two). The engine calls only this entry.
 
 Inputs (the attribute names of the generated sections; anything with those attributes works):
 
@@ -58,7 +57,6 @@ from hyper_parallel.models.qwen3_5.parallelize import (
     apply_tp,
     build_mp_policy,
     normalize_ac_mode,
-    parallelize_qwen3_5,
 )
 from hyper_parallel.utils.suggest import did_you_mean
 
@@ -69,7 +67,6 @@ __all__ = [
     "compiled_layers",
     "data_parallel_mesh",
     "mp_policy_from_training",
-    "parallelize_qwen3_5_dispatch",
     "parallelize_qwen3_5_v2",
 ]
 
@@ -279,18 +276,3 @@ def parallelize_qwen3_5_v2(
         reshard,
     )
     return model
-
-
-def parallelize_qwen3_5_dispatch(model: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
-    """Either call shape: the legacy v1 ``(model, mesh, cfg)`` goes to ``parallelize_qwen3_5``,
-    the v2 ``(model, parallel_dims, *, training=..., ...)`` to :func:`parallelize_qwen3_5_v2`."""
-    if len(args) == 2 and not kwargs:
-        mesh, cfg = args
-        return parallelize_qwen3_5(model, mesh, cfg)
-    if len(args) == 1:
-        return parallelize_qwen3_5_v2(model, args[0], **kwargs)
-    raise TypeError(
-        "parallelize_qwen3_5_dispatch expects (model, mesh, legacy_cfg) or (model, parallel_dims, "
-        "*, training=, parallelism=, activation_checkpoint=, compile=, dump_folder=); got "
-        f"{len(args)} positional argument(s) after model and keywords {sorted(kwargs)}"
-    )
