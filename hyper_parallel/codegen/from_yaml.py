@@ -216,6 +216,20 @@ def field_changes(base: Any, target: Any, path: tuple = ()) -> list[Change]:
     return [] if _same(base, target) else [Change(path, target)]
 
 
+def _on_baseline_spec(target: Any, baseline: Baseline) -> Any:
+    """``target`` (converted from the YAML: no ``model_spec``, the legacy schema has none) on the
+    baseline's spec when that spec trains the same model (see
+    ``transforms.registered_spec_equivalent``): the recipe stays on the v2 spec and no line
+    resets it."""
+    from hyper_parallel.config.transforms import registered_spec_equivalent
+
+    spec = baseline.config.model_spec
+    if target.model_spec is not None or spec is None:
+        return target
+    candidate = dataclasses.replace(target, model_spec=spec)
+    return candidate if registered_spec_equivalent(candidate) else target
+
+
 def _code(change: Change, imports: set[tuple[str, str]]) -> str:
     target = "config"
     for kind, step in change.path:
@@ -473,6 +487,7 @@ def render(source: LegacySource, name: str, output: Path, repo: Path,
     canon, notes = _located(source, canonicalize_legacy)
     target = _located(source, _legacy_to_trainer_config, canon)
     baseline = choose_baseline(canon, target)
+    target = _on_baseline_spec(target, baseline)
     if name in {imported for _, imported in baseline.imports}:
         raise CodegenError(f"recipe name {name!r} is the name of its baseline recipe, which the "
                            f"module imports; pass another --name (e.g. --name my_{name})")

@@ -2,7 +2,8 @@
 
 The recipe is converted with the generated adapter (``_trainer_config_to_legacy``). A field the
 legacy schema has no key for (a ``new_only`` row of the field table set off its default, such
-as the ``model_spec`` of the generated ``qwen3_5_v2`` recipes) makes the conversion impossible;
+as a ``dump_folder``) makes the conversion impossible (a ``model_spec`` that trains what the
+spec registered under ``model.name`` trains counts as unset);
 every such field is named, with the table's reason, and nothing is written. The YAML lists only
 the keys that differ from the legacy defaults, and is proven like ``--from-yaml``'s output: the
 legacy parser reads it back to the very same configuration before it is written.
@@ -21,8 +22,10 @@ from hyper_parallel.codegen.from_yaml import ConversionError, differences
 def blocking_fields(config: Any) -> list[str]:
     """``path = value (reason)`` for each new-only field of ``config`` off its default."""
     from hyper_parallel.config.legacy_adapter import FIELD_MAP
+    from hyper_parallel.config.transforms import without_registered_spec
     from hyper_parallel.trainer.trainer_config import HyperTrainer
 
+    config = without_registered_spec(config)
     default = HyperTrainer.Config()
     found = []
     for row in FIELD_MAP:

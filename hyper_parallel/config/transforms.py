@@ -267,6 +267,68 @@ def empty_is_unset_canonical(*, path: str | None) -> Changes:
     return {}
 
 
+
+
+# ----------------------------------------------------------------------------------------------
+# model_spec: a spec equal to the one registered under model.name counts as unset
+# ----------------------------------------------------------------------------------------------
+
+#: ``ModelSpec`` fields that make two specs train differently besides the model Config.
+_SPEC_HOOKS = (
+    "build_model_fn",
+    "parallelize_fn",
+    "pipelining_fn",
+    "post_optimizer_build_fn",
+    "state_dict_adapter",
+    "clip_grad_fn",
+    "model_config_fn",
+)
+
+
+def _fitted_model(spec: Any, config: Any) -> Any:
+    """``spec.model`` after ``update_from_config(config)``, on a copy (None if it fails)."""
+    import copy
+
+    model = copy.deepcopy(spec.model)
+    if model is None:
+        return None
+    try:
+        model.update_from_config(trainer_config=config)
+    except Exception:  # an invalid combination trains nowhere: not equivalent to anything
+        return None
+    return model
+
+
+def registered_spec_equivalent(config: Any) -> bool:
+    """Whether ``config.model_spec`` trains exactly what the spec registered under
+    ``config.model.name`` trains for this ``config``: the same hooks, and the same model Config
+    once each has met the run (``update_from_config``). Such a spec adds nothing the legacy
+    ``model.name`` does not say, so it counts as unset when converting to the legacy schema."""
+    spec = config.model_spec
+    if spec is None:
+        return True
+    from hyper_parallel.models.spec import discover_model_spec
+
+    try:
+        registered = discover_model_spec(config.model.name)
+    except (ImportError, ValueError):
+        return False
+    if any(getattr(spec, hook) != getattr(registered, hook) for hook in _SPEC_HOOKS):
+        return False
+    mine = _fitted_model(spec, config)
+    return mine is not None and mine == _fitted_model(registered, config)
+
+
+def without_registered_spec(config: Any) -> Any:
+    """``config`` with ``model_spec`` unset when :func:`registered_spec_equivalent` (a shallow
+    copy; ``config`` itself is returned when there is nothing to unset)."""
+    if config.model_spec is None or not registered_spec_equivalent(config):
+        return config
+    import dataclasses
+
+    return dataclasses.replace(config, model_spec=None)
+
+
 __all__ = [
     "OPTIMIZER_CLASS_NAMES",
     "async_mode_backward",
@@ -283,8 +345,10 @@ __all__ = [
     "optimizer_name_backward",
     "optimizer_name_forward",
     "ratio_for_warmup_steps",
+    "registered_spec_equivalent",
     "warmup_backward",
     "warmup_canonical",
     "warmup_forward",
     "warmup_steps_from_ratio",
+    "without_registered_spec",
 ]

@@ -68,8 +68,9 @@ LOCAL_RANK_ENV = "LOCAL_RANK"
 
 
 def resolve_output_folder(dump_folder: str, folder: str) -> str:
-    """``folder`` under ``dump_folder`` when relative (an absolute folder is kept)."""
-    return os.path.join(dump_folder, folder)
+    """``folder`` under ``dump_folder`` when relative (an absolute folder is kept), normalised
+    (so the default ``dump_folder`` ``.`` leaves ``outputs`` as ``outputs``)."""
+    return os.path.normpath(os.path.join(dump_folder, folder))
 
 
 def build_state_dict_adapter(adapter: Any, model_config: Any, hf_assets_path: str | None) -> Any:

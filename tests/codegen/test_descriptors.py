@@ -485,7 +485,6 @@ def test_readable_shape():
     # ...a derived one calls its base and assigns one field per line.
     assert ("    config = qwen3_5_v2_4b()\n"
             '    config.dump_folder = "outputs/qwen3_5_v2_4b_tp2_fsdp4"\n'
-            '    config.checkpoint.folder = "outputs/qwen3_5_v2_4b_tp2_fsdp4"\n'
             "    config.parallelism.data_parallel_shard_degree = 4\n"
             "    config.parallelism.tensor_parallel_degree = 2\n"
             "    return config\n") in text

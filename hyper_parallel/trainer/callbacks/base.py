@@ -133,7 +133,7 @@ class CallbackHandler:
                 self._builtins[name] = cb
                 setattr(self, f"{name}_callback", cb)
         self.user_callbacks: list[Callback] = []
-        # Per-step metrics computed by LoggingCallback every step, for the other built-ins.
+        # The metrics of the last step (set by the logging built-in every step), for other callbacks.
         self.last_step_metrics: dict[str, Any] = {}
 
     def add_callback(self, callback: Callback) -> Callback:

@@ -45,10 +45,11 @@ class MetricsCallback(Callback):
             self.handler.last_step_metrics = record
         if step % self.metrics.config.log_freq == 0:
             t.state.log_history.append(dict(record))
-            self.dispatch("on_log", record)
+            self.dispatch("on_log", dict(record))
 
     def on_evaluate(self, metrics: dict) -> None:
-        self.metrics.log_eval(self.trainer.state.global_step, metrics)
+        record = self.metrics.log_eval(self.trainer.state.global_step, metrics)
+        self.trainer.state.log_history.append(dict(record))
 
     def on_train_end(self) -> None:
         self.metrics.close(self.trainer.state.global_step)

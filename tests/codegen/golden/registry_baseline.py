@@ -26,6 +26,7 @@ def registry_baseline() -> HyperTrainer.Config:
     # baseline (it leaves fewer lines than the flavor baseline).
     # registry_baseline.yaml:4-6 model.name, model.config_overrides.flavor
     config = qwen3_5_v2_debugmodel_fsdp2()
-    config.dump_folder = "outputs"  # dump_folder: new-only, at its default in every legacy YAML
-    config.model_spec = None  # model_spec: new-only, at its default in every legacy YAML
+    # registry_baseline.yaml:24 train.checkpoint.output_dir
+    config.checkpoint.folder = "outputs/qwen3_5_v2_debugmodel_fsdp2"
+    config.dump_folder = "."  # dump_folder: new-only, at its default in every legacy YAML
     return config

@@ -54,4 +54,5 @@ def renames_more() -> HyperTrainer.Config:
     config.debug.deterministic = True  # renames_more.yaml:34 train.debug.deterministic
     # renames_more.yaml:35 train.debug.deterministic_warn_only
     config.debug.deterministic_warn_only = True
+    config.model_spec = None  # model_spec: new-only, at its default in every legacy YAML
     return config

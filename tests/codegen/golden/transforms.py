@@ -39,10 +39,8 @@ def transforms() -> HyperTrainer.Config:
     config.optimizer.name = "Adam"  # transforms.yaml:21 train.optimizer.type
     # ceil(30 x 0.07) = 3 warmup steps
     config.lr_scheduler.warmup_steps = 3  # transforms.yaml:22 train.optimizer.lr_warmup_ratio
-    config.loss.aggregation = "rank_average"  # transforms.yaml:23 train.optimizer.loss_aggregation
     # one key, two new fields
-    # transforms.yaml:23 train.optimizer.loss_aggregation
-    config.optimizer.loss_aggregation = "rank_average"
+    config.loss.aggregation = "rank_average"  # transforms.yaml:23 train.optimizer.loss_aggregation
     config.checkpoint.folder = "runs/transforms"  # transforms.yaml:25 train.checkpoint.output_dir
     # transforms.yaml:26 train.checkpoint.load_path
     config.checkpoint.load_path = "runs/previous/step_10"

@@ -1,19 +1,22 @@
-"""Helpers of the component tests: a tiny model and the legacy build steps on a stand-in trainer.
+"""Helpers of the component tests: a tiny model and the legacy settings applied to the plain
+helpers (``trainer.optim``, ``data``) directly.
 
-The legacy side of every equivalence test calls the *real* ``BaseTrainer`` / ``LLMTrainer``
-``_build_*`` methods unbound, on a ``SimpleNamespace`` that carries only the attributes the
-method reads, so the helper calls are exactly the legacy trainer's.
+The "legacy" side of every equivalence test reads a legacy ``HyperTrainerConfig`` and calls the
+plain helper functions with its values, field by field, as the legacy trainer's build steps
+did; the component side builds from the converted settings. Both must give the same objects.
 """
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 from torch import nn
 
-from hyper_parallel.trainer.base import BaseTrainer
+from hyper_parallel.data import build_dataloader, build_dataset, collate, load_tokenizer
+from hyper_parallel.data.tokenizer import resolve_tokenizer_path
 from hyper_parallel.trainer.config import (
     CheckpointConfig,
     DataConfig,
@@ -22,7 +25,11 @@ from hyper_parallel.trainer.config import (
     OptimizerConfig,
     TrainConfig,
 )
-from hyper_parallel.trainer.llm_trainer import LLMTrainer
+from hyper_parallel.trainer.optim import (
+    build_lr_scheduler,
+    build_optimizer,
+    warmup_steps_from_ratio,
+)
 
 
 class TinyLM(nn.Module):
@@ -97,41 +104,64 @@ def legacy_config(
 
 
 def legacy_optimizer(args: HyperTrainerConfig, model: nn.Module) -> torch.optim.Optimizer:
-    """``BaseTrainer._build_optimizer`` exactly."""
-    fake = SimpleNamespace(args=args, model=model)
-    BaseTrainer._build_optimizer(fake)
-    return fake.optimizer
+    """The optimizer ``train.optimizer`` describes, from the plain helper."""
+    o = args.train.optimizer
+    return build_optimizer(
+        model, name=o.type, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
+        foreach=o.foreach,
+    )
 
 
 def legacy_lr_scheduler(args: HyperTrainerConfig, optimizer: torch.optim.Optimizer):
-    """``BaseTrainer._build_lr_scheduler`` exactly."""
-    fake = SimpleNamespace(args=args, optimizer=optimizer)
-    BaseTrainer._build_lr_scheduler(fake)
-    return fake.lr_scheduler
+    """The LR scheduler ``train.optimizer`` / ``train.max_steps`` describe."""
+    o, t = args.train.optimizer, args.train
+    return build_lr_scheduler(
+        optimizer,
+        total_steps=t.max_steps,
+        warmup_steps=warmup_steps_from_ratio(t.max_steps, o.lr_warmup_ratio),
+        decay_style=o.lr_decay_style,
+        lr=o.lr,
+        lr_min=o.lr_min,
+    )
 
 
 def legacy_tokenizer(args: HyperTrainerConfig):
-    """``LLMTrainer._build_model_assets`` exactly (None for dummy data)."""
-    fake = SimpleNamespace(args=args)
-    LLMTrainer._build_model_assets(fake)
-    return fake.tokenizer
+    """The tokenizer of ``model.tokenizer_path`` / ``model.weights_path`` (None for dummy data)."""
+    if args.data.type == "dummy":
+        return None
+    return load_tokenizer(resolve_tokenizer_path(args.model.tokenizer_path, args.model.weights_path))
 
 
 def legacy_dataloader(
     args: HyperTrainerConfig, *, dp_rank: int = 0, dp_size: int = 1, vocab_size: int | None = None
 ):
-    """``_build_model_assets`` -> ``_build_dataset`` -> ``_build_collate_fn`` ->
-    ``_build_dataloader`` of ``LLMTrainer``, exactly; returns the stand-in trainer."""
-    fake = SimpleNamespace(
-        args=args,
-        model_config=None if vocab_size is None else SimpleNamespace(vocab_size=vocab_size),
-        dist=SimpleNamespace(dp_rank=dp_rank, dp_size=dp_size),
+    """Tokenizer -> dataset -> collate -> loader from the ``data`` / ``train`` sections; returns
+    a namespace with ``tokenizer``, ``train_dataset`` and ``train_dataloader``."""
+    data, t = args.data, args.train
+    tokenizer = legacy_tokenizer(args)
+    dataset = build_dataset(
+        data.type,
+        train_path=data.train_path,
+        max_seq_len=data.max_seq_len,
+        text_key=data.text_key,
+        tokenizer=tokenizer,
+        vocab_size=vocab_size,
+        num_samples=t.max_steps * t.global_batch_size,
     )
-    LLMTrainer._build_model_assets(fake)
-    BaseTrainer._build_dataset(fake)
-    LLMTrainer._build_collate_fn(fake)
-    BaseTrainer._build_dataloader(fake)
-    return fake
+    pad_id = tokenizer.pad_id if tokenizer is not None else 0
+    loader = build_dataloader(
+        dataset,
+        shuffle=data.shuffle,
+        dp_rank=dp_rank,
+        dp_size=dp_size,
+        micro_batch_size=t.micro_batch_size,
+        seed=t.seed,
+        num_workers=data.num_workers,
+        pin_memory=data.pin_memory,
+        prefetch_factor=data.prefetch_factor,
+        collate_fn=functools.partial(collate, pad_id=pad_id),
+    )
+    return SimpleNamespace(tokenizer=tokenizer, train_dataset=dataset, train_dataloader=loader)
 
 
 def batch_of(vocab: int = 32, batch: int = 2, seq: int = 6, seed: int = 1) -> dict:

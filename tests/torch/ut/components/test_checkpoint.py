@@ -1,4 +1,6 @@
-"""``CheckpointManager`` against the legacy ``CheckpointCallback`` / ``HFExportCallback``."""
+"""``CheckpointManager`` against the plain checkpoint helpers (``save_checkpoint`` /
+``export_hf_weights`` of :mod:`hyper_parallel.trainer.checkpoint`, called directly on the objects the
+legacy settings describe), and its own behaviour: resume, cadence, keep-latest-k, HF export."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from hyper_parallel.components import (
     OptimizersContainer,
 )
 from hyper_parallel.trainer import checkpoint as ck
-from hyper_parallel.trainer.callbacks import CheckpointCallback, HFExportCallback
+from hyper_parallel.trainer.callbacks import Callback, CallbackHandler, CheckpointManagerCallback
 from hyper_parallel.trainer.step import train_step
 from tests.torch.ut.components._common import (
     assert_same_tree,
@@ -67,26 +69,33 @@ def run_steps(model, optimizer, scheduler, loader_iter, n: int) -> list[float]:
     return losses
 
 
-def legacy_trainer(tmp_path, **checkpoint):
-    """A stand-in legacy trainer: BaseTrainer's optimizer / scheduler / data build steps."""
-    args = legacy_config(
-        data=DATA,
-        checkpoint={"output_dir": str(tmp_path / "legacy"), "save_hf_weights": False, **checkpoint},
-        **LEGACY,
-    )
+def legacy_objects(tmp_path):
+    """The optimizer / scheduler / data the legacy settings describe, from the plain helpers,
+    with the folder their checkpoints go to (saved by calling ``save_checkpoint`` directly)."""
+    args = legacy_config(data=DATA, **LEGACY)
     model = tiny_model()
     optimizer = legacy_optimizer(args, model)
     data = legacy_dataloader(args, vocab_size=32)
     return SimpleNamespace(
         args=args,
+        folder=str(tmp_path / "legacy"),
         model=model,
         optimizer=optimizer,
         lr_scheduler=legacy_lr_scheduler(args, optimizer),
         train_dataloader=data.train_dataloader,
-        state=SimpleNamespace(global_step=0, epoch=0),
-        is_rank0=True,
-        spec=SimpleNamespace(state_dict_adapter=None),
-        model_config=None,
+    )
+
+
+def plain_save(legacy, step: int, extra: dict) -> str:
+    """The checkpoint of ``legacy`` written by the plain helper (what the legacy trainer did)."""
+    return ck.save_checkpoint(
+        legacy.folder,
+        step,
+        model=legacy.model,
+        optimizer=legacy.optimizer,
+        lr_scheduler=legacy.lr_scheduler,
+        dataloader=legacy.train_dataloader,
+        extra=extra,
     )
 
 
@@ -126,17 +135,17 @@ def read_dcp(path: str) -> tuple[dict, dict]:
     return tensors, {k: m for k, m in metadata.items() if k not in tensors}
 
 
-def test_checkpoint_contents_equal_the_legacy_checkpoint(tmp_path):
-    legacy = legacy_trainer(tmp_path)
+def test_checkpoint_contents_equal_the_plain_helpers_checkpoint(tmp_path):
+    legacy = legacy_objects(tmp_path)
     new = components(tmp_path)
-    assert run_steps(legacy.model, legacy.optimizer, legacy.lr_scheduler, iter(legacy.train_dataloader), 2) == (
-        run_steps(new.model, new.optimizers, new.schedulers, iter(new.loader), 2)
-    )
+    assert run_steps(
+        legacy.model, legacy.optimizer, legacy.lr_scheduler, iter(legacy.train_dataloader), 2
+    ) == run_steps(new.model, new.optimizers, new.schedulers, iter(new.loader), 2)
 
-    legacy.state.global_step = 2
-    legacy_dir = CheckpointCallback(legacy).save()
+    legacy_dir = plain_save(legacy, 2, {"epoch": 0})
     new_dir = new.manager.save(2, {"epoch": 0})
     assert os.path.basename(new_dir) == os.path.basename(legacy_dir) == "step_2"
+    assert new.manager.saved == [new_dir] and new.manager.last_saved_step == 2
     assert sorted(os.listdir(new_dir)) == sorted(os.listdir(legacy_dir))
 
     # Model weights and optimizer moments: the same tensors under the same stored keys.
@@ -145,7 +154,7 @@ def test_checkpoint_contents_equal_the_legacy_checkpoint(tmp_path):
     assert any(k.startswith("model.") for k in new_tensors)
     assert any(k.startswith("optimizer.state.") for k in new_tensors)
     assert_same_tree(new_tensors, legacy_tensors)
-    # Hyperparameters: per parameter (flattened container) instead of per group (legacy).
+    # Hyperparameters: per parameter (flattened container) instead of per group (torch optimizer).
     assert "optimizer.param_groups.0.lr" in legacy_other
     assert "optimizer.param_groups.proj.weight.lr" in new_other
 
@@ -154,10 +163,13 @@ def test_checkpoint_contents_equal_the_legacy_checkpoint(tmp_path):
             torch.load(os.path.join(new_dir, name), weights_only=True),
             torch.load(os.path.join(legacy_dir, name), weights_only=True),
         )
-    with open(os.path.join(new_dir, ck.EXTRA_STATE_FILE)) as f, open(
-        os.path.join(legacy_dir, ck.EXTRA_STATE_FILE)
-    ) as g:
-        assert json.load(f) == json.load(g)
+    with (
+        open(os.path.join(new_dir, ck.EXTRA_STATE_FILE)) as f,
+        open(os.path.join(legacy_dir, ck.EXTRA_STATE_FILE)) as g,
+    ):
+        new_extra = json.load(f)
+        assert new_extra == json.load(g)
+    assert new_extra["global_step"] == 2 and new_extra["epoch"] == 0
 
 
 def test_resume_continues_exactly_like_the_uninterrupted_run(tmp_path):
@@ -187,26 +199,48 @@ def test_fresh_start_and_missing_checkpoint(tmp_path):
         components(tmp_path, load_path=str(tmp_path / "nope")).manager.load()
 
 
-def test_save_cadence_equals_the_legacy_callback(tmp_path):
-    legacy = legacy_trainer(tmp_path, save_steps=3)
-    callback = CheckpointCallback(legacy)
+class SaveSink(Callback):
+    def __init__(self, trainer):
+        super().__init__(trainer)
+        self.saved = []
+
+    def on_save(self, checkpoint_dir):
+        self.saved.append(checkpoint_dir)
+
+
+def test_save_cadence_every_interval_and_at_the_end(tmp_path):
     new = components(tmp_path, interval=3)
-    legacy_it, new_it = iter(legacy.train_dataloader), iter(new.loader)
-    new_saved = []
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=0, epoch=0), is_rank0=True)
+    handler = CallbackHandler(
+        trainer, builtins={"checkpoint": CheckpointManagerCallback(trainer, new.manager)}
+    )
+    sink = handler.add_callback(SaveSink(trainer))
+    handler.on_train_begin()  # no load_path: a fresh start
+    assert trainer.state.global_step == 0 and new.manager.loaded_from is None
+    it = iter(new.loader)
     for step in range(1, 6):
-        run_steps(legacy.model, legacy.optimizer, legacy.lr_scheduler, legacy_it, 1)
-        run_steps(new.model, new.optimizers, new.schedulers, new_it, 1)
-        legacy.state.global_step = step
-        callback.on_step_end(0.0, 0.0)
-        new_saved.append(new.manager.maybe_save(step, {"epoch": 0}))
-    callback.on_train_end()
-    new_saved.append(new.manager.maybe_save(5, {"epoch": 0}, last_step=True))
-    new.manager.close()
-    names = lambda paths: [os.path.basename(p) for p in paths if p is not None]
-    assert names(new_saved) == names(callback.saved) == ["step_3", "step_5"]
-    assert CheckpointManager.Config(interval=0, export_hf=False).build(
-        model_parts=[new.model]
-    ).maybe_save(5, last_step=True) is None  # interval 0 never saves
+        run_steps(new.model, new.optimizers, new.schedulers, it, 1)
+        trainer.state.global_step = step
+        handler.on_step_end(0.0, 0.0)
+    handler.on_train_end()  # step 5 was not saved yet: the final save
+    names = lambda paths: [os.path.basename(p) for p in paths]
+    assert names(new.manager.saved) == names(sink.saved) == ["step_3", "step_5"]
+    assert sorted(os.listdir(new.manager.config.folder)) == ["step_3", "step_5"]
+    with open(os.path.join(new.manager.saved[-1], ck.EXTRA_STATE_FILE)) as f:
+        assert json.load(f)["epoch"] == 0
+
+    # The rule itself: never step 0, never the step just saved, every interval, the last step.
+    manager = new.manager
+    assert not manager.should_save(0, last_step=True)
+    assert not manager.should_save(5, last_step=True)  # just saved
+    assert manager.should_save(6) and not manager.should_save(7)
+    assert manager.should_save(7, last_step=True)
+    assert (
+        CheckpointManager.Config(interval=0, export_hf=False)
+        .build(model_parts=[new.model])
+        .maybe_save(5, last_step=True)
+        is None
+    )  # interval 0 never saves
 
 
 def test_keep_latest_k_deletes_only_older_complete_checkpoints(tmp_path):
@@ -266,19 +300,19 @@ def write_safetensors(state_dict, path, config):
     from safetensors.torch import save_file
 
     os.makedirs(path)
-    save_file({k: v.contiguous() for k, v in state_dict.items()}, os.path.join(path, "model.safetensors"))
+    save_file(
+        {k: v.contiguous() for k, v in state_dict.items()}, os.path.join(path, "model.safetensors")
+    )
 
 
-def test_hf_export_equals_the_legacy_callback(tmp_path, monkeypatch):
+def test_hf_export_equals_the_plain_helper(tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
     monkeypatch.setattr(ck, "_hf_writer", lambda: write_safetensors)
-    legacy = legacy_trainer(tmp_path)
-    legacy.spec.state_dict_adapter, legacy.model_config = PrefixAdapter, {"fake": "config"}
-    legacy.args.train.checkpoint.save_hf_weights = True
-    # No LR schedule on either side (its warmup would start at LR 0 and freeze the weights).
+    legacy = legacy_objects(tmp_path)
+    # No LR schedule on either side (its warmup would start at LR 0 and freeze the weights; a
+    # scheduler sets that LR on its optimizer when it is built, hence a fresh optimizer).
     legacy.optimizer, legacy.lr_scheduler = legacy_optimizer(legacy.args, legacy.model), None
-    export = HFExportCallback(legacy)
     model = tiny_model()
     optimizers = OptimizersContainer.Config().build(model_parts=[model])
     manager = CheckpointManager.Config(folder=str(tmp_path / "new")).build(
@@ -290,16 +324,24 @@ def test_hf_export_equals_the_legacy_callback(tmp_path, monkeypatch):
     for m, opt in ((legacy.model, legacy.optimizer), (model, optimizers)):
         m(batch_of()["input_ids"]).sum().backward()
         opt.step()
-    legacy.state.global_step = 1
-    legacy_dir = CheckpointCallback(legacy).save()
-    export.on_save(legacy_dir)
+    legacy_dir = ck.save_checkpoint(
+        legacy.folder,
+        1,
+        model=legacy.model,
+        optimizer=legacy.optimizer,
+        lr_scheduler=None,
+        dataloader=None,
+    )
+    legacy_hf = ck.export_hf_weights(
+        legacy.model, PrefixAdapter, {"fake": "config"}, os.path.join(legacy_dir, ck.HF_SUBDIR)
+    )
     new_dir = manager.save(1)
     assert manager.exported == [os.path.join(new_dir, "hf_ckpt")]
     assert not torch.equal(model.proj.weight, tiny_model().proj.weight)  # trained weights
-    assert_same_tree(
-        load_file(os.path.join(new_dir, "hf_ckpt", "model.safetensors")),
-        load_file(os.path.join(legacy_dir, "hf_ckpt", "model.safetensors")),
-    )
+    exported = load_file(os.path.join(new_dir, "hf_ckpt", "model.safetensors"))
+    assert "model.proj.weight" in exported
+    assert_same_tree(exported, load_file(os.path.join(legacy_hf, "model.safetensors")))
+    assert_same_tree(exported["model.proj.weight"], model.proj.weight.detach())
 
 
 def test_hf_export_needs_the_adapter_and_model_config(tmp_path):
@@ -347,7 +389,9 @@ def test_model_parts_must_have_distinct_names_and_their_own_optimizers(tmp_path)
     optimizer = torch.optim.AdamW([p for part in parts for p in part.parameters()])
     backward_through(parts)
     optimizer.step()
-    with pytest.raises(TypeError, match="single torch optimizer cannot be checkpointed with several"):
+    with pytest.raises(
+        TypeError, match="single torch optimizer cannot be checkpointed with several"
+    ):
         ck.save_checkpoint(
             str(tmp_path), 1, model=parts, optimizer=optimizer, lr_scheduler=None, dataloader=None
         )

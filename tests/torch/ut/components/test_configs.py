@@ -133,7 +133,6 @@ INVALID = [
     (OptimizersContainer, {"foreach": True, "fused": True}, r"fused=True: cannot be combined with foreach=True"),
     (OptimizersContainer, {"foreach": "yes"}, r"foreach='yes': must be a bool or None"),
     (OptimizersContainer, {"no_decay_keywords": ("bias", "")}, r"no_decay_keywords=.*non-empty"),
-    (OptimizersContainer, {"loss_aggregation": "mean"}, r"loss_aggregation='mean'.*token_weighted, rank_average"),
     (LRSchedulersContainer, {"warmup_steps": -1}, r"warmup_steps=-1: must be an integer >= 0"),
     (LRSchedulersContainer, {"warmup_steps": 1.5}, r"warmup_steps=1.5: must be an integer"),
     (LRSchedulersContainer, {"decay_style": "cosin"}, r"decay_style='cosin'.*did you mean 'cosine'.*cosine, linear, constant"),
@@ -190,7 +189,6 @@ def test_defaults_equal_the_legacy_defaults():
     )
     assert opt.fused is None  # the legacy trainer never passes fused: torch's default
     assert opt.no_decay_keywords == NO_DECAY_KEYWORDS
-    assert opt.loss_aggregation == o.loss_aggregation
 
     lr = LRSchedulersContainer.Config()
     assert lr.warmup_steps == warmup_steps_from_ratio(t.max_steps, o.lr_warmup_ratio)

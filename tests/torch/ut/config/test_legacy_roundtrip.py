@@ -370,8 +370,6 @@ def test_unsupported_value_is_an_error_naming_the_field():
         (lambda c: setattr(c.compile, "enable", True), "compile.enable", "never compiles"),
         (lambda c: setattr(c.checkpoint, "keep_latest_k", 3), "checkpoint.keep_latest_k",
          "keeps every checkpoint"),
-        (lambda c: setattr(c.loss, "aggregation", "rank_average"),
-         "optimizer.loss_aggregation, loss.aggregation", "disagree"),
     ],
 )
 def test_new_only_values_do_not_convert_to_legacy(edit, path, words):

@@ -1,6 +1,6 @@
-"""Tests of the legacy trainer's callbacks, driven by a fake trainer that follows the trainer contract
-(``args.train.<section>``, ``state``, model/optimizer/scheduler/dataloader, ``evaluate()``) and a
-training loop shaped like §C.9/C.10.
+"""Tests of the engine's built-in callbacks, driven by a fake trainer that builds them the way
+``HyperTrainer`` does (its components from a ``HyperTrainer.Config``, then
+``HyperTrainer._init_callbacks``) and a training loop shaped like §C.9/C.10.
 """
 
 from __future__ import annotations
@@ -18,13 +18,24 @@ import torch
 from torch import nn
 from torchdata.stateful_dataloader import StatefulDataLoader
 
+from hyper_parallel.components import CheckpointManager, MetricsProcessor, Profiler
+from hyper_parallel.config.configs import DebugConfig, TrainingConfig, ValidationConfig
 from hyper_parallel.trainer import checkpoint as ck
+from hyper_parallel.trainer.base import TrainerState
 from hyper_parallel.trainer.callbacks import (
     BUILTIN_NAMES,
     DISPATCH_ORDER,
     Callback,
     CallbackHandler,
+    CheckpointManagerCallback,
+    EvalCallback,
+    GCCallback,
+    GradientHealthCallback,
+    MetricsCallback,
+    ProfilerComponentCallback,
+    ProgressCallback,
 )
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer, build_state_dict_adapter
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -36,45 +47,34 @@ TOKENS_PER_STEP = 32
 # ---------------------------------------------------------------------------------------------
 
 
-def make_args(tmp_path, **sections) -> SimpleNamespace:
-    """Legacy config shape with test-friendly defaults; ``sections`` override fields per section."""
-    defaults = {
-        "checkpoint": {
-            "output_dir": str(tmp_path / "out"),
-            "save_steps": 0,
-            "save_hf_weights": False,
-            "load_path": None,
-            "save_async": False,
-        },
-        "logging": {
-            "log_steps": 1,
-            "report_throughput": True,
-            "model_flops_per_token": None,
-            "peak_tflops": None,
-        },
-        "tensorboard": {"enabled": False, "output_dir": str(tmp_path / "tb"), "log_steps": 1},
-        "profile": {
-            "enabled": False,
-            "output_dir": str(tmp_path / "prof"),
-            "wait_steps": 1,
-            "warmup_steps": 1,
-            "active_steps": 2,
-        },
-        "memory_monitor": {"enabled": False, "log_steps": 50, "reset_peak_each_step": False},
-        "eval": {"eval_steps": 0, "eval_dataset": None},
-        "debug": {
-            "deterministic": False,
-            "deterministic_warn_only": False,
-            "check_nan_inf": False,
-            "gc_steps": 0,
-        },
-    }
-    for name, fields in sections.items():
-        unknown = set(fields) - set(defaults[name])
-        assert not unknown, unknown
-        defaults[name].update(fields)
-    train = SimpleNamespace(**{k: SimpleNamespace(**v) for k, v in defaults.items()})
-    return SimpleNamespace(train=train)
+def make_config(
+    tmp_path,
+    *,
+    steps: int = 6,
+    metrics: dict | None = None,
+    checkpoint: dict | None = None,
+    profiler: dict | None = None,
+    eval_every: int = 0,
+    gc_every: int = 0,
+    check_nan_inf: bool = False,
+) -> HyperTrainer.Config:
+    """A ``HyperTrainer.Config`` with test-friendly component settings (log every step, no
+    checkpoints, no HF export; outputs ``out``, ``tb`` and ``prof`` under ``tmp_path``, the
+    ``dump_folder``). ``metrics`` / ``checkpoint`` / ``profiler`` override fields of the
+    ``MetricsProcessor`` / ``CheckpointManager`` / ``Profiler`` Configs."""
+    return HyperTrainer.Config(
+        dump_folder=str(tmp_path),
+        metrics=MetricsProcessor.Config(
+            **{"log_freq": 1, "save_tb_folder": "tb", **(metrics or {})}
+        ),
+        checkpoint=CheckpointManager.Config(
+            **{"folder": "out", "interval": 0, "export_hf": False, **(checkpoint or {})}
+        ),
+        profiler=Profiler.Config(**{"save_traces_folder": "prof", "active": 2, **(profiler or {})}),
+        training=TrainingConfig(steps=steps, gc_freq=gc_every),
+        validation=ValidationConfig(freq=eval_every, dataset_path="unused" if eval_every else None),
+        debug=DebugConfig(check_nan_inf=check_nan_inf),
+    )
 
 
 class PrefixAdapter:
@@ -84,14 +84,17 @@ class PrefixAdapter:
 
 
 class FakeTrainer:
-    """Just enough of the legacy trainer for the callbacks."""
+    """Just enough of ``HyperTrainer`` for the callbacks: a small model, optimizer, scheduler and
+    data of its own, then the engine's steps for the callbacks - outputs resolved under
+    ``dump_folder``, the checkpoint manager, the metrics processor and the profiler built from
+    the Config with the engine's runtime arguments, and ``HyperTrainer._init_callbacks``."""
 
-    def __init__(self, args, *, max_steps=6, seed=0, nan_at_step=None, eval_losses=None):
+    def __init__(
+        self, config, *, seed=0, nan_at_step=None, eval_losses=None, sd_adapter=PrefixAdapter
+    ):
         torch.manual_seed(seed)
-        self.args = args
-        self.state = SimpleNamespace(
-            global_step=0, epoch=0, max_steps=max_steps, log_history=[], loss_history=[]
-        )
+        self.config = config
+        self.state = TrainerState(max_steps=config.training.steps)
         self.model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Dropout(0.1), nn.Linear(8, 1))
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-2)
         self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -106,12 +109,31 @@ class FakeTrainer:
         self.rank, self.world_size, self.is_rank0 = 0, 1, True
         self.device = torch.device("cpu")
         self.last_global_tokens = None
-        self.spec = SimpleNamespace(state_dict_adapter=PrefixAdapter)
         self.model_config = {"fake": "config"}
+        self.sd_adapter = build_state_dict_adapter(
+            sd_adapter, self.model_config, config.hf_assets_path
+        )
         self.nan_at_step = nan_at_step
         self.eval_losses = list(eval_losses or [])
         self.eval_calls: list[int] = []
-        self.callbacks = CallbackHandler(self)
+
+        # HyperTrainer.__init__, steps 2, 9 and 10.
+        HyperTrainer._resolve_outputs(self)
+        c = self.config
+        self.checkpointer = c.checkpoint.build(
+            model_parts=[self.model],
+            optimizers=self.optimizer,
+            lr_schedulers=self.lr_scheduler,
+            dataloader=self.train_dataloader,
+            sd_adapter=self.sd_adapter,
+            model_config=self.model_config,
+        )
+        self.metrics = c.metrics.build(
+            trainer=self, output_dir=c.checkpoint.folder, max_steps=c.training.steps
+        )
+        self.profiler = c.profiler.build(rank=self.rank)
+        HyperTrainer._init_callbacks(self)
+        self.callbacks.on_init_end()
 
     def evaluate(self) -> float:
         self.eval_calls.append(self.state.global_step)
@@ -119,7 +141,6 @@ class FakeTrainer:
 
     def train(self) -> None:
         cb = self.callbacks
-        cb.on_init_end()
         cb.on_train_begin()
         while self.state.global_step < self.state.max_steps:
             cb.on_epoch_begin()
@@ -170,7 +191,7 @@ def fake_hf_writer(state_dict, path, config):
 
 
 # ---------------------------------------------------------------------------------------------
-# dispatch
+# dispatch, construction
 # ---------------------------------------------------------------------------------------------
 
 
@@ -199,7 +220,7 @@ class Recorder(Callback):
 
 
 def test_dispatch_orders_builtins_then_users(tmp_path):
-    trainer = FakeTrainer(make_args(tmp_path), max_steps=1)
+    trainer = FakeTrainer(make_config(tmp_path, steps=1))
     calls: list = []
     handler = CallbackHandler(
         trainer, builtins={n: Recorder(trainer, n, calls) for n in BUILTIN_NAMES}
@@ -216,72 +237,95 @@ def test_dispatch_orders_builtins_then_users(tmp_path):
     users = ["user1", "user2"]
     assert (
         order("on_step_end", 1.0, 0.5)
-        == [
-            "logging",
-            "eval",
-            "profiler",
-            "tensorboard",
-            "progress",
-            "checkpoint",
-            "hf_export",
-            "gradient_health",
-            "memory_monitor",
-            "gc",
-        ]
+        == ["logging", "eval", "profiler", "progress", "checkpoint", "gradient_health", "gc"]
         + users
     )
     # Checkpoint resumes before the progress bar is created (it shows the resumed step).
-    assert (
-        order("on_train_begin")
-        == ["memory_monitor", "profiler", "tensorboard", "checkpoint", "progress"] + users
-    )
-    assert order("on_train_end")[:5] == [
-        "checkpoint",
-        "hf_export",
-        "progress",
-        "tensorboard",
-        "profiler",
-    ]
-    assert order("on_train_end")[-2:] == users
+    assert order("on_train_begin") == ["logging", "profiler", "checkpoint", "progress"] + users
+    # The final save first; the metrics files closed and GC re-enabled last.
+    assert order("on_train_end") == ["checkpoint", "progress", "profiler", "logging", "gc"] + users
     assert order("on_step_begin") == ["logging"] + users
     assert order("on_substep_end") == users
     # NaN check before logging, so a bad step aborts before anything else sees it.
-    assert (
-        order("on_pre_optimizer_step", 0.1) == ["gradient_health", "logging", "tensorboard"] + users
-    )
+    assert order("on_pre_optimizer_step", 0.1) == ["gradient_health", "logging"] + users
     for hook, args in (
         ("on_log", ({},)),
         ("on_save", ("d",)),
+        ("on_load", ("d",)),
         ("on_evaluate", ({},)),
         ("on_epoch_begin", ()),
+        ("on_init_end", ()),
     ):
         assert order(hook, *args) == list(BUILTIN_NAMES) + users
     assert set(DISPATCH_ORDER["on_step_end"]) == set(BUILTIN_NAMES)
+    # The removed twins are no built-ins any more.
+    for name in ("tensorboard", "memory_monitor", "hf_export"):
+        with pytest.raises(ValueError, match="unknown built-in callback names"):
+            CallbackHandler(trainer, builtins={name: Recorder(trainer, name, calls)})
 
 
 def test_add_callback_rejects_non_callbacks(tmp_path):
-    trainer = FakeTrainer(make_args(tmp_path))
+    trainer = FakeTrainer(make_config(tmp_path))
     with pytest.raises(TypeError, match="Callback instance"):
         trainer.callbacks.add_callback(object())
 
 
-def test_config_is_read_from_train_sections(tmp_path):
-    with pytest.raises(ValueError, match=r"train\.logging\.log_steps"):
-        FakeTrainer(make_args(tmp_path, logging={"log_steps": 0}))
-    with pytest.raises(ValueError, match=r"train\.checkpoint\.save_steps"):
-        FakeTrainer(make_args(tmp_path, checkpoint={"save_steps": -1}))
-    with pytest.raises(ValueError, match=r"train\.debug\.gc_steps"):
-        FakeTrainer(make_args(tmp_path, debug={"gc_steps": -2}))
-    with pytest.raises(ValueError, match=r"train\.profile\.active_steps"):
-        FakeTrainer(make_args(tmp_path, profile={"enabled": True, "active_steps": 0}))
-    args = make_args(tmp_path)
-    del args.train.tensorboard
-    with pytest.raises(AttributeError, match="'tensorboard' section"):
-        FakeTrainer(args)
+def test_builtins_are_built_from_the_components_and_settings(tmp_path):
+    trainer = FakeTrainer(make_config(tmp_path, eval_every=2, gc_every=3, check_nan_inf=True))
+    h = trainer.callbacks
+    try:
+        assert [type(cb) for cb in h.callbacks] == [
+            MetricsCallback,
+            CheckpointManagerCallback,
+            EvalCallback,
+            ProfilerComponentCallback,
+            ProgressCallback,
+            GradientHealthCallback,
+            GCCallback,
+        ]
+        assert all(cb.handler is h and cb.trainer is trainer for cb in h.callbacks)
+        assert h.logging_callback.metrics is trainer.metrics
+        assert h.checkpoint_callback.checkpointer is trainer.checkpointer
+        assert h.profiler_callback.profiler is trainer.profiler
+        assert h.eval_callback.eval_steps == 2
+        assert h.gc_callback.gc_steps == 3 and not gc.isenabled()  # disabled at on_init_end
+        assert h.gradient_health_callback.enabled
+        # Relative output folders resolve under dump_folder; metrics.jsonl sits with the checkpoints.
+        assert trainer.checkpointer.config.folder == str(tmp_path / "out")
+        assert trainer.metrics.metrics_path == str(tmp_path / "out" / "metrics.jsonl")
+        assert trainer.metrics.config.save_tb_folder == str(tmp_path / "tb")
+        assert trainer.profiler.config.save_traces_folder == str(tmp_path / "prof")
+    finally:
+        h.gc_callback.on_train_end()
+    assert gc.isenabled()
+    off = FakeTrainer(make_config(tmp_path / "off")).callbacks
+    assert off.eval_callback.eval_steps == 0 and not off.gc_callback.enabled
+    assert not off.gradient_health_callback.enabled
+
+
+def test_settings_are_validated_where_they_are_given(tmp_path):
+    # The component Configs reject bad values when they are built, naming the field.
+    with pytest.raises(ValueError, match=r"MetricsProcessor\.Config\.log_freq"):
+        make_config(tmp_path, metrics={"log_freq": 0})
+    with pytest.raises(ValueError, match=r"CheckpointManager\.Config\.interval"):
+        make_config(tmp_path, checkpoint={"interval": -1})
+    with pytest.raises(ValueError, match=r"Profiler\.Config\.active"):
+        make_config(tmp_path, profiler={"enable_profiling": True, "active": 0})
+    with pytest.raises(ValueError, match=r"TrainingConfig\.gc_freq"):
+        make_config(tmp_path, gc_every=-2)
+    # The callbacks check their own arguments, for direct use.
+    trainer = SimpleNamespace(state=TrainerState(max_steps=1), evaluate=lambda: 0.0)
+    with pytest.raises(ValueError, match="GCCallback: every must be >= 0"):
+        GCCallback(trainer, every=-2)
+    with pytest.raises(ValueError, match="EvalCallback: every must be >= 0"):
+        EvalCallback(trainer, every=-1)
+    with pytest.raises(ValueError, match="has no evaluate"):
+        EvalCallback(SimpleNamespace(state=trainer.state), every=2)
+    assert EvalCallback(SimpleNamespace(state=trainer.state), every=0).eval_steps == 0
 
 
 # ---------------------------------------------------------------------------------------------
-# logging / progress / tensorboard / profiler / memory
+# metrics (log line, metrics.jsonl, TensorBoard, memory) / progress / profiler
 # ---------------------------------------------------------------------------------------------
 
 
@@ -295,12 +339,12 @@ class LogSink(Callback):
 
 
 def test_logging_writes_metrics_jsonl_log_history_and_fans_out(tmp_path, caplog):
-    args = make_args(
-        tmp_path, logging={"log_steps": 2, "model_flops_per_token": 6_000_000, "peak_tflops": 0.5}
+    config = make_config(
+        tmp_path, metrics={"log_freq": 2, "model_flops_per_token": 6_000_000, "peak_tflops": 0.5}
     )
-    trainer = FakeTrainer(args, max_steps=6)
+    trainer = FakeTrainer(config)
     sink = trainer.callbacks.add_callback(LogSink(trainer))
-    with caplog.at_level(logging.INFO, logger="hyper_parallel.trainer.callbacks.logging"):
+    with caplog.at_level(logging.INFO, logger="hyper_parallel.components.metrics"):
         trainer.train()
 
     assert len(losses(trainer)) == 6
@@ -309,9 +353,13 @@ def test_logging_writes_metrics_jsonl_log_history_and_fans_out(tmp_path, caplog)
     assert [r["step"] for r in records] == [2, 4, 6]
     assert [r["step"] for r in trainer.state.log_history] == [2, 4, 6]
     assert [r["step"] for r in sink.logged] == [2, 4, 6]
+    assert trainer.state.log_history == trainer.metrics.history == records
+    # Every step's record is kept for the other callbacks, logged or not.
+    assert trainer.callbacks.last_step_metrics["step"] == 6
     for rec in records:
         assert rec["loss"] == losses(trainer)[rec["step"] - 1]
         assert rec["lr"] == pytest.approx(1e-2 / (1 + rec["step"]))
+        assert rec["epoch"] == 0
         assert rec["step_time"] > 0
         assert rec["tokens_per_sec"] == pytest.approx(TOKENS_PER_STEP / rec["step_time"])
         assert rec["tflops"] == pytest.approx(rec["tokens_per_sec"] * 6e6 / 1e12)
@@ -319,18 +367,20 @@ def test_logging_writes_metrics_jsonl_log_history_and_fans_out(tmp_path, caplog)
         assert math.isfinite(rec["grad_norm"])
     text = caplog.text
     assert "step 4/6" in text and f"loss {records[1]['loss']:.8f}" in text and "MFU" in text
+    assert "step 3/6" not in text
 
 
 def test_logging_without_throughput_has_no_rate_fields(tmp_path):
-    trainer = FakeTrainer(make_args(tmp_path, logging={"report_throughput": False}), max_steps=2)
+    trainer = FakeTrainer(make_config(tmp_path, steps=2, metrics={"report_throughput": False}))
     trainer.train()
     rec = trainer.state.log_history[-1]
+    assert rec["step"] == 2 and rec["step_time"] > 0
     assert "tokens_per_sec" not in rec and "mfu" not in rec
 
 
 def test_progress_bar_on_rank0_starts_at_resumed_step(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HYPER_PARALLEL_DISABLE_TQDM", "0")
-    trainer = FakeTrainer(make_args(tmp_path), max_steps=4)
+    trainer = FakeTrainer(make_config(tmp_path, steps=4))
     bars = []
     progress = trainer.callbacks.progress_callback
     orig = type(progress).on_step_end
@@ -345,9 +395,10 @@ def test_progress_bar_on_rank0_starts_at_resumed_step(tmp_path, monkeypatch, cap
     assert [b[0] for b in bars] == [2, 3, 4] and bars[0][1] == 4
     assert "loss=" in bars[-1][2] and "gnorm=" in bars[-1][2]
     assert "4/4" in capsys.readouterr().err
+    assert progress.bar is None  # closed at train end
 
     monkeypatch.setenv("HYPER_PARALLEL_DISABLE_TQDM", "1")
-    t2 = FakeTrainer(make_args(tmp_path), max_steps=1)
+    t2 = FakeTrainer(make_config(tmp_path / "t2", steps=1))
     t2.callbacks.on_train_begin()
     assert t2.callbacks.progress_callback.bar is None
 
@@ -355,10 +406,10 @@ def test_progress_bar_on_rank0_starts_at_resumed_step(tmp_path, monkeypatch, cap
 def test_tensorboard_writes_scalars(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    args = make_args(
-        tmp_path, tensorboard={"enabled": True, "log_steps": 2}, eval={"eval_steps": 3}
+    config = make_config(
+        tmp_path, metrics={"enable_tensorboard": True, "tb_log_freq": 2}, eval_every=3
     )
-    trainer = FakeTrainer(args, max_steps=6, eval_losses=[0.75, 0.25])
+    trainer = FakeTrainer(config, eval_losses=[0.75, 0.25])
     trainer.train()
     files = glob.glob(str(tmp_path / "tb" / "events.out.tfevents.*"))
     assert len(files) == 1
@@ -379,35 +430,53 @@ def test_tensorboard_writes_scalars(tmp_path):
 
 
 def test_tensorboard_disabled_writes_nothing(tmp_path):
-    FakeTrainer(make_args(tmp_path), max_steps=2).train()
+    FakeTrainer(make_config(tmp_path, steps=2)).train()
     assert not (tmp_path / "tb").exists()
 
 
 def test_profiler_writes_trace_per_rank(tmp_path):
-    args = make_args(
-        tmp_path, profile={"enabled": True, "wait_steps": 1, "warmup_steps": 1, "active_steps": 2}
+    config = make_config(
+        tmp_path, steps=5, profiler={"enable_profiling": True, "wait": 1, "warmup": 1, "active": 2}
     )
-    trainer = FakeTrainer(args, max_steps=5)
+    trainer = FakeTrainer(config)
     trainer.train()
     traces = glob.glob(str(tmp_path / "prof" / "rank0*.pt.trace.json*"))
     assert len(traces) == 1
     with open(traces[0]) as f:
         trace = json.load(f)
     assert any("ProfilerStep#" in ev.get("name", "") for ev in trace["traceEvents"])
-    assert trainer.callbacks.profiler_callback.profiler is None
+    assert trainer.callbacks.profiler_callback.profiler.profiler is None  # stopped at train end
+
+
+def test_profiler_disabled_writes_nothing(tmp_path):
+    trainer = FakeTrainer(make_config(tmp_path, steps=2))
+    trainer.train()
+    assert trainer.profiler.profiler is None and not (tmp_path / "prof").exists()
 
 
 def test_memory_monitor_samples_every_log_steps(tmp_path):
-    args = make_args(
-        tmp_path, memory_monitor={"enabled": True, "log_steps": 2, "reset_peak_each_step": True}
+    config = make_config(
+        tmp_path,
+        steps=5,
+        metrics={
+            "enable_memory_monitor": True,
+            "memory_log_freq": 2,
+            "reset_peak_memory_each_step": True,
+        },
     )
-    trainer = FakeTrainer(args, max_steps=5)
+    trainer = FakeTrainer(config)
     trainer.train()
-    mon = trainer.callbacks.memory_monitor_callback
-    assert [m["step"] for m in mon.history] == [0, 2, 4, 5]  # train begin, steps 2 and 4, train end
-    for m in mon.history:
+    history = trainer.metrics.memory_history
+    assert [m["step"] for m in history] == [0, 2, 4, 5]  # train begin, steps 2 and 4, train end
+    for m in history:
         assert 0 < m["rss_gib"] <= m["peak_rss_gib"]
         assert "device_allocated_gib" not in m  # CPU device
+
+
+def test_memory_monitor_off_by_default(tmp_path):
+    trainer = FakeTrainer(make_config(tmp_path, steps=2))
+    trainer.train()
+    assert trainer.metrics.memory_history == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,9 +485,7 @@ def test_memory_monitor_samples_every_log_steps(tmp_path):
 
 
 def test_nan_aborts_before_the_optimizer_step(tmp_path, caplog):
-    trainer = FakeTrainer(
-        make_args(tmp_path, debug={"check_nan_inf": True}), max_steps=6, nan_at_step=3
-    )
+    trainer = FakeTrainer(make_config(tmp_path, check_nan_inf=True), nan_at_step=3)
     seen = []
     orig_step = trainer.optimizer.step
 
@@ -435,26 +502,26 @@ def test_nan_aborts_before_the_optimizer_step(tmp_path, caplog):
 
 
 def test_nan_passes_when_check_disabled(tmp_path):
-    trainer = FakeTrainer(make_args(tmp_path), max_steps=4, nan_at_step=3)
+    trainer = FakeTrainer(make_config(tmp_path, steps=4), nan_at_step=3)
     trainer.train()
     assert math.isnan(losses(trainer)[2])
 
 
 def test_gc_disabled_during_training_and_collected_every_n_steps(tmp_path):
     assert gc.isenabled()
-    trainer = FakeTrainer(make_args(tmp_path, debug={"gc_steps": 2}), max_steps=5)
-    states = []
-
-    class Probe(Callback):
-        def on_step_end(self, loss, grad_norm):
-            states.append(gc.isenabled())
-
-    trainer.callbacks.add_callback(Probe(trainer))
     counts = []
     gc.callbacks.append(
         lambda phase, info: counts.append(info["generation"]) if phase == "start" else None
     )
     try:
+        trainer = FakeTrainer(make_config(tmp_path, steps=5, gc_every=2))
+        states = []
+
+        class Probe(Callback):
+            def on_step_end(self, loss, grad_norm):
+                states.append(gc.isenabled())
+
+        trainer.callbacks.add_callback(Probe(trainer))
         trainer.train()
     finally:
         gc.callbacks.pop()
@@ -465,7 +532,7 @@ def test_gc_disabled_during_training_and_collected_every_n_steps(tmp_path):
 
 
 def test_gc_untouched_when_gc_steps_zero(tmp_path):
-    trainer = FakeTrainer(make_args(tmp_path), max_steps=2)
+    trainer = FakeTrainer(make_config(tmp_path, steps=2))
     states = []
 
     class Probe(Callback):
@@ -475,11 +542,12 @@ def test_gc_untouched_when_gc_steps_zero(tmp_path):
     trainer.callbacks.add_callback(Probe(trainer))
     trainer.train()
     assert states == [True, True]
+    assert trainer.callbacks.gc_callback.collections == 0
 
 
 def test_eval_every_eval_steps_dispatches_on_evaluate(tmp_path):
-    args = make_args(tmp_path, eval={"eval_steps": 2}, logging={"log_steps": 3})
-    trainer = FakeTrainer(args, max_steps=5, eval_losses=[1.5, 1.25])
+    config = make_config(tmp_path, steps=5, eval_every=2, metrics={"log_freq": 3})
+    trainer = FakeTrainer(config, eval_losses=[1.5, 1.25])
     got = []
 
     class Sink(Callback):
@@ -489,10 +557,17 @@ def test_eval_every_eval_steps_dispatches_on_evaluate(tmp_path):
     trainer.callbacks.add_callback(Sink(trainer))
     trainer.train()
     assert trainer.eval_calls == [2, 4]
+    assert trainer.callbacks.eval_callback.last_eval_step == 4
     assert got == [(2, {"eval_loss": 1.5}), (4, {"eval_loss": 1.25})]
     records = [json.loads(x) for x in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
     assert [(r["step"], r.get("eval_loss")) for r in records] == [(2, 1.5), (3, None), (4, 1.25)]
-    assert {"step": 4, "eval_loss": 1.25} in trainer.state.log_history
+    assert {"step": 4, "eval_loss": 1.25} in trainer.metrics.history
+
+
+def test_eval_disabled_never_evaluates(tmp_path):
+    trainer = FakeTrainer(make_config(tmp_path, steps=3))
+    trainer.train()
+    assert trainer.eval_calls == [] and trainer.callbacks.eval_callback.last_eval_step is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -501,8 +576,7 @@ def test_eval_every_eval_steps_dispatches_on_evaluate(tmp_path):
 
 
 def test_checkpoint_cadence_final_save_and_exact_resume(tmp_path):
-    args = make_args(tmp_path, checkpoint={"save_steps": 3})
-    full = FakeTrainer(args, max_steps=7)
+    full = FakeTrainer(make_config(tmp_path, steps=7, checkpoint={"interval": 3}))
     saves = []
 
     class SaveSink(Callback):
@@ -518,18 +592,17 @@ def test_checkpoint_cadence_final_save_and_exact_resume(tmp_path):
         "step_6",
         "step_7",
     ]
+    with open(out / "step_6" / ck.EXTRA_STATE_FILE) as f:
+        assert json.load(f)["epoch"] == 0
 
     # Resume from step 3 in a fresh "process": other init, other RNG. Steps 4..7 must be identical.
-    resume_args = make_args(
+    resume_config = make_config(
         tmp_path,
-        checkpoint={
-            "save_steps": 3,
-            "load_path": str(out / "step_3"),
-            "output_dir": str(tmp_path / "r"),
-        },
+        steps=7,
+        checkpoint={"interval": 3, "load_path": str(out / "step_3"), "folder": "r"},
     )
     torch.manual_seed(1234)
-    resumed = FakeTrainer(resume_args, max_steps=7, seed=99)
+    resumed = FakeTrainer(resume_config, seed=99)
     loads = []
 
     class LoadSink(Callback):
@@ -544,46 +617,51 @@ def test_checkpoint_cadence_final_save_and_exact_resume(tmp_path):
 
 
 def test_final_save_not_repeated_when_already_saved(tmp_path):
-    trainer = FakeTrainer(make_args(tmp_path, checkpoint={"save_steps": 2}), max_steps=4)
+    trainer = FakeTrainer(make_config(tmp_path, steps=4, checkpoint={"interval": 2}))
     trainer.train()
-    assert trainer.callbacks.checkpoint_callback.saved == [
+    assert trainer.callbacks.checkpoint_callback.checkpointer.saved == [
         str(tmp_path / "out" / f"step_{s}") for s in (2, 4)
     ]
 
 
 def test_save_steps_zero_saves_nothing(tmp_path):
-    trainer = FakeTrainer(make_args(tmp_path), max_steps=3)
+    trainer = FakeTrainer(make_config(tmp_path, steps=3))
     trainer.train()
     assert not glob.glob(str(tmp_path / "out" / "step_*"))
+    assert trainer.checkpointer.saved == []
 
 
 def test_resume_latest_and_resume_at_max_steps(tmp_path):
+    def config(steps):
+        return make_config(tmp_path, steps=steps, checkpoint={"interval": 2, "load_path": "latest"})
+
     # "latest" with nothing saved yet: fresh start.
-    args = make_args(tmp_path, checkpoint={"save_steps": 2, "load_path": "latest"})
-    first = FakeTrainer(args, max_steps=4)
+    first = FakeTrainer(config(4))
     first.train()
-    assert len(losses(first)) == 4
-    # Relaunch with the same config and a longer horizon: continues from step_4.
-    second = FakeTrainer(args, max_steps=6, seed=5)
+    assert len(losses(first)) == 4 and first.checkpointer.loaded_from is None
+    # Relaunch with the same settings and a longer horizon: continues from step_4.
+    second = FakeTrainer(config(6), seed=5)
     second.train()
-    assert second.callbacks.checkpoint_callback.loaded_from == str(tmp_path / "out" / "step_4")
+    assert second.callbacks.checkpoint_callback.checkpointer.loaded_from == str(
+        tmp_path / "out" / "step_4"
+    )
     assert len(losses(second)) == 2
     # Relaunch once more at the same horizon: nothing to train, nothing re-saved.
-    third = FakeTrainer(args, max_steps=6, seed=6)
+    third = FakeTrainer(config(6), seed=6)
     third.train()
     assert third.state.global_step == 6 and third.state.loss_history == []
-    assert third.callbacks.checkpoint_callback.saved == []
+    assert third.callbacks.checkpoint_callback.checkpointer.saved == []
 
 
 def test_missing_load_path_is_an_error(tmp_path):
-    args = make_args(tmp_path, checkpoint={"load_path": str(tmp_path / "nowhere")})
-    with pytest.raises(ck.CheckpointError, match="load_path"):
-        FakeTrainer(args).train()
+    config = make_config(tmp_path, checkpoint={"load_path": str(tmp_path / "nowhere")})
+    with pytest.raises(ck.CheckpointError, match="load_path.*does not exist"):
+        FakeTrainer(config).train()
 
 
 def test_async_checkpointing_via_callback(tmp_path):
-    args = make_args(tmp_path, checkpoint={"save_steps": 2, "save_async": True})
-    trainer = FakeTrainer(args, max_steps=5)
+    config = make_config(tmp_path, steps=5, checkpoint={"interval": 2, "async_mode": "async"})
+    trainer = FakeTrainer(config)
     trainer.train()
     assert not ck.async_save_in_flight()  # train end waited
     out = tmp_path / "out"
@@ -595,17 +673,20 @@ def test_async_checkpointing_via_callback(tmp_path):
     assert ck.latest_checkpoint(str(out)) == str(out / "step_5")
 
 
-@pytest.mark.parametrize("save_async", [False, True])
-def test_hf_export_after_every_save(tmp_path, monkeypatch, save_async):
+@pytest.mark.parametrize("async_mode", ["disabled", "async"])
+def test_hf_export_after_every_save(tmp_path, monkeypatch, async_mode):
     from safetensors.torch import load_file
 
     monkeypatch.setattr(ck, "_hf_writer", lambda: fake_hf_writer)
-    args = make_args(
-        tmp_path, checkpoint={"save_steps": 2, "save_hf_weights": True, "save_async": save_async}
+    config = make_config(
+        tmp_path,
+        steps=3,
+        checkpoint={"interval": 2, "export_hf": True, "async_mode": async_mode},
     )
-    trainer = FakeTrainer(args, max_steps=3)
+    trainer = FakeTrainer(config)
     trainer.train()
     out = tmp_path / "out"
+    assert trainer.checkpointer.exported == [str(out / f"step_{s}" / "hf_ckpt") for s in (2, 3)]
     for step in (2, 3):
         hf = load_file(str(out / f"step_{step}" / "hf_ckpt" / "model.safetensors"))
         assert sorted(hf) == ["model.0.bias", "model.0.weight", "model.3.bias", "model.3.weight"]
@@ -616,10 +697,16 @@ def test_hf_export_after_every_save(tmp_path, monkeypatch, save_async):
 
 
 def test_hf_export_requires_adapter_at_init(tmp_path):
-    trainer = FakeTrainer(
-        make_args(tmp_path, checkpoint={"save_steps": 1, "save_hf_weights": True})
-    )
-    trainer.spec = SimpleNamespace(state_dict_adapter=None)
-    with pytest.raises(ValueError, match="save_hf_weights"):
-        trainer.train()
+    config = make_config(tmp_path, checkpoint={"interval": 1, "export_hf": True})
+    with pytest.raises(ValueError, match="export_hf is true but no sd_adapter"):
+        FakeTrainer(config, sd_adapter=None)
     assert not (tmp_path / "out").exists()  # failed before training
+
+
+def test_resume_needs_a_checkpoint_written_by_a_trainer(tmp_path):
+    source = FakeTrainer(make_config(tmp_path / "src", steps=1))
+    source.train()
+    path = source.checkpointer.save(1)  # no {"epoch": ...}: not what the callback writes
+    trainer = FakeTrainer(make_config(tmp_path, checkpoint={"load_path": path}))
+    with pytest.raises(ck.CheckpointError, match="has no 'epoch'"):
+        trainer.train()
