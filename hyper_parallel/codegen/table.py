@@ -17,6 +17,7 @@ from typing import Any
 
 from hyper_parallel.codegen import types as T
 from hyper_parallel.codegen.errors import CodegenError
+from hyper_parallel.codegen.probes import OBSERVABLES, PROBE_KEYS
 from hyper_parallel.codegen.yamlsrc import LDict, LList, load
 from hyper_parallel.utils.suggest import did_you_mean
 
@@ -111,6 +112,8 @@ class Row:
     canonical: str | None = None
     reason: str | None = None
     note: str | None = None
+    probe: dict = field(default_factory=dict)
+    """The setting and the observable it moves (see :mod:`hyper_parallel.codegen.probes`)."""
     raw: str = ""
 
     @property
@@ -401,15 +404,55 @@ def _root(raw: Any, sections: list[Section], components: list[Component],
     return _text(raw["doc"]), entries
 
 
+# Every row needs a probe (see hyper_parallel/codegen/probes.py): accepted-and-ignored fields
+# cannot land.
 _ROW_KEYS = {
-    "rename": (("kind", "legacy", "new", "note"), ("kind", "legacy", "new")),
+    "rename": (("kind", "legacy", "new", "note", "probe"), ("kind", "legacy", "new", "probe")),
     "transform": (
-        ("kind", "legacy", "new", "reads", "reads_new", "forward", "backward", "canonical", "note"),
-        ("kind", "legacy", "new", "forward", "backward"),
+        ("kind", "legacy", "new", "reads", "reads_new", "forward", "backward", "canonical", "note",
+         "probe"),
+        ("kind", "legacy", "new", "forward", "backward", "probe"),
     ),
-    "unsupported": (("kind", "legacy", "reason", "note"), ("kind", "legacy", "reason")),
-    "new_only": (("kind", "new", "reason", "note"), ("kind", "new", "reason")),
+    "unsupported": (("kind", "legacy", "reason", "note", "probe"),
+                    ("kind", "legacy", "reason", "probe")),
+    "new_only": (("kind", "new", "reason", "note", "probe"), ("kind", "new", "reason", "probe")),
 }
+
+
+def _probe(obj: Any, where: str, line: int, own: list[str], problems: _Problems) -> dict | None:
+    """Shape-check a row's probe; ``own`` are the paths one of which ``set`` must contain."""
+    where = f"{where}.probe"
+    if not _keys(obj, where, line, PROBE_KEYS, ("observe", "set"), problems):
+        return None
+    ok = True
+    observe = obj["observe"]
+    if observe not in OBSERVABLES:
+        problems.add(obj.key_lines["observe"], where, f"observe: unknown observable {observe!r}"
+                     f"{did_you_mean(str(observe), OBSERVABLES)}; known: {', '.join(OBSERVABLES)}")
+        ok = False
+    for key in ("set", "base"):
+        value = obj.get(key, LDict() if key == "base" else None)
+        if not isinstance(value, dict) or (key == "set" and not value) or not all(
+                isinstance(k, str) and _PATH.fullmatch(k) for k in value):
+            problems.add(obj.key_lines[key], where, f"{key} must map dotted field paths to "
+                         f"values, got {value!r}")
+            ok = False
+    if ok and not any(path in obj["set"] for path in own):
+        problems.add(obj.key_lines["set"], where, f"set must set the row's own field "
+                     f"({' or '.join(own)}), so the probe tests this row")
+        ok = False
+    for key, needed in (("path", "attribute"), ("expect", "refused")):
+        if (key in obj) != (observe == needed):
+            problems.add(line, where, f"{key} is required with observe: {needed}, and only then")
+            ok = False
+    if obj.get("ranks", 1) not in (1, 2):
+        problems.add(obj.key_lines["ranks"], where, f"ranks must be 1 or 2, got {obj['ranks']!r}")
+        ok = False
+    steps = obj.get("steps", 3)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        problems.add(obj.key_lines["steps"], where, f"steps must be an integer >= 0, got {steps!r}")
+        ok = False
+    return dict(obj) if ok else None
 
 
 def _path_map(value: Any, where: str, line: int, key: str, problems: _Problems,
@@ -480,6 +523,8 @@ def _rows(raw: Any, lines: list[str], problems: _Problems) -> list[Row]:
             problems.add(line, where, "a local name is used in both legacy and reads")
         if set(new) & set(reads_new):
             problems.add(line, where, "a local name is used in both new and reads_new")
+        own = list(legacy.values()) if kind == "unsupported" else list(new.values())
+        probe = _probe(obj["probe"], where, obj.key_lines["probe"], own, problems)
         end = raw.item_lines[i + 1] - 1 if i + 1 < len(raw) else len(lines)
         block = lines[line - 1:end]
         while len(block) > 1 and (not block[-1].strip() or block[-1].lstrip().startswith("#")):
@@ -490,7 +535,7 @@ def _rows(raw: Any, lines: list[str], problems: _Problems) -> list[Row]:
             reads_new=reads_new, forward=obj.get("forward"), backward=obj.get("backward"),
             canonical=obj.get("canonical"),
             reason=_text(obj["reason"]) if "reason" in obj else None,
-            note=_text(obj["note"]) if "note" in obj else None, raw=text,
+            note=_text(obj["note"]) if "note" in obj else None, probe=probe or {}, raw=text,
         ))
     return out
 

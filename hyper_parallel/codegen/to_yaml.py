@@ -59,13 +59,22 @@ def _minimal(value: dict, default: dict) -> dict:
 def legacy_yaml(module: str, config_name: str) -> str:
     """The YAML text of recipe ``config_name`` in ``module``; raises :class:`CodegenError` when
     the recipe cannot be expressed in the legacy schema."""
-    from hyper_parallel.config.legacy_adapter import _trainer_config_to_legacy
     from hyper_parallel.config.manager import load_recipe
+
+    config = load_recipe(module, config_name)
+    header = (f"# Legacy YAML of the recipe {config_name} ({module}), written by\n"
+              f"#   python -m hyper_parallel.codegen --to-yaml --module {module} "
+              f"--config {config_name}\n")
+    return config_yaml(config, f"--module {module} --config {config_name}", header)
+
+
+def config_yaml(config: Any, where: str, header: str = "") -> str:
+    """The legacy YAML text of a ``HyperTrainer.Config`` (``where`` names it in errors); read
+    back by the legacy parser and compared before it is returned."""
+    from hyper_parallel.config.legacy_adapter import _trainer_config_to_legacy
     from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
     from hyper_parallel.trainer.config_parser import config_to_dict, load_config
 
-    config = load_recipe(module, config_name)
-    where = f"--module {module} --config {config_name}"
     blocking = blocking_fields(config)
     if blocking:
         raise CodegenError(
@@ -84,11 +93,8 @@ def legacy_yaml(module: str, config_name: str) -> str:
     data = {key: data[key] for key in ("model", "data", "train") if key in data}
     body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False,
                           width=100)
-    text = (f"# Legacy YAML of the recipe {config_name} ({module}), written by\n"
-            f"#   python -m hyper_parallel.codegen --to-yaml --module {module} "
-            f"--config {config_name}\n"
-            "# Keys not listed have their legacy defaults.\n" + body)
-    back = load_config(HyperTrainerConfig, text, source=f"<--to-yaml {config_name}>")
+    text = header + "# Keys not listed have their legacy defaults.\n" + body
+    back = load_config(HyperTrainerConfig, text, source=f"<{where}>")
     back.train.local_rank = legacy.train.local_rank
     problems = differences(legacy, back)
     if problems:
@@ -97,4 +103,4 @@ def legacy_yaml(module: str, config_name: str) -> str:
     return text
 
 
-__all__ = ["blocking_fields", "legacy_yaml"]
+__all__ = ["blocking_fields", "config_yaml", "legacy_yaml"]

@@ -48,7 +48,12 @@ from hyper_parallel.trainer.callbacks.logging import (
     format_step_record,
     step_metrics_record,
 )
-from hyper_parallel.trainer.callbacks.memory import format_memory, reset_device_peak, sample_memory
+from hyper_parallel.trainer.callbacks.memory import (
+    format_memory,
+    has_device_peak_counter,
+    reset_device_peak,
+    sample_memory,
+)
 from hyper_parallel.trainer.callbacks.tensorboard import (
     add_eval_scalars,
     add_step_scalars,
@@ -141,6 +146,21 @@ class MetricsProcessor(Configurable):
             world_size, trainer, "world_size", dist.get_world_size() if distributed else 1
         )
         self.device = _pick(device, trainer, "device", None)
+        if config.reset_peak_memory_each_step:
+            # Never accept a setting that does nothing: the reset acts on the device peak
+            # counter, sampled only by the memory monitor.
+            if not config.enable_memory_monitor:
+                raise ValueError(
+                    "MetricsProcessor.Config.reset_peak_memory_each_step is set but "
+                    "enable_memory_monitor is off, so no peak is ever sampled; enable the memory "
+                    "monitor or unset reset_peak_memory_each_step"
+                )
+            if not has_device_peak_counter(self.device):
+                raise ValueError(
+                    "MetricsProcessor.Config.reset_peak_memory_each_step needs a device peak-"
+                    f"memory counter (CUDA or NPU); the training device is {self.device or 'cpu'}"
+                    ", whose host peak RSS cannot be reset. Unset reset_peak_memory_each_step"
+                )
         self.max_steps = max_steps
         self.is_rank0 = self.rank == 0
         self.metrics_path = None if output_dir is None else os.path.join(output_dir, METRICS_FILE)

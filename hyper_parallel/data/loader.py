@@ -9,6 +9,7 @@ next batch an uninterrupted run would have produced, mid-epoch included.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -16,6 +17,8 @@ import torch
 from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
+logger = logging.getLogger(__name__)
 
 IGNORE_INDEX = -100
 # Keys collate knows how to pad, with their pad values; None = the tokenizer pad id.
@@ -92,6 +95,15 @@ def collate(batch: list[dict[str, torch.Tensor]], pad_id: int) -> dict[str, torc
     return out
 
 
+def _pinning(pin_memory: bool) -> bool:
+    """Whether batches are pinned: only with an accelerator to copy them to (said once in the
+    log when asked for on a CPU-only host, so the setting is never silently without effect)."""
+    if pin_memory and not torch.accelerator.is_available():
+        logger.info("pin_memory: no accelerator on this host, batches stay in pageable memory")
+        return False
+    return pin_memory
+
+
 def build_dataloader(
     dataset: Dataset,
     *,
@@ -115,7 +127,7 @@ def build_dataloader(
         num_workers, prefetch_factor: ``data.num_workers``; ``data.prefetch_factor`` is only
             passed when there are workers (torch rejects it otherwise).
         pin_memory: ``data.pin_memory``; pinning needs an accelerator, so on a CPU-only host it
-            is not requested (it would be a no-op plus a warning per loader).
+            is not requested (it would be a no-op plus a warning per loader); the log says so.
         collate_fn: default ``partial(collate, pad_id=0)``; pass the tokenizer's pad id.
 
     Raises ``ValueError`` when a rank would get no batch at all (dataset too small).
@@ -143,7 +155,7 @@ def build_dataloader(
         sampler=sampler,
         num_workers=num_workers,
         collate_fn=collate_fn or functools.partial(collate, pad_id=0),
-        pin_memory=pin_memory and torch.accelerator.is_available(),
+        pin_memory=_pinning(pin_memory),
         drop_last=True,
         # Its own generator: without one, every iter(loader) draws the worker base seed from the
         # global RNG, so a resumed run's later random draws would shift.

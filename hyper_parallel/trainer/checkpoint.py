@@ -407,15 +407,19 @@ class _PendingSave:
 
 _PENDING: _PendingSave | None = None
 _ASYNC_GROUP = None
+_ASYNC_GROUP_WORLD = None
 
 
 def _async_group():
-    """A gloo group reserved for background saves (created collectively on first use)."""
-    global _ASYNC_GROUP
+    """A gloo group reserved for background saves (created collectively on first use, again
+    for each new default process group: a trainer closed and another built in the same process
+    must not save through the destroyed one)."""
+    global _ASYNC_GROUP, _ASYNC_GROUP_WORLD
     if not _distributed():
         return None
-    if _ASYNC_GROUP is None:
+    if _ASYNC_GROUP is None or _ASYNC_GROUP_WORLD is not dist.group.WORLD:
         _ASYNC_GROUP = dist.new_group(backend="gloo")
+        _ASYNC_GROUP_WORLD = dist.group.WORLD
     return _ASYNC_GROUP
 
 

@@ -128,7 +128,12 @@ def setup_distributed(
         dp_size=parallel_dims.dp_size,
     )
     if ctx.is_rank0:
-        logger.info("parallel dims: %s (device %s)", parallel_dims.summary(), device)
+        logger.info(
+            "parallel dims: %s (device %s, backend %s)",
+            parallel_dims.summary(),
+            device,
+            comm_backend or dist.get_backend(),
+        )
     return ctx
 
 

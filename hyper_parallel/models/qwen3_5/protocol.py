@@ -237,9 +237,9 @@ class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
                the legacy ``config_from_legacy``. Without a ``flavor`` key the current values are
                the base. Applying the same section twice changes nothing. All-or-nothing: an
                invalid result raises and leaves this config untouched.
-            2. ``parallelism`` -- ``context_parallel_degree``, ``pipeline_parallel_degree`` and
-               ``expert_parallel_degree`` above 1 raise ``NotImplementedError`` (not supported
-               for this dense model); ``tensor_parallel_degree`` must divide every dimension TP
+            2. ``parallelism`` -- ``context_parallel_degree``, ``pipeline_parallel_degree``,
+               ``expert_parallel_degree`` and ``expert_tensor_parallel_degree`` above 1 raise
+               ``NotImplementedError`` (not supported for this dense model); ``tensor_parallel_degree`` must divide every dimension TP
                shards (``ValueError`` listing each one; see :func:`tp_divisibility_problems`).
             3. ``training.seq_len`` must not exceed ``max_position_embeddings`` (``ValueError``):
                RoPE itself is computed on the fly, but the exported ``config.json`` would claim
@@ -270,6 +270,12 @@ class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
                             f"parallelism.{name}={degree}: {what} is not supported by qwen3_5_v2 "
                             f"yet; set parallelism.{name}=1"
                         )
+                etp = getattr(parallelism, "expert_tensor_parallel_degree", 1) or 1
+                if etp > 1:
+                    raise NotImplementedError(
+                        f"parallelism.expert_tensor_parallel_degree={etp}: the dense model has "
+                        "no experts to shard; set parallelism.expert_tensor_parallel_degree=1"
+                    )
                 tp = getattr(parallelism, "tensor_parallel_degree", 1) or 1
                 problems = tp_divisibility_problems(self, tp)
                 if problems:

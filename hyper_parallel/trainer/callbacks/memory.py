@@ -31,6 +31,11 @@ def _device_module(device) -> Any | None:
     return None
 
 
+def has_device_peak_counter(device) -> bool:
+    """Whether ``device`` has a peak-memory counter that :func:`reset_device_peak` resets."""
+    return _device_module(device) is not None
+
+
 def host_memory() -> dict[str, float]:
     """Current and peak resident set size of this process, in GiB."""
     import psutil
