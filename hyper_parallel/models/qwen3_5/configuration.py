@@ -52,7 +52,7 @@ _POSITIVE_INT_FIELDS = (
 )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Qwen3_5Config:
     """Architecture of a Qwen3.5 dense text decoder. Defaults are Qwen3.5-0.8B(-Base)."""
 
@@ -218,7 +218,7 @@ class Qwen3_5Config:
         if getattr(self, "_layer_types_derived", False) and "layer_types" not in changes:
             values["layer_types"] = None
         values.update(changes)
-        return Qwen3_5Config(**values)
+        return type(self)(**values)
 
     # ----------------------------------------------------------------- HF config.json
     def to_hf_dict(self) -> dict[str, Any]:

@@ -7,16 +7,13 @@ the legacy ones; the TP plan, the HF state-dict adapter and DCP checkpoints appl
 
 What the protocol adds:
 
-* ``Qwen3_5Model.Config`` -- a ``BaseModel.Config`` (``kw_only``, ``slots``) whose fields are
-  exactly the fields of the legacy :class:`Qwen3_5Config` (Hugging Face names, same defaults =
-  Qwen3.5-0.8B, same validation and normalisation: ``__post_init__`` builds a ``Qwen3_5Config``
-  from the fields, so ``layer_types=None`` becomes the per-layer list as there). A
-  ``layer_types`` that is the ``full_attention_interval`` pattern of another length is re-derived
-  when ``num_hidden_layers`` changes (``dataclasses.replace(flavor, num_hidden_layers=4)``, or a
-  field set before ``build()`` re-validates), like the legacy ``Qwen3_5Config.replace``. The
-  config is a drop-in for the legacy one: ``to_legacy()`` converts, and the derived properties
-  (``rotary_dim``, ``linear_key_dim``, ...) and ``to_hf_dict()`` exist, so the state-dict adapter,
-  the HF writer and the legacy modules accept it where they took a ``Qwen3_5Config``.
+* ``Qwen3_5Model.Config`` -- a ``BaseModel.Config`` (``kw_only``, ``slots``) that *is* a
+  :class:`Qwen3_5Config`: it declares no field of its own, so every architecture field, default,
+  rule and derived size (``rotary_dim``, ``linear_key_dim``, ``to_hf_dict()``) is written once,
+  in ``configuration.py``, and the state-dict adapter, the HF writer and the modules take it
+  wherever they take a ``Qwen3_5Config``. A ``layer_types`` that is the
+  ``full_attention_interval`` pattern of another length is re-derived when ``num_hidden_layers``
+  changes (``dataclasses.replace(flavor, num_hidden_layers=4)``), like ``Qwen3_5Config.replace``.
 * ``Config.update_from_config(trainer_config=...)`` -- the ``model`` section's architecture
   overrides, the parallel degrees the model cannot run, ``training.seq_len`` vs the context
   length (see its docstring). ``Config.replace(**changes)`` is the legacy ``replace``.
@@ -67,6 +64,8 @@ FLAVOR_NAMES: tuple[str, ...] = tuple(FLAVORS)
 """The named sizes, in the legacy table's order (``debugmodel``, ``0.8b``, ... ``27b``)."""
 
 _LEGACY_NAME = "Qwen3_5Config"
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Qwen3_5Config))
+_DERIVED_FLAG = "_layer_types_derived"
 _NAME = "Qwen3_5Model.Config"
 
 AUTO_INIT_CHECK_MAX_PARAMS = 100_000_000
@@ -83,98 +82,38 @@ class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
     """
 
     @dataclass(kw_only=True, slots=True)
-    class Config(BaseModel.Config):
+    class Config(BaseModel.Config, Qwen3_5Config):
         """Architecture of a Qwen3.5 dense text decoder; defaults are Qwen3.5-0.8B(-Base).
 
-        The fields and their meaning are those of the legacy ``Qwen3_5Config`` (Hugging Face
-        ``Qwen3_5TextConfig`` names; RoPE flat rather than nested in ``rope_parameters``).
+        Every field, its default, its validation and the derived sizes (``rotary_dim``,
+        ``linear_key_dim``, ...) are the one declaration in :class:`Qwen3_5Config` (Hugging Face
+        ``Qwen3_5TextConfig`` names; RoPE flat rather than nested in ``rope_parameters``); this
+        class adds the protocol (``build``, ``update_from_config``). A ``layer_types`` that is
+        the ``full_attention_interval`` pattern of another length is re-derived when the layer
+        count changes (``dataclasses.replace(flavor, num_hidden_layers=4)``).
         """
 
-        vocab_size: int = 248320
-        """Vocabulary size (rows of ``embed_tokens`` and ``lm_head``)."""
-        hidden_size: int = 1024
-        """Residual-stream width."""
-        intermediate_size: int = 3584
-        """SwiGLU hidden width of every layer's MLP."""
-        num_hidden_layers: int = 24
-        """Number of decoder layers."""
-        num_attention_heads: int = 8
-        """Query heads of the full-attention layers."""
-        num_key_value_heads: int = 2
-        """Key/value heads of the full-attention layers (GQA); must divide the query heads."""
-        head_dim: int = 256
-        """Per-head width of the full-attention layers (not ``hidden_size / heads``)."""
-        hidden_act: str = "silu"
-        """MLP / GDN-conv activation. Only ``silu`` is implemented."""
-        max_position_embeddings: int = 262144
-        """Longest supported position (RoPE is computed on the fly; ``training.seq_len`` may not
-        exceed it, see ``update_from_config``)."""
-        initializer_range: float = 0.02
-        """Std of the normal init of linear, conv and embedding weights."""
-        rms_norm_eps: float = 1e-6
-        """Epsilon of every RMSNorm."""
-        attention_bias: bool = False
-        """Bias on the full-attention q/k/v/o projections."""
-        tie_word_embeddings: bool = True
-        """Share ``lm_head.weight`` with ``model.embed_tokens.weight``."""
-        attn_output_gate: bool = True
-        """Gate the attention output with ``sigmoid(gate)`` (``q_proj`` emits ``[Q_h | gate_h]``)."""
-        rope_theta: float = 1e7
-        """RoPE base (HF: ``rope_parameters['rope_theta']``)."""
-        partial_rotary_factor: float = 0.25
-        """Fraction of ``head_dim`` that is rotated."""
-        mrope_section: list[int] = field(default_factory=lambda: [11, 11, 10])
-        """Frequencies per mRoPE axis (T, H, W); ``2 * sum`` must equal the rotary dim."""
-        full_attention_interval: int = 4
-        """Layer ``i`` is full attention iff ``(i + 1) % interval == 0`` (``layer_types`` unset)."""
-        linear_num_value_heads: int = 16
-        """Gated DeltaNet value heads (``Hv``)."""
-        linear_num_key_heads: int = 16
-        """Gated DeltaNet query/key heads (``Hk``); must divide ``linear_num_value_heads``."""
-        linear_value_head_dim: int = 128
-        """Gated DeltaNet value head width (``Dv``)."""
-        linear_key_head_dim: int = 128
-        """Gated DeltaNet query/key head width (``Dk``)."""
-        linear_conv_kernel_dim: int = 4
-        """Kernel size of the causal depthwise convolution in front of the delta rule."""
-        layer_types: list[str] | None = None
-        """Per-layer mixer (``linear_attention`` / ``full_attention``); ``None``: derived from
-        ``full_attention_interval``. A derived-pattern list of the wrong length is re-derived."""
-        pad_token_id: int | None = None
-        """Written to ``config.json`` only."""
-        bos_token_id: int | None = None
-        """Written to ``config.json`` only."""
-        eos_token_id: int | list[int] | None = None
-        """Written to ``config.json`` only."""
-
         def __post_init__(self) -> None:
-            # The legacy dataclass owns the rules; building one validates every field together.
-            legacy = self.to_legacy()
-            # Adopt its normalisations (ints in mrope_section, the derived layer_types) so the
-            # values are the legacy config's and a rebuilt copy compares equal.
-            self.mrope_section = list(legacy.mrope_section)
-            self.layer_types = list(legacy.layer_types)
-
-        # ------------------------------------------------------------ legacy bridge
-        def to_legacy(self) -> Qwen3_5Config:
-            """The equivalent legacy :class:`Qwen3_5Config` (a fresh one). A ``layer_types`` that
-            is the interval pattern is passed as ``None`` -- re-derived for the current length,
-            and "derived" for the legacy ``replace``. A ``ValueError`` names the field as
-            ``Qwen3_5Model.Config.<field>``."""
-            values = {
-                f.name: copy.deepcopy(getattr(self, f.name))
-                for f in dataclasses.fields(Qwen3_5Config)
-            }
-            if _is_interval_pattern(values["layer_types"], self.full_attention_interval):
-                values["layer_types"] = None
+            if _is_interval_pattern(self.layer_types, self.full_attention_interval):
+                self.layer_types = None  # re-derived for the current length
             try:
-                return Qwen3_5Config(**values)
+                Qwen3_5Config.__post_init__(self)
             except ValueError as exc:
                 raise ValueError(str(exc).replace(_LEGACY_NAME, _NAME)) from None
 
+        # ------------------------------------------------------------ legacy bridge
+        def to_legacy(self) -> Qwen3_5Config:
+            """A plain :class:`Qwen3_5Config` with the same values (a fresh one)."""
+            return Qwen3_5Config(
+                **{
+                    f.name: copy.deepcopy(getattr(self, f.name))
+                    for f in dataclasses.fields(Qwen3_5Config)
+                }
+            )
+
         @classmethod
         def from_legacy(cls, legacy: Qwen3_5Config) -> Qwen3_5Model.Config:
-            """The new config with the values of a legacy one."""
+            """The protocol config with the values of a plain one."""
             return cls(
                 **{
                     f.name: copy.deepcopy(getattr(legacy, f.name))
@@ -184,44 +123,22 @@ class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
 
         def replace(self, **changes: Any) -> Qwen3_5Model.Config:
             """A validated copy with ``changes`` applied; a ``layer_types`` that is the interval
-            pattern is re-derived (for a new ``num_hidden_layers`` *or* a new
-            ``full_attention_interval``) unless ``changes`` sets it -- the legacy
-            ``Qwen3_5Config.replace`` rule. Unknown names are a ``TypeError``."""
+            pattern is re-derived unless ``changes`` sets it. Unknown names are a
+            ``TypeError``."""
             if "layer_types" not in changes and _is_interval_pattern(
                 self.layer_types, self.full_attention_interval
             ):
                 changes["layer_types"] = None
             return dataclasses.replace(self, **copy.deepcopy(changes))
 
-        def to_hf_dict(self) -> dict[str, Any]:
-            """The Hugging Face ``config.json`` dict (see ``Qwen3_5Config.to_hf_dict``)."""
-            return self.to_legacy().to_hf_dict()
-
-        # ------------------------------------------------------------ derived sizes
-        @property
-        def rotary_dim(self) -> int:
-            """Rotated channels per full-attention head."""
-            return int(self.head_dim * self.partial_rotary_factor)
-
-        @property
-        def linear_key_dim(self) -> int:
-            """Width of the GDN query (and key) projection: ``Hk * Dk``."""
-            return self.linear_num_key_heads * self.linear_key_head_dim
-
-        @property
-        def linear_value_dim(self) -> int:
-            """Width of the GDN value (and z-gate) projection: ``Hv * Dv``."""
-            return self.linear_num_value_heads * self.linear_value_head_dim
-
-        @property
-        def num_full_attention_layers(self) -> int:
-            """How many layers are full (softmax) attention."""
-            return sum(t == FULL_ATTENTION for t in self.layer_types)
-
-        @property
-        def num_linear_attention_layers(self) -> int:
-            """How many layers are Gated DeltaNet."""
-            return sum(t == LINEAR_ATTENTION for t in self.layer_types)
+        def __setattr__(self, name: str, value: Any) -> None:
+            # Qwen3_5Config keeps a __dict__ (its derived-layer_types flag), which would let a
+            # misspelt field through; the protocol's rule is that a typo is an error.
+            if name not in _FIELD_NAMES and name != _DERIVED_FLAG:
+                raise AttributeError(
+                    f"{_NAME} has no field {name!r}{did_you_mean(name, _FIELD_NAMES)}"
+                )
+            object.__setattr__(self, name, value)
 
         # ------------------------------------------------------------ trainer hook
         def update_from_config(self, *, trainer_config: Any) -> None:
@@ -300,7 +217,7 @@ class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
         # __init__ is skipped: it would store a legacy config); the legacy hook then builds the
         # very same submodules from the equivalent legacy config.
         BaseModel.__init__(self, config)
-        self._init_modules(config.to_legacy())
+        self._init_modules(config)
 
     # ------------------------------------------------------------------ protocol check
     def verify_module_protocol(

@@ -184,3 +184,50 @@ def test_a_v2_spec_found_by_name_is_used_like_model_spec(tmp_path):
         assert [s for s, _ in trainer.train().loss_history] == [1]
     finally:
         trainer.close()
+
+
+def test_post_optimizer_build_fn_runs_once_the_optimizer_exists(config):
+    seen = []
+    config.model_spec.post_optimizer_build_fn = lambda optimizers, parts, dims: seen.append(
+        (optimizers, parts, dims))
+    trainer = config.build()
+    try:
+        assert seen == [(trainer.optimizer, [trainer.model], trainer.parallel_dims)]
+        # ...after the optimizer and before the scheduler (it may register optimizer hooks).
+        names = [name for name, _ in CALLS]
+        assert names.index("optimizer") < names.index("lr_scheduler")
+    finally:
+        trainer.close()
+
+
+def test_pipelining_is_refused_until_it_exists(config):
+    config.model_spec.pipelining_fn = lambda *a, **k: None
+    with pytest.raises(NotImplementedError, match="pipeline parallelism is not supported"):
+        config.build()
+
+
+def test_a_v1_model_spec_is_refused_with_the_fix(config):
+    config.model_spec = ModelSpec(name="v1_only", build_model_fn=lambda args: None)
+    with pytest.raises(ValueError, match=r"v1 spec.*qwen3_5_spec_factory"):
+        config.build()
+
+
+def test_the_callers_spec_is_not_changed_by_update_from_config(tmp_path):
+    """The engine fits a private copy of the spec's model Config to the run."""
+    from hyper_parallel.config.configs import ModelConfig
+    from hyper_parallel.models.qwen3_5 import qwen3_5_spec_factory
+
+    spec = qwen3_5_spec_factory("debugmodel")
+    config = HyperTrainer.Config(
+        model_spec=spec,
+        model=ModelConfig(num_hidden_layers=2),
+        training=TrainingConfig(steps=1, seq_len=32, global_batch_size=1, local_batch_size=1),
+        dataloader=BaseDataLoader.Config(dataset="dummy", pin_memory=False),
+        checkpoint=CheckpointManager.Config(folder=str(tmp_path), interval=0, export_hf=False),
+    )
+    trainer = config.build()
+    try:
+        assert trainer.model_config.num_hidden_layers == 2
+        assert spec.model.num_hidden_layers == 8
+    finally:
+        trainer.close()
