@@ -273,16 +273,9 @@ def empty_is_unset_canonical(*, path: str | None) -> Changes:
 # model_spec: a spec equal to the one registered under model.name counts as unset
 # ----------------------------------------------------------------------------------------------
 
-#: ``ModelSpec`` fields that make two specs train differently besides the model Config.
-_SPEC_HOOKS = (
-    "build_model_fn",
-    "parallelize_fn",
-    "pipelining_fn",
-    "post_optimizer_build_fn",
-    "state_dict_adapter",
-    "clip_grad_fn",
-    "model_config_fn",
-)
+#: ``ModelSpec`` fields that are not hooks: what the spec is called and its model Config (the
+#: model is compared once fitted to the run).
+_SPEC_NOT_HOOKS = ("name", "flavor", "model")
 
 
 def _fitted_model(spec: Any, config: Any) -> Any:
@@ -294,7 +287,7 @@ def _fitted_model(spec: Any, config: Any) -> Any:
         return None
     try:
         model.update_from_config(trainer_config=config)
-    except Exception:  # an invalid combination trains nowhere: not equivalent to anything
+    except Exception:  # noqa: BLE001 - an invalid combination trains nowhere: equivalent to nothing
         return None
     return model
 
@@ -313,7 +306,10 @@ def registered_spec_equivalent(config: Any) -> bool:
         registered = discover_model_spec(config.model.name)
     except (ImportError, ValueError):
         return False
-    if any(getattr(spec, hook) != getattr(registered, hook) for hook in _SPEC_HOOKS):
+    import dataclasses
+
+    hooks = [f.name for f in dataclasses.fields(spec) if f.name not in _SPEC_NOT_HOOKS]
+    if any(getattr(spec, hook) != getattr(registered, hook, None) for hook in hooks):
         return False
     mine = _fitted_model(spec, config)
     return mine is not None and mine == _fitted_model(registered, config)

@@ -200,15 +200,15 @@ class HyperTrainer(BaseTrainer):
 
     def _build_dataloaders(self) -> None:
         c = self.config
-        common = dict(
-            dp_world_size=self.dist.dp_size,
-            dp_rank=self.dist.dp_rank,
-            local_batch_size=c.training.local_batch_size,
-            seq_len=c.training.seq_len,
-            seed=c.debug.seed,
-            tokenizer=self.tokenizer,
-            vocab_size=getattr(self.model_config, "vocab_size", None),
-        )
+        common = {
+            "dp_world_size": self.dist.dp_size,
+            "dp_rank": self.dist.dp_rank,
+            "local_batch_size": c.training.local_batch_size,
+            "seq_len": c.training.seq_len,
+            "seed": c.debug.seed,
+            "tokenizer": self.tokenizer,
+            "vocab_size": getattr(self.model_config, "vocab_size", None),
+        }
         self.grad_accum = grad_accum_steps(
             c.training.global_batch_size, c.training.local_batch_size, self.dist.dp_size
         )

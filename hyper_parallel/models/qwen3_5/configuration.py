@@ -406,28 +406,35 @@ def _get(section: Any, name: str) -> Any:
     return getattr(section, name, None)
 
 
-def config_from_legacy(model_section: Any) -> Qwen3_5Config:
-    """Build the model config from the legacy YAML ``model`` section.
-
-    Precedence (later wins): the flavor named by ``config_overrides['flavor']`` (default
-    ``'0.8b'``), then the non-None universal ``model.*`` fields (``LEGACY_UNIVERSAL_FIELDS``),
-    then every other ``config_overrides`` key (HF field names of :class:`Qwen3_5Config`).
-    A derived ``layer_types`` is re-derived for the final layer count.
+def apply_model_section(base: Any, section: Any, flavor_config: Any = None) -> Any:
+    """``base`` with a ``model`` section's overrides applied, in the legacy precedence (later
+    wins): ``config_overrides['flavor']`` re-bases on that flavor (``flavor_config(name)``,
+    default the ``FLAVORS`` entry), then the non-None universal ``model.*`` fields
+    (``LEGACY_UNIVERSAL_FIELDS``), then every other ``config_overrides`` key (HF field names).
+    A derived ``layer_types`` is re-derived for the final layer count (``base.replace``).
 
     Raises ``ValueError`` naming an unknown override key or flavor, with a suggestion.
     """
-    overrides = dict(_get(model_section, "config_overrides") or {})
-    flavor = overrides.pop(FLAVOR_KEY, DEFAULT_FLAVOR)
-    if flavor not in FLAVORS:
-        raise ValueError(
-            f"model.config_overrides.{FLAVOR_KEY}: unknown flavor {flavor!r}"
-            f"{did_you_mean(str(flavor), FLAVORS)}. Valid flavors: {', '.join(FLAVORS)}."
-        )
+    overrides = dict(_get(section, "config_overrides") or {})
     _check_keys(overrides, "model.config_overrides", extra=(FLAVOR_KEY,))
+    if FLAVOR_KEY in overrides:
+        flavor = overrides.pop(FLAVOR_KEY)
+        if flavor not in FLAVORS:
+            raise ValueError(
+                f"model.config_overrides.{FLAVOR_KEY}: unknown flavor {flavor!r}"
+                f"{did_you_mean(str(flavor), FLAVORS)}. Valid flavors: {', '.join(FLAVORS)}."
+            )
+        base = flavor_config(flavor) if flavor_config is not None else FLAVORS[flavor]
     changes: dict[str, Any] = {}
     for name in LEGACY_UNIVERSAL_FIELDS:
-        value = _get(model_section, name)
+        value = _get(section, name)
         if value is not None:
             changes[name] = value
     changes.update(overrides)
-    return FLAVORS[flavor].replace(**changes)
+    return base.replace(**changes) if changes else base
+
+
+def config_from_legacy(model_section: Any) -> Qwen3_5Config:
+    """Build the model config from the legacy YAML ``model`` section: :func:`apply_model_section`
+    on the default flavor (``'0.8b'``)."""
+    return apply_model_section(FLAVORS[DEFAULT_FLAVOR], model_section)

@@ -34,18 +34,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hyper_parallel.models.qwen3_5.configuration import (
     DEFAULT_FLAVOR,
-    FLAVOR_KEY,
     FLAVORS,
     FULL_ATTENTION,
-    LEGACY_UNIVERSAL_FIELDS,
     LINEAR_ATTENTION,
     Qwen3_5Config,
+    apply_model_section,
 )
 from hyper_parallel.models.qwen3_5.model import Qwen3_5ForCausalLM
 from hyper_parallel.protocols.model import BaseModel, ModuleProtocolError
@@ -313,40 +311,9 @@ def flavor_config(name: str) -> Qwen3_5Model.Config:
     return Qwen3_5Model.Config.from_legacy(FLAVORS[name])
 
 
-def _get(section: Any, name: str) -> Any:
-    if isinstance(section, Mapping):
-        return section.get(name)
-    return getattr(section, name, None)
-
-
 def _apply_model_section(base: Qwen3_5Model.Config, section: Any) -> Qwen3_5Model.Config:
     """``base`` with a ``model`` section's overrides applied (see ``update_from_config``)."""
-    overrides = dict(_get(section, "config_overrides") or {})
-    field_names = [f.name for f in dataclasses.fields(Qwen3_5Model.Config)]
-    for key in overrides:
-        if key != FLAVOR_KEY and key not in field_names:
-            raise ValueError(
-                f"model.config_overrides: unknown key {key!r}"
-                f"{did_you_mean(str(key), [*field_names, FLAVOR_KEY])}; valid keys: "
-                f"{FLAVOR_KEY}, {', '.join(field_names)}"
-            )
-    if FLAVOR_KEY in overrides:
-        flavor = overrides.pop(FLAVOR_KEY)
-        if flavor not in FLAVORS:
-            raise ValueError(
-                f"model.config_overrides.{FLAVOR_KEY}: unknown flavor {flavor!r}"
-                f"{did_you_mean(str(flavor), FLAVORS)}; valid flavors: {', '.join(FLAVOR_NAMES)}"
-            )
-        base = flavor_config(flavor)
-    changes: dict[str, Any] = {}
-    for name in LEGACY_UNIVERSAL_FIELDS:
-        value = _get(section, name)
-        if value is not None:
-            changes[name] = value
-    changes.update(overrides)
-    if not changes:
-        return base
-    return base.replace(**changes)
+    return apply_model_section(base, section, flavor_config)
 
 
 def config_from_model_section(section: Any) -> Qwen3_5Model.Config:

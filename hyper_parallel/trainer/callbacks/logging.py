@@ -10,12 +10,9 @@ shows the loss with 8 decimals, as the legacy trainer did.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 from typing import Any
-
-
 
 METRICS_FILE = "metrics.jsonl"
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-
 logger = logging.getLogger(__name__)
 
 _GIB = 1024**3

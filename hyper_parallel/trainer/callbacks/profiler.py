@@ -8,7 +8,6 @@ import logging
 
 import torch
 
-
 logger = logging.getLogger(__name__)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 _STEP_SCALARS = ("loss", "grad_norm", "lr", "tokens_per_sec", "tflops", "mfu")
 
 

@@ -71,7 +71,7 @@ def test_a_checkpoint_resumes_through_the_other_entry(first, second, straight, t
 def test_a_converted_recipe_takes_the_new_only_fields(tmp_path):
     dump = tmp_path / "dump"
     recipe(Path("ckpt"), "--checkpoint.interval=1", "--checkpoint.keep_latest_k=1",
-           "--optimizer.fused", f"--dump_folder={dump}")
+           "--optimizer.fused=True", f"--dump_folder={dump}")
     steps = sorted(p.name for p in (dump / "ckpt").iterdir() if p.name.startswith("step_"))
     assert steps == [f"step_{STEPS}"]  # keep_latest_k=1 under dump_folder
     assert sorted(losses(dump / "ckpt")) == list(range(1, STEPS + 1))

@@ -113,7 +113,7 @@ def run(build, steps: int, workdir: Path, *, keep_group: bool = False) -> dict:
     try:
         try:
             trainer = build()
-        except Exception as exc:  # the refusal is the observable
+        except Exception as exc:  # noqa: BLE001 - the refusal is the observable
             result["error"] = f"{type(exc).__name__}: {exc}"
             return result
         result["determinism"] = (torch.are_deterministic_algorithms_enabled(),
@@ -121,7 +121,7 @@ def run(build, steps: int, workdir: Path, *, keep_group: bool = False) -> dict:
         if steps:
             try:
                 trainer.train()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the outcome is the observable
                 result["outcome"] = f"{type(exc).__name__}: {_NUMBER.sub('#', str(exc))}"
         result.update(observe_all(trainer, workdir))
     finally:
@@ -131,7 +131,9 @@ def run(build, steps: int, workdir: Path, *, keep_group: bool = False) -> dict:
         root.removeHandler(capture)
         root.setLevel(old_level)
         os.chdir(cwd)
-    result["log"] = [_NUMBER.sub("#", m.replace(str(workdir), "<run>")) for m in capture.messages]
+    # Sorted: what is logged matters, not how a background thread interleaves with the loop.
+    result["log"] = sorted(_NUMBER.sub("#", m.replace(str(workdir), "<run>"))
+                           for m in capture.messages)
     return result
 
 
@@ -323,6 +325,15 @@ def fixtures(tmp_path_factory) -> Fixtures:
 _BASES: dict[str, dict] = {}
 
 
+def base_run(config: Any, steps: int, fixtures: Fixtures) -> dict:
+    """The engine run of a probe's base, shared by the probes with the same base (most have
+    none); the trainer is kept for ``attribute`` probes."""
+    key = f"{steps}:{config!r}"
+    if key not in _BASES:
+        _BASES[key] = engine_run(config, steps, fixtures.root / "bases" / str(len(_BASES)))
+    return _BASES[key]
+
+
 def observed(result: dict, probe: dict) -> Any:
     if probe["observe"] == "refused":
         return result["error"]
@@ -401,7 +412,7 @@ def test_probe_moves_its_observable(key, fixtures, tmp_path):
         assert message is not None and probe["expect"] in message, message
         return
     base = apply(base_config(), probe.get("base", {}), fixtures)
-    before = observed(engine_run(base, steps, tmp_path / "base"), probe)
+    before = observed(base_run(base, steps, fixtures), probe)
     try:
         probed = apply(base, probe["set"], fixtures)
     except ValueError as exc:  # refused by the Config itself, before any build
