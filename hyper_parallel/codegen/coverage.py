@@ -148,15 +148,20 @@ def _suggest_row(path: str, side: str, candidates: list[str]) -> str:
     if guess is None:
         near = closest(leaf, [c.rsplit(".", 1)[-1] for c in candidates])
         guess = next((c for c in candidates if c.rsplit(".", 1)[-1] == near), None)
+    # Every row carries a probe: the observable its field moves (hyper_parallel/codegen/probes.py).
     if side == "legacy":
         target = guess or "<section.field>"
-        return (f"  - {{kind: rename, legacy: {path}, new: {target}}}\n"
+        probe = f"probe: {{observe: <observable>, set: {{{target}: <a non-default value>}}}}"
+        return (f"  - {{kind: rename, legacy: {path}, new: {target},\n     {probe}}}\n"
                 f"or, if the new tree has no equivalent:\n"
-                f"  - {{kind: unsupported, legacy: {path}, reason: <why>}}")
+                f"  - {{kind: unsupported, legacy: {path}, reason: <why>,\n"
+                f"     probe: {{observe: refused, set: {{{path}: <a value>}}, expect: <why>}}}}")
     source = guess or "<legacy.path>"
-    return (f"  - {{kind: new_only, new: {path}, reason: <why it has no legacy counterpart>}}\n"
+    probe = f"probe: {{observe: <observable>, set: {{{path}: <a non-default value>}}}}"
+    return (f"  - {{kind: new_only, new: {path}, reason: <why it has no legacy counterpart>,\n"
+            f"     {probe}}}\n"
             f"or, if a legacy field maps onto it:\n"
-            f"  - {{kind: rename, legacy: {source}, new: {path}}}")
+            f"  - {{kind: rename, legacy: {source}, new: {path},\n     {probe}}}")
 
 
 def _check_ownership(table: Table, legacy: dict, new: dict, problems: list[str]

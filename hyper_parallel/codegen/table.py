@@ -407,16 +407,17 @@ def _root(raw: Any, sections: list[Section], components: list[Component],
 # Every row needs a probe (see hyper_parallel/codegen/probes.py): accepted-and-ignored fields
 # cannot land.
 _ROW_KEYS = {
-    "rename": (("kind", "legacy", "new", "note", "probe"), ("kind", "legacy", "new", "probe")),
+    "rename": (("kind", "legacy", "new", "note", "probe"), ("kind", "legacy", "new")),
     "transform": (
         ("kind", "legacy", "new", "reads", "reads_new", "forward", "backward", "canonical", "note",
          "probe"),
-        ("kind", "legacy", "new", "forward", "backward", "probe"),
+        ("kind", "legacy", "new", "forward", "backward"),
     ),
-    "unsupported": (("kind", "legacy", "reason", "note", "probe"),
-                    ("kind", "legacy", "reason", "probe")),
-    "new_only": (("kind", "new", "reason", "note", "probe"), ("kind", "new", "reason", "probe")),
+    "unsupported": (("kind", "legacy", "reason", "note", "probe"), ("kind", "legacy", "reason")),
+    "new_only": (("kind", "new", "reason", "note", "probe"), ("kind", "new", "reason")),
 }
+"""Allowed and required keys per row kind; ``probe`` is required of every row too, reported on
+its own so that a row without one still gets its other problems checked."""
 
 
 def _probe(obj: Any, where: str, line: int, own: list[str], problems: _Problems) -> dict | None:
@@ -524,7 +525,12 @@ def _rows(raw: Any, lines: list[str], problems: _Problems) -> list[Row]:
         if set(new) & set(reads_new):
             problems.add(line, where, "a local name is used in both new and reads_new")
         own = list(legacy.values()) if kind == "unsupported" else list(new.values())
-        probe = _probe(obj["probe"], where, obj.key_lines["probe"], own, problems)
+        probe = None
+        if "probe" not in obj:
+            problems.add(line, where, "missing key 'probe': every row names a non-default "
+                         "setting and the observable it moves (hyper_parallel/codegen/probes.py)")
+        else:
+            probe = _probe(obj["probe"], where, obj.key_lines["probe"], own, problems)
         end = raw.item_lines[i + 1] - 1 if i + 1 < len(raw) else len(lines)
         block = lines[line - 1:end]
         while len(block) > 1 and (not block[-1].strip() or block[-1].lstrip().startswith("#")):

@@ -129,7 +129,8 @@ def test_cli_check_is_silent_when_clean_and_fails_with_a_diff(repo_copy, args):
 
 def test_cli_reports_a_broken_table_with_exit_2(repo_copy):
     edit(repo_copy / "codegen" / "field_table.yaml", "  - {kind: rename, legacy: data.shuffle, "
-         "new: dataloader.shuffle}\n", "")
+         "new: dataloader.shuffle,\n     probe: {observe: loss, set: {dataloader.shuffle: "
+         "false}}}\n", "")
     command = [sys.executable, "-m", "hyper_parallel.codegen", "--root", str(repo_copy)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     assert result.returncode == 2

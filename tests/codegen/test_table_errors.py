@@ -20,17 +20,33 @@ def _error(repo) -> str:
     return str(info.value)
 
 
+def _row(repo, head: str) -> str:
+    """The whole text of the mapping row whose first line starts with ``head`` (the row's
+    continuation lines, its probe among them, included)."""
+    lines = (repo / TABLE).read_text().splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith(head))
+    end = start + 1
+    while end < len(lines) and lines[end].startswith("     "):
+        end += 1
+    return "".join(lines[start:end])
+
+
+SHUFFLE = "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle,"
+PROBE = ", probe: {observe: loss, set: {%s: 1}}"
+
+
 def _line_of(repo, needle: str) -> int:
     lines = (repo / TABLE).read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if needle in line)
 
 
 def test_uncovered_legacy_field(repo_copy):
-    edit(repo_copy / TABLE, "  - {kind: rename, legacy: train.max_steps, new: training.steps}\n", "")
+    edit(repo_copy / TABLE, _row(repo_copy, "  - {kind: rename, legacy: train.max_steps,"), "")
     message = _error(repo_copy)
     assert "legacy field train.max_steps (int, default 100) is not covered" in message
     # The row to add, with the new field left uncovered by the same edit as the guess.
-    assert "- {kind: rename, legacy: train.max_steps, new: training.steps}" in message
+    assert "- {kind: rename, legacy: train.max_steps, new: training.steps,\n     probe: " \
+           "{observe: <observable>, set: {training.steps: <a non-default value>}}}" in message
     assert "new field training.steps (int, default 100) is not covered" in message
 
 
@@ -74,11 +90,14 @@ def test_wrong_type_of_a_default(repo_copy):
 
 
 def test_wrong_type_across_a_rename(repo_copy):
-    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}",
-         "  - {kind: rename, legacy: data.shuffle, new: dataloader.num_workers}\n"
-         "  - {kind: new_only, new: dataloader.shuffle, reason: test}")
-    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.num_workers, new: dataloader.num_workers}\n", "")
-    edit(repo_copy / TABLE, "# ---- train ----", "- {kind: unsupported, legacy: data.num_workers, reason: t}\n  # ---- train ----")
+    edit(repo_copy / TABLE, _row(repo_copy, SHUFFLE),
+         "  - {kind: rename, legacy: data.shuffle, new: dataloader.num_workers"
+         + PROBE % "dataloader.num_workers" + "}\n"
+         "  - {kind: new_only, new: dataloader.shuffle, reason: test"
+         + PROBE % "dataloader.shuffle" + "}\n")
+    edit(repo_copy / TABLE, _row(repo_copy, "  - {kind: rename, legacy: data.num_workers,"), "")
+    edit(repo_copy / TABLE, "# ---- train ----", "- {kind: unsupported, legacy: data.num_workers, "
+         "reason: t" + PROBE % "data.num_workers" + "}\n  # ---- train ----")
     message = _error(repo_copy)
     assert "wrong type: rename data.shuffle (bool) -> dataloader.num_workers (int)" in message
     assert "defaults disagree: data.shuffle defaults to True, dataloader.num_workers to 0" in message
@@ -102,8 +121,7 @@ def test_wrong_type_across_a_rename(repo_copy):
     ],
 )
 def test_malformed_row_names_the_row_and_its_line(repo_copy, row, words):
-    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}",
-         row)
+    edit(repo_copy / TABLE, _row(repo_copy, SHUFFLE), row + "\n")
     line = _line_of(repo_copy, row.strip())
     index = _row_index(repo_copy, line)
     message = _error(repo_copy)
@@ -118,16 +136,17 @@ def _row_index(repo, line: int) -> int:
 
 
 def test_field_covered_twice(repo_copy):
-    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}",
-         "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}\n"
-         "  - {kind: unsupported, legacy: data.shuffle, reason: twice}")
+    row = _row(repo_copy, SHUFFLE)
+    edit(repo_copy / TABLE, row, row + "  - {kind: unsupported, legacy: data.shuffle, reason: "
+         "twice" + PROBE % "data.shuffle" + "}\n")
     message = _error(repo_copy)
     assert "legacy field 'data.shuffle' is already covered by mappings[" in message
     assert "a field is covered exactly once" in message
 
 
 def test_unknown_path_suggests_the_closest(repo_copy):
-    edit(repo_copy / TABLE, "new: dataloader.shuffle}", "new: dataloader.shufle}")
+    row = _row(repo_copy, SHUFFLE)
+    edit(repo_copy / TABLE, row, row.replace("dataloader.shuffle", "dataloader.shufle"))
     message = _error(repo_copy)
     assert "new field 'dataloader.shufle' does not exist in the new tree (did you mean " \
            "'dataloader.shuffle'?)" in message
@@ -166,15 +185,40 @@ def test_constraint_that_does_not_fit_the_field(repo_copy):
 
 def test_nothing_is_written_on_error(repo_copy):
     before = {p: (repo_copy / p).read_text() for p in pipeline.find_generated(repo_copy)}
-    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}\n", "")
+    edit(repo_copy / TABLE, _row(repo_copy, SHUFFLE), "")
     with pytest.raises(CodegenError):
         pipeline.write(repo_copy, generate(repo_copy))
     assert {p: (repo_copy / p).read_text() for p in before} == before
 
 
 def test_every_problem_is_reported_at_once(repo_copy):
-    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}\n", "")
-    edit(repo_copy / TABLE, "  - {kind: rename, legacy: train.seed, new: debug.seed}\n", "")
+    edit(repo_copy / TABLE, _row(repo_copy, SHUFFLE), "")
+    edit(repo_copy / TABLE, _row(repo_copy, "  - {kind: rename, legacy: train.seed,"), "")
     with pytest.raises(CodegenError) as info:
         generate(repo_copy)
     assert len(info.value.problems) == 4  # two legacy fields and two new fields uncovered
+
+
+def test_a_row_without_a_probe_is_refused(repo_copy):
+    """"Accepted and ignored" cannot land: every row names the observable its field moves."""
+    edit(repo_copy / TABLE, _row(repo_copy, SHUFFLE),
+         "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}\n")
+    line = _line_of(repo_copy, "legacy: data.shuffle, new: dataloader.shuffle}")
+    message = _error(repo_copy)
+    assert f"{TABLE}:{line}: mappings[" in message and "missing key 'probe'" in message
+
+
+@pytest.mark.parametrize(
+    ("probe", "words"),
+    [
+        ("{observe: losss, set: {dataloader.shuffle: false}}",
+         "unknown observable 'losss' (did you mean 'loss'?)"),
+        ("{observe: loss, set: {dataloader.num_workers: 1}}", "set must set the row's own field"),
+        ("{observe: attribute, set: {dataloader.shuffle: false}}", "path is required"),
+        ("{observe: loss}", "missing key 'set'"),
+    ],
+)
+def test_a_malformed_probe_names_the_row(repo_copy, probe, words):
+    edit(repo_copy / TABLE, _row(repo_copy, SHUFFLE), f"{SHUFFLE}\n     probe: {probe}}}\n")
+    message = _error(repo_copy)
+    assert "mappings[" in message and ".probe" in message and words in message, message

@@ -458,11 +458,7 @@ def test_memory_monitor_samples_every_log_steps(tmp_path):
     config = make_config(
         tmp_path,
         steps=5,
-        metrics={
-            "enable_memory_monitor": True,
-            "memory_log_freq": 2,
-            "reset_peak_memory_each_step": True,
-        },
+        metrics={"enable_memory_monitor": True, "memory_log_freq": 2},
     )
     trainer = FakeTrainer(config)
     trainer.train()
@@ -471,6 +467,16 @@ def test_memory_monitor_samples_every_log_steps(tmp_path):
     for m in history:
         assert 0 < m["rss_gib"] <= m["peak_rss_gib"]
         assert "device_allocated_gib" not in m  # CPU device
+
+
+def test_resetting_a_peak_that_cannot_be_reset_is_refused(tmp_path):
+    """On a CPU there is no device peak counter, and without the monitor no peak is sampled:
+    either way the setting would do nothing, so it is an error naming the reason."""
+    with pytest.raises(ValueError, match="needs a device peak-memory counter"):
+        FakeTrainer(make_config(tmp_path, metrics={"enable_memory_monitor": True,
+                                                   "reset_peak_memory_each_step": True}))
+    with pytest.raises(ValueError, match="enable_memory_monitor is off"):
+        FakeTrainer(make_config(tmp_path, metrics={"reset_peak_memory_each_step": True}))
 
 
 def test_memory_monitor_off_by_default(tmp_path):
