@@ -1,12 +1,11 @@
 """``CheckpointManager``: periodic, atomic, resumable checkpoints as a Configurable.
 
-Saving and loading are the legacy trainer's helpers in :mod:`hyper_parallel.trainer.checkpoint`
-(the same files, the same atomic ``.step_<N>.tmp`` -> ``step_<N>`` rename, the same async
-snapshot), called with the model parts, the ``OptimizersContainer``, the
-``LRSchedulersContainer`` and the ``BaseDataLoader``. The cadence is the legacy
-``CheckpointCallback``'s: every ``interval`` steps (never step 0) and once more at the end unless
-that step was just saved; ``export_hf`` writes ``step_<N>/hf_ckpt`` after each save like
-``HFExportCallback``.
+Saving and loading are the helpers in :mod:`hyper_parallel.trainer.checkpoint` (the atomic
+``.step_<N>.tmp`` -> ``step_<N>`` rename, the async snapshot), called with the model parts, the
+``OptimizersContainer``, the ``LRSchedulersContainer`` and the ``BaseDataLoader``. The cadence is
+the legacy trainer's: every ``interval`` steps (never step 0) and once more at the end unless
+that step was just saved; ``export_hf`` writes ``step_<N>/hf_ckpt`` after each save (with the
+tokenizer files of the adapter's ``hf_assets_path``, when set).
 
 ``keep_latest_k`` (new; the legacy keeps everything, which is the default 0) deletes older
 complete checkpoints after each successful save through

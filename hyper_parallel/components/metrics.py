@@ -1,8 +1,7 @@
 """``MetricsProcessor``: step metrics to the log, a JSONL file, TensorBoard and the memory monitor.
 
-One object replaces the legacy ``LoggingCallback``, ``TensorBoardCallback`` and
-``MemoryMonitorCallback`` and calls their helpers, so the numbers, the log lines and the files
-are the legacy ones:
+One object does what the legacy trainer's logging, TensorBoard and memory-monitor callbacks
+did, with their helpers, so the numbers, the log lines and the files are the legacy ones:
 
 * the record of a step (:func:`~hyper_parallel.trainer.callbacks.logging.step_metrics_record`:
   loss, grad norm, LR, step time and, with ``report_throughput``, tokens/s, TFLOPS and MFU) and
