@@ -4,10 +4,11 @@
 
 Prints and writes to JSON:
 
-1. tokens/s and step time of ``LLMTrainer`` and of ``HyperTrainer`` (the same YAML converted by
-   the generated adapter) on the debug model (1 rank, CPU, fp32, dummy data, 2,048 tokens a step)
-   and of a plain loop on the same model config, init, data, batch and optimizer, run side by
-   side in this one process; the ratios are the trainer overheads and new/legacy;
+1. tokens/s and step time of ``LLMTrainer`` (the legacy front door) and of ``HyperTrainer`` (the
+   same YAML converted by the generated adapter) on the debug model (1 rank, CPU, fp32, dummy
+   data, 2,048 tokens a step) and of a plain loop on the same model config, init, data, batch and
+   optimizer, interleaved step by step in this one process; the ratios are the trainer overheads
+   and new/legacy (one engine: 1.00 up to noise);
 2. the time from launching ``torchrun`` to the end of the first optimizer step, through the
    legacy entry point (a YAML) and the new one (a generated recipe);
 3. the peak RSS of building the ``0.8b`` flavor on the meta device and materializing it, against
@@ -62,32 +63,28 @@ train:
     return load_config(HyperTrainerConfig, text, source="bench")
 
 
-def bench_trainer(steps: int, warmup: int, which: str = "legacy") -> dict:
-    """Time ``train_step`` of LLMTrainer (``legacy``) or of HyperTrainer built from the same
-    YAML converted by the generated adapter (``new``), over ``steps`` steps after ``warmup``."""
+def _trainer_runner(which: str, steps: int, tmp: str):
+    """A step function of LLMTrainer (``legacy``: the YAML front door) or of HyperTrainer built
+    from the same YAML converted by the generated adapter (``new``); the runner's state."""
     from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config
     from hyper_parallel.models.spec import discover_model_spec
     from hyper_parallel.trainer.llm_trainer import LLMTrainer
 
-    with tempfile.TemporaryDirectory() as tmp:
-        args = _legacy_args(steps + warmup, tmp)
-        discover_model_spec(args.model.name)
-        trainer = LLMTrainer(args) if which == "legacy" else _legacy_to_trainer_config(args).build()
-        batches = trainer._micro_batch_iterator()
-        times = []
-        for i in range(steps + warmup):
-            micro = next(batches)
-            trainer.state.global_step += 1
-            start = time.perf_counter()
-            trainer.train_step(micro)
-            if i >= warmup:
-                times.append(time.perf_counter() - start)
-        loss = trainer.state.loss_history[-1][1]
-        trainer.close()
-    return _summary(times, loss)
+    args = _legacy_args(steps, os.path.join(tmp, which))
+    discover_model_spec(args.model.name)
+    trainer = LLMTrainer(args) if which == "legacy" else _legacy_to_trainer_config(args).build()
+    batches = trainer._micro_batch_iterator()
+
+    def step() -> float:
+        micro = next(batches)
+        trainer.state.global_step += 1
+        trainer.train_step(micro)
+        return trainer.state.loss_history[-1][1]
+
+    return step, trainer
 
 
-def bench_plain(steps: int, warmup: int) -> dict:
+def _plain_runner(steps: int):
     """The same work with nothing but torch: model, AdamW, cross-entropy, clip, step."""
     import torch
     import torch.nn.functional as F
@@ -106,20 +103,51 @@ def bench_plain(steps: int, warmup: int) -> dict:
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.0}, {"params": no_decay, "weight_decay": 0.0}], lr=LR
     )
-    data = DummyDataset(GLOBAL_BATCH * (steps + warmup), SEQ_LEN, config.vocab_size)
-    times, loss = [], None
-    for i in range(steps + warmup):
+    data = DummyDataset(GLOBAL_BATCH * steps, SEQ_LEN, config.vocab_size)
+    counter = iter(range(steps))
+
+    def step() -> float:
+        i = next(counter)
         batch = torch.stack([data[i * GLOBAL_BATCH + j]["input_ids"] for j in range(GLOBAL_BATCH)])
-        start = time.perf_counter()
         logits = model(batch)
-        loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        loss = F.cross_entropy(
+            logits[:, :-1].float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1)
+        )
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
-    return _summary(times, loss.item())
+        return loss.item()
+
+    return step
+
+
+def bench_throughput(steps: int, warmup: int) -> dict:
+    """The plain loop, LLMTrainer and HyperTrainer, one step each per round, interleaved (the
+    order rotates every round) so that machine noise falls on all three alike; ratios are of
+    medians, and new/legacy also as the median of the per-round ratios."""
+    total = steps + warmup
+    with tempfile.TemporaryDirectory() as tmp:
+        new_step, new = _trainer_runner("new", total, tmp)
+        legacy_step, legacy = _trainer_runner("legacy", total, tmp)
+        runners = {"plain": _plain_runner(total), "trainer": legacy_step,
+                   "hyper_trainer": new_step}
+        times: dict[str, list[float]] = {name: [] for name in runners}
+        losses: dict[str, float] = {}
+        names = list(runners)
+        for i in range(total):
+            order = names[i % len(names):] + names[:i % len(names)]
+            for name in order:
+                start = time.perf_counter()
+                losses[name] = runners[name]()
+                if i >= warmup:
+                    times[name].append(time.perf_counter() - start)
+        new.close()  # one process group, shared by both trainers
+        del legacy
+    out = {name: _summary(times[name], losses[name]) for name in names}
+    paired = sorted(b / a for a, b in zip(times["trainer"], times["hyper_trainer"]))
+    out["new_over_legacy_paired_median"] = paired[len(paired) // 2]
+    return out
 
 
 def _summary(times: list[float], loss: float) -> dict:
@@ -220,11 +248,8 @@ def main() -> None:
         import torch
 
         results["torch_threads"] = torch.get_num_threads()
-        results["plain"] = bench_plain(opts.steps, opts.warmup)
-        results["trainer"] = bench_trainer(opts.steps, opts.warmup, "legacy")
-        results["peak_rss_mib_after_legacy"] = _peak_rss_mib()
-        results["hyper_trainer"] = bench_trainer(opts.steps, opts.warmup, "new")
-        results["peak_rss_mib_after_new"] = _peak_rss_mib()
+        results.update(bench_throughput(opts.steps, opts.warmup))
+        results["peak_rss_mib"] = _peak_rss_mib()
         plain = results["plain"]["median_step_s"]
         results["trainer_overhead_pct"] = 100 * (results["trainer"]["median_step_s"] / plain - 1)
         results["hyper_trainer_overhead_pct"] = 100 * (
