@@ -1,7 +1,9 @@
 """Parallelization of the Qwen3.5 dense model: tensor parallel, activation checkpointing, FSDP2.
 
-The building blocks are plain functions so that any trainer can compose them; the legacy v1
-entry :func:`parallelize_qwen3_5` applies them in the order **TP -> AC -> FSDP**:
+The building blocks are plain functions so that any trainer can compose them. The entry is
+:func:`hyper_parallel.models.qwen3_5.parallelize_v2.parallelize_qwen3_5_v2` (the model spec's
+``parallelize_fn``), which applies them in the order **CP -> TP -> AC -> compile -> FSDP**
+(CP is refused for now; compile is ``parallelize_v2.apply_compile``):
 
 * :func:`apply_tp` shards every layer type over a 1-D ``tp`` mesh with
   ``torch.distributed.tensor.parallel`` (Megatron-style, no sequence parallelism: activations
@@ -53,9 +55,9 @@ Requirements (checked, ``ValueError`` naming the field): ``num_attention_heads``
 ``vocab_size`` divisible by ``tp``. Tied embeddings work with TP: the embedding and ``lm_head``
 both shard the vocab dimension, so they keep sharing one ``Shard(0)`` parameter.
 
-Meta-device flow: build on ``meta`` -> :func:`parallelize_qwen3_5` -> ``model.to_empty(device=...)``
--> ``model.init_weights()`` (which draws full tensors and keeps the local shard) ->
-``model.tie_weights()``. Nothing here touches values, so sharding on ``meta`` allocates nothing.
+Meta-device flow: build on ``meta`` -> ``parallelize_qwen3_5_v2`` ->
+``model.to_empty(device=...)`` -> ``model.init_weights()`` (which draws full tensors and keeps the
+local shard) -> ``model.tie_weights()``. Nothing here touches values, so sharding on ``meta`` allocates nothing.
 
 Parameter names: activation checkpointing inserts ``_checkpoint_wrapped_module`` after the layer
 index in ``named_parameters()`` (``model.layers.0._checkpoint_wrapped_module.mlp.up_proj.weight``).
@@ -66,7 +68,6 @@ back on load); use :func:`strip_wrapper_prefixes` for names from ``named_paramet
 from __future__ import annotations
 
 import difflib
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -87,8 +88,6 @@ from torch.distributed.tensor.parallel import (
 )
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
-logger = logging.getLogger(__name__)
-
 __all__ = [
     "AC_MODES",
     "DEFAULT_DTYPE_MAP",
@@ -98,7 +97,6 @@ __all__ = [
     "apply_tp",
     "build_mp_policy",
     "normalize_ac_mode",
-    "parallelize_qwen3_5",
     "strip_wrapper_prefixes",
     "validate_tp_degree",
 ]
@@ -532,104 +530,4 @@ def apply_fsdp(
     for layer in model.model.layers:
         fully_shard(layer, **kwargs)
     fully_shard(model, **kwargs)
-    return model
-
-
-# ====================================================================== legacy v1 entry
-def _dp_mesh(mesh: DeviceMesh) -> DeviceMesh | None:
-    """The data-parallel sub-mesh FSDP runs on; ``None`` for a mesh without a dp axis (pure TP)."""
-    names = tuple(mesh.mesh_dim_names or ())
-    if "dp_replicate" in names and "dp_shard" in names:
-        return mesh["dp_replicate", "dp_shard"]  # HSDP
-    if "dp_shard" in names:
-        return mesh["dp_shard"]
-    if "dp_replicate" in names:
-        # dp_replicate > 1 with dp_shard == 1: fully sharding over the replicate ranks gives the
-        # same averaged gradients as replication (and less memory), with a plain 1-D FSDP mesh.
-        return mesh["dp_replicate"]
-    return None
-
-
-def _check_supported(acc: Any, mesh: DeviceMesh) -> None:
-    names = tuple(mesh.mesh_dim_names or ())
-    for field, what in (
-        ("cp", "context parallelism"),
-        ("pp", "pipeline parallelism"),
-        ("ep", "expert parallelism"),
-    ):
-        size = max(getattr(acc, field, 1) or 1, mesh[field].size() if field in names else 1)
-        if size > 1:
-            extra = " (the dense Qwen3.5 model has no experts)" if field == "ep" else ""
-            raise NotImplementedError(
-                f"train.accelerator.{field}={size}: {what} is not supported yet for qwen3_5"
-                f"{extra}; set {field}: 1"
-            )
-    tp = getattr(acc, "tp", 1) or 1
-    mesh_tp = mesh["tp"].size() if "tp" in names else 1
-    if tp != mesh_tp:
-        raise ValueError(
-            f"train.accelerator.tp={tp} but the device mesh {names} has tp size {mesh_tp}; "
-            "build the mesh from the same accelerator section"
-        )
-
-
-def _is_trivial(policy: MixedPrecisionPolicy) -> bool:
-    fp32 = (None, torch.float32)
-    return (
-        policy.param_dtype in fp32 and policy.reduce_dtype in fp32 and policy.output_dtype in fp32
-    )
-
-
-def parallelize_qwen3_5(model: nn.Module, mesh: DeviceMesh, cfg: Any) -> nn.Module:
-    """Legacy v1 entry: TP -> AC -> FSDP on ``model`` according to ``cfg.train`` (in place).
-
-    Reads ``cfg.train.accelerator.{tp, cp, pp, ep, reshard_after_forward}``,
-    ``cfg.train.mixed_precision.{enabled, param_dtype, reduce_dtype, output_dtype}`` and
-    ``cfg.train.gradient_checkpointing.activation_checkpoint``. ``mesh`` has dims among
-    ``dp_replicate, dp_shard, ep, cp, tp, pp`` (sizes > 1 only; a layout without parallelism is a
-    1-D ``dp_shard`` mesh of the world size).
-
-    * ``cp``, ``pp``, ``ep`` > 1: ``NotImplementedError``.
-    * TP over ``mesh["tp"]`` when the mesh has a ``tp`` axis.
-    * FSDP is applied even with a data-parallel degree of 1, so one rank and N ranks run the same
-      reduction code: on ``(dp_replicate, dp_shard)`` (HSDP) when both exist, else on
-      ``dp_shard`` (or ``dp_replicate``). A pure-TP mesh has no dp axis to shard over, so FSDP is
-      skipped there; since mixed precision is FSDP's ``MixedPrecisionPolicy``, a non-fp32 policy
-      on such a mesh is rejected rather than silently ignored.
-    """
-    train = cfg.train
-    acc = train.accelerator
-    _check_supported(acc, mesh)
-    mp_policy = build_mp_policy(getattr(train, "mixed_precision", None))
-    gc = getattr(train, "gradient_checkpointing", None)
-    ac_mode = normalize_ac_mode(getattr(gc, "activation_checkpoint", "off"))
-    dp_mesh = _dp_mesh(mesh)
-    if dp_mesh is None and mp_policy is not None and not _is_trivial(mp_policy):
-        raise ValueError(
-            "train.mixed_precision.enabled=true needs FSDP (the policy is FSDP2's), but the mesh "
-            f"{tuple(mesh.mesh_dim_names or ())} has no dp_shard / dp_replicate axis (pure tensor "
-            "parallel). Disable mixed precision or give the mesh a data-parallel axis."
-        )
-
-    names = tuple(mesh.mesh_dim_names or ())
-    if "tp" in names:
-        apply_tp(model, mesh["tp"])
-    apply_ac(model, ac_mode)
-    if dp_mesh is not None:
-        apply_fsdp(
-            model,
-            dp_mesh,
-            mp_policy=mp_policy,
-            reshard_after_forward=bool(getattr(acc, "reshard_after_forward", True)),
-        )
-    else:
-        logger.info("qwen3_5: pure tensor-parallel mesh %s, FSDP skipped", names)
-    logger.info(
-        "qwen3_5 parallelized: mesh=%s tp=%s ac=%s fsdp=%s mp=%s",
-        dict(zip(names, mesh.mesh.shape)),
-        mesh["tp"].size() if "tp" in names else 1,
-        ac_mode,
-        dp_mesh.mesh_dim_names if dp_mesh is not None else None,
-        mp_policy,
-    )
     return model

@@ -1,11 +1,10 @@
 """Parallelisation of Qwen3.5 from the new config sections: CP -> TP -> AC -> compile -> FSDP.
 
 :func:`parallelize_qwen3_5_v2` is the v2 ``ModelSpec.parallelize_fn`` (torchtitan's signature,
-RFC Part 5 section 6 #1). It reuses the legacy building blocks of
-``hyper_parallel.models.qwen3_5.parallelize`` -- ``apply_tp``, ``apply_ac``, ``apply_fsdp``,
-``build_mp_policy`` -- so for equivalent settings the result is exactly what the legacy v1
-``parallelize_qwen3_5(model, mesh, cfg)`` produces (same wrapped modules, same placements, same
-mixed-precision policy; a torchrun test compares the two). The engine calls only this entry.
+RFC Part 5 section 6 #1) and the only parallelisation entry of Qwen3.5: the engine calls it and
+nothing else. It composes the building blocks of ``hyper_parallel.models.qwen3_5.parallelize``
+-- ``apply_tp``, ``apply_ac``, ``apply_fsdp``, ``build_mp_policy`` -- plus :func:`apply_compile`;
+torchrun tests check every layout against an unsharded reference.
 
 Inputs (the attribute names of the generated sections; anything with those attributes works):
 
@@ -24,9 +23,9 @@ are all ``float32`` or unset (``mixed_precision_param="float32"``, ``mixed_preci
 "float32"``, ``mixed_precision_output=None`` -- the section defaults) casts nothing (parameters
 are float32 masters), so it means *no* ``MixedPrecisionPolicy`` at all: exactly the legacy
 ``train.mixed_precision.enabled: false`` (``hyper_parallel.config.transforms`` converts the two
-that way). Any other combination is the legacy ``enabled: true`` with those dtypes, built by the
-legacy ``build_mp_policy``. As in v1, mixed precision is FSDP's policy, so a real one on a mesh
-without a data-parallel axis (pure TP) is an error rather than silently ignored.
+that way). Any other combination is the legacy ``enabled: true`` with those dtypes, built by
+``build_mp_policy``. Mixed precision is FSDP's policy, so a real one on a mesh without a
+data-parallel axis (pure TP) is an error rather than silently ignored.
 
 **Compile.** ``compile.enable`` compiles every decoder layer separately, after AC and before
 FSDP (torchtitan's order), *in place* with ``nn.Module.compile(backend=..., fullgraph=True)``.
@@ -147,7 +146,7 @@ def _mesh_names(parallel_dims: Any) -> tuple[str, ...]:
 
 
 def data_parallel_mesh(parallel_dims: Any) -> DeviceMesh | None:
-    """The mesh FSDP shards over, chosen as the legacy v1 path does.
+    """The mesh FSDP shards over, the one choice every layout goes through.
 
     ``(dp_replicate, dp_shard)`` (HSDP, 2-D) when both axes exist, else ``dp_shard``, else
     ``dp_replicate`` (sharding over the replicas averages the same gradients with less memory);

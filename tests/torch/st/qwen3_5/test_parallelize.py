@@ -1,10 +1,13 @@
-"""Qwen3.5 parallelization: TP / FSDP / HSDP / AC / mixed precision vs an unsharded reference.
+"""Qwen3.5 parallelization: TP / FSDP / HSDP / AC / mixed precision / compile vs a reference.
 
 The multi-process tests launch ``torchrun`` (gloo, CPU) on ``workers/parallelize_worker.py``,
-which trains a tiny fp32 Qwen3.5 (debugmodel, 4 layers: 3 Gated DeltaNet + 1 full attention) for
-3 AdamW steps in a parallel layout and compares it with a 1-process unsharded reference loaded
-with the same weights. The in-process tests cover the pure functions (validation, AC policy,
-mixed-precision policy, name stripping) without any process group.
+which parallelises a tiny fp32 Qwen3.5 (debugmodel, 4 layers: 3 Gated DeltaNet + 1 full
+attention) through the engine's entry ``parallelize_qwen3_5_v2``, trains it for 3 AdamW steps in
+a parallel layout and compares it with a 1-process unsharded reference loaded with the same
+weights. To keep the torchrun start-up cost down, one launch runs every case of a world size
+(1, 2 and 4 ranks: three launches); the tests assert on their case's part of the result. The
+in-process tests cover the pure functions (validation, AC policy, mixed-precision policy, name
+stripping) and the entry's refusals without any process group.
 """
 
 from __future__ import annotations
@@ -25,13 +28,18 @@ from hyper_parallel.models.qwen3_5.parallelize import (
     apply_ac,
     build_mp_policy,
     normalize_ac_mode,
-    parallelize_qwen3_5,
     strip_wrapper_prefixes,
     validate_tp_degree,
+)
+from hyper_parallel.models.qwen3_5.parallelize_v2 import (
+    compiled_layers,
+    parallelize_qwen3_5_v2,
 )
 from tests.helpers.torchrun import torchrun
 
 WORKER = Path(__file__).parent / "workers" / "parallelize_worker.py"
+TWO_RANK_CASES = ("fsdp", "tp", "tp_tied", "ac", "mp", "compile")
+FOUR_RANK_CASES = ("hsdp", "tp_fsdp")
 
 # Tolerances. Loss: the target is 1e-5 relative; layouts without TP reduce in a different order
 # only across data-parallel ranks and land near 1e-7, TP's row-parallel all-reduces change
@@ -42,25 +50,41 @@ LOSS_RTOL = 1e-5
 LOGITS_RTOL = 1e-5
 GRAD_RTOL = 1e-5
 PARAM_RTOL = 5e-4
+LAYERS = ["model.layers.0", "model.layers.1", "model.layers.2", "model.layers.3"]
 
 
-def run_worker(case: str, nproc: int, tmp_path: Path, timeout: int = 240) -> dict:
-    """``torchrun --nproc_per_node <nproc> worker.py <case> <tmp_path>``; returns its JSON.
+def run_worker(cases, nproc: int, tmp_path: Path, timeout: int = 240) -> dict:
+    """``torchrun --nproc_per_node <nproc> worker.py <case,...> <tmp_path>``; returns its JSON
+    (``{case: result}``).
 
     A non-zero exit fails with the output tail; a hang fails with ``TimeoutExpired``.
     """
-    proc = torchrun(WORKER, [case, str(tmp_path)], nproc=nproc, timeout=timeout)
+    proc = torchrun(WORKER, [",".join(cases), str(tmp_path)], nproc=nproc, timeout=timeout)
     result_file = tmp_path / "result.json"
-    assert result_file.is_file(), f"worker {case!r} wrote no result:\n{proc.stderr[-4000:]}"
+    assert result_file.is_file(), f"worker {cases!r} wrote no result:\n{proc.stderr[-4000:]}"
     result = json.loads(result_file.read_text())
-    print(f"{case}: {json.dumps(result, indent=1)}")  # visible with -s: the measured figures
+    print(f"{cases}: {json.dumps(result, indent=1)}")  # visible with -s: the measured figures
     return result
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory) -> dict:
+    """Every 2-rank case, in one torchrun launch (shared by the tests of this module)."""
+    return run_worker(TWO_RANK_CASES, 2, tmp_path_factory.mktemp("parallelize_2"), timeout=400)
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory) -> dict:
+    """Every 4-rank case, in one torchrun launch (only the slow tests use it)."""
+    return run_worker(FOUR_RANK_CASES, 4, tmp_path_factory.mktemp("parallelize_4"), timeout=500)
 
 
 def assert_matches_reference(r: dict) -> None:
     assert r["init_max_abs_diff"] == 0.0, "meta -> parallelize -> init_weights depends on layout"
     assert r["all_params_dtensor"]
     assert r["partial_grads"] == [], "replicated-weight gradients left Partial (unreduced)"
+    assert r["state_keys_clean"]  # no _checkpoint_wrapped_module / _orig_mod in the keys
+    assert r["compiled_layers"] == []  # compile is off unless compile.enable
     assert r["logits_rel"] <= LOGITS_RTOL, r["logits_rel"]
     assert r["loss_rel"] <= LOSS_RTOL, (r["losses"], r["ref_losses"])
     assert r["grads0_rel"] <= GRAD_RTOL, r["grads0_rel"]
@@ -69,76 +93,133 @@ def assert_matches_reference(r: dict) -> None:
     assert len(set(r["ref_losses"])) == len(r["ref_losses"])
 
 
+def assert_fsdp_units(units: dict, mesh: list[str], *, reshard: bool = True, mp: str) -> None:
+    """FSDP on every decoder layer plus the root, all on ``mesh`` with one policy."""
+    assert sorted(units) == ["", *LAYERS], sorted(units)
+    for name, unit in units.items():
+        assert unit["mesh"] == mesh, (name, unit)
+        assert unit["reshard_after_forward"] is reshard, (name, unit)
+        assert mp in unit["mp_policy"], (name, unit)
+
+
 # ====================================================================== multi-process layouts
 def test_single_rank_fsdp_is_bit_exact(tmp_path):
     """dp = 1 still goes through FSDP (same reduction code path) and is bit-identical."""
-    r = run_worker("single", 1, tmp_path)
+    r = run_worker(["single"], 1, tmp_path)["single"]
     assert r["fsdp_applied"] and r["probe_mesh_dims"] == ["dp_shard"]
+    assert_fsdp_units(r["fsdp_units"], ["dp_shard"], mp="param_dtype=None")
     assert_matches_reference(r)
     assert r["logits_rel"] == 0.0 and r["loss_rel"] == 0.0 and r["final_params_rel"] == 0.0
 
 
-def test_fsdp_2_ranks_matches_reference(tmp_path):
-    r = run_worker("fsdp", 2, tmp_path)
+def test_fsdp_2_ranks_matches_reference(two_ranks):
+    r = two_ranks["fsdp"]
     assert r["fsdp_applied"]
     assert r["probe_mesh_dims"] == ["dp_shard"] and r["probe_placements"] == ["S(0)"]
+    assert r["q_proj"] == {"mesh": ["dp_shard"], "placements": ["S(0)"]}
+    # the section defaults (float32 / float32 / unset) mean no casting: FSDP's default policy
+    assert_fsdp_units(r["fsdp_units"], ["dp_shard"], mp="param_dtype=None")
+    assert r["num_ac_wrapped"] == 0
     assert r["logits_rel"] == 0.0  # all-gathered weights: forward is unchanged
     assert_matches_reference(r)
 
 
-def test_tp_2_ranks_matches_reference(tmp_path):
+def test_tp_2_ranks_matches_reference(two_ranks):
     """Pure TP: every layer type sharded, no FSDP (no dp axis in the mesh)."""
-    r = run_worker("tp", 2, tmp_path)
-    assert r["tp_mesh_ok"] and not r["fsdp_applied"]
+    r = two_ranks["tp"]
+    assert r["tp_mesh_ok"] and not r["fsdp_applied"] and r["fsdp_units"] == {}
     assert r["probe_mesh_dims"] == ["tp"] and r["probe_placements"] == ["S(0)"]
+    assert r["q_proj"] == {"mesh": ["tp"], "placements": ["S(0)"]}  # colwise on head boundaries
     assert_matches_reference(r)
 
 
-def test_tp_2_ranks_tied_embeddings(tmp_path):
-    """Tied embedding + lm_head stay one vocab-sharded parameter under TP."""
-    r = run_worker("tp_tied", 2, tmp_path)
+def test_tp_2_ranks_tied_embeddings_selective_ac(two_ranks):
+    """Tied embedding + lm_head stay one vocab-sharded parameter under TP (with selective AC)."""
+    r = two_ranks["tp_tied"]
     assert r["tied"]
+    assert r["num_ac_wrapped"] == 4
     assert_matches_reference(r)
 
 
-def test_activation_checkpointing_is_exact_under_tp(tmp_path):
+def test_activation_checkpointing_is_exact_under_tp(two_ranks):
     """full and selective AC give the same loss and gradients as no AC (TP over 2 ranks)."""
-    r = run_worker("ac", 2, tmp_path)
-    assert r["off_wrapped_params"] == 0
+    r = two_ranks["ac"]
+    assert r["off_wrapped_params"] == 0 and r["off_num_ac_wrapped"] == 0
     for mode in ("full", "selective"):
         assert r[mode]["wrapped_params"] > 0
+        assert r[mode]["num_ac_wrapped"] == 4  # every decoder layer
         assert r[mode]["state_keys_clean"]
         assert r[mode]["loss_abs_diff"] <= 1e-6, r[mode]
         assert r[mode]["grads_rel"] <= 1e-6, r[mode]
 
 
-def test_mixed_precision_bf16_policy_runs(tmp_path):
-    r = run_worker("mp", 2, tmp_path)
+def test_mixed_precision_bf16_policy_runs(two_ranks):
+    r = two_ranks["mp"]
     assert r["bf16_logits_dtype"] == "torch.bfloat16"  # compute in bf16 (output_dtype inherits)
     assert r["fp32_logits_dtype"] == "torch.float32"
-    # fp32 master weights and fp32-reduced gradients either way
-    for name in ("fp32", "bf16"):
+    # fp32 master weights and fp32 gradients (after the reduction) in every case
+    for name in ("fp32", "bf16", "bf16_all_tied"):
         assert r[f"{name}_param_dtypes"] == ["torch.float32"]
         assert r[f"{name}_grad_dtypes"] == ["torch.float32"]
         assert r[f"{name}_params_finite"]
     assert 0.0 < r["loss_rel"] < 2e-2, r["losses"]  # bf16 differs, but not wildly
+    # the policies FSDP got: none for float32 / float32 / unset; reshard_after_forward honoured
+    assert_fsdp_units(r["fp32_fsdp_units"], ["dp_shard"], mp="param_dtype=None")
+    assert r["fp32_num_ac_wrapped"] == 0
+    assert_fsdp_units(
+        r["bf16_fsdp_units"],
+        ["dp_shard"],
+        reshard=False,
+        mp="param_dtype=torch.bfloat16, reduce_dtype=torch.float32, output_dtype=None",
+    )
+    assert r["bf16_num_ac_wrapped"] == 4
+    assert_fsdp_units(
+        r["bf16_all_tied_fsdp_units"],
+        ["dp_shard"],
+        mp="param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16, output_dtype=torch.bfloat16",
+    )
+    assert r["bf16_all_tied_logits_dtype"] == "torch.bfloat16"
+    assert r["bf16_all_tied_num_ac_wrapped"] == 4
+
+
+@pytest.mark.parametrize("layout", ["fsdp", "tp"])
+def test_compile_per_layer_is_bit_exact(two_ranks, layout):
+    """compile.enable (``eager`` backend) compiles every decoder layer in place -- under FSDP
+    with full AC, and under TP -- without graph breaks, and changes no bit of the logits, the
+    loss or any gradient."""
+    r = two_ranks["compile"][layout]
+    assert r["compiled_layers_compiled"] == [0, 1, 2, 3]
+    assert r["compiled_layers_eager"] == []
+    assert r["dynamo_graphs_compiled"] >= 1 and r["dynamo_graph_breaks_compiled"] == 0
+    assert r["dynamo_graphs_eager"] == 0  # the counters see only the compiled run
+    assert r["state_keys_clean_compiled"]  # in place: no _orig_mod in the keys
+    assert r["fsdp_applied_compiled"] is (layout == "fsdp")
+    assert r["num_ac_wrapped_compiled"] == (4 if layout == "fsdp" else 0)
+    assert r["logits_max_abs_diff"] == 0.0, r
+    assert r["loss_compiled"] == r["loss_eager"], r
+    assert r["grads_max_abs_diff"] == 0.0, r
 
 
 @pytest.mark.slow
-def test_hsdp_2x2_matches_reference(tmp_path):
+def test_hsdp_2x2_matches_reference(four_ranks):
     """HSDP (dp_replicate=2 x dp_shard=2) with full AC on 4 ranks."""
-    r = run_worker("hsdp", 4, tmp_path, timeout=400)
+    r = four_ranks["hsdp"]
     assert r["probe_mesh_dims"] == ["dp_replicate", "dp_shard"]
     assert r["probe_placements"] == ["R", "S(0)"]
+    assert_fsdp_units(r["fsdp_units"], ["dp_replicate", "dp_shard"], mp="param_dtype=None")
+    assert r["num_ac_wrapped"] == 4
     assert_matches_reference(r)
 
 
 @pytest.mark.slow
-def test_fsdp_x_tp_2x2_tied_selective_ac(tmp_path):
+def test_fsdp_x_tp_2x2_tied_selective_ac(four_ranks):
     """2-D FSDP x TP with tied embeddings and selective AC on 4 ranks."""
-    r = run_worker("tp_fsdp", 4, tmp_path, timeout=400)
+    r = four_ranks["tp_fsdp"]
     assert r["probe_mesh_dims"] == ["dp_shard", "tp"]
-    assert r["tied"]
+    # FSDP shards dim 0 over dp_shard (strided over the TP shards), TP shards it colwise
+    assert r["q_proj"]["mesh"] == ["dp_shard", "tp"] and r["q_proj"]["placements"][1] == "S(0)"
+    assert_fsdp_units(r["fsdp_units"], ["dp_shard"], mp="param_dtype=None")
+    assert r["tied"] and r["num_ac_wrapped"] == 4
     assert_matches_reference(r)
 
 
@@ -148,21 +229,19 @@ def tiny_config(**overrides):
     return dataclasses.replace(FLAVORS["debugmodel"], **fields)
 
 
-def legacy_cfg(tp=1, cp=1, pp=1, ep=1, mp_enabled=False, param_dtype="bfloat16", ac="off"):
-    return SimpleNamespace(
-        train=SimpleNamespace(
-            accelerator=SimpleNamespace(
-                dp_replicate=1, dp_shard=1, tp=tp, cp=cp, pp=pp, ep=ep, reshard_after_forward=True
-            ),
-            mixed_precision=SimpleNamespace(
-                enabled=mp_enabled,
-                param_dtype=param_dtype,
-                reduce_dtype="float32",
-                output_dtype=None,
-            ),
-            gradient_checkpointing=SimpleNamespace(activation_checkpoint=ac),
-        )
-    )
+def v2_sections(mp=("float32", "float32", None), ac="off", compile_=False) -> dict:
+    """The keyword sections of ``parallelize_qwen3_5_v2`` (the attribute names it reads)."""
+    param, reduce, output = mp
+    return {
+        "training": SimpleNamespace(
+            mixed_precision_param=param,
+            mixed_precision_reduce=reduce,
+            mixed_precision_output=output,
+        ),
+        "parallelism": SimpleNamespace(reshard_after_forward=True),
+        "activation_checkpoint": SimpleNamespace(mode=ac),
+        "compile": SimpleNamespace(enable=compile_, backend="eager", components=["model"]),
+    }
 
 
 class FakeMesh:
@@ -174,6 +253,22 @@ class FakeMesh:
 
     def __getitem__(self, name):
         return SimpleNamespace(size=lambda: self._dims[name])
+
+
+def fake_parallel_dims(mesh: FakeMesh, *, tp=1, cp=1, pp=1, ep=1) -> SimpleNamespace:
+    """What ``parallelize_qwen3_5_v2`` reads of a ``ParallelDims``: degrees, mesh, get_mesh."""
+    return SimpleNamespace(
+        tp=tp, cp=cp, pp=pp, ep=ep, world_mesh=mesh, get_mesh=lambda name: mesh[name]
+    )
+
+
+def untouched(model) -> bool:
+    """No TP DTensor, AC wrapper or compiled layer: the refusal came before any change."""
+    return (
+        not any(type(p).__name__ == "DTensor" for p in model.parameters())
+        and all(type(layer).__name__ == "Qwen3_5DecoderLayer" for layer in model.model.layers)
+        and compiled_layers(model) == []
+    )
 
 
 def test_validate_tp_degree_names_every_field():
@@ -201,26 +296,47 @@ def test_validate_tp_degree_skips_absent_layer_types():
 
 
 @pytest.mark.parametrize(
-    ("field", "kwargs"), [("cp", {"cp": 2}), ("pp", {"pp": 2}), ("ep", {"ep": 2})]
+    ("degree", "field"),
+    [
+        ("cp", "context_parallel_degree"),
+        ("pp", "pipeline_parallel_degree"),
+        ("ep", "expert_parallel_degree"),
+    ],
 )
-def test_legacy_entry_rejects_unsupported_axes(field, kwargs):
+def test_entry_rejects_unsupported_axes(degree, field):
+    model = Qwen3_5ForCausalLM(tiny_config())
+    dims = fake_parallel_dims(FakeMesh(dp_shard=2), **{degree: 2})
+    with pytest.raises(
+        NotImplementedError, match=rf"parallelism\.{field}=2: .* not supported by qwen3_5_v2 yet"
+    ):
+        parallelize_qwen3_5_v2(model, dims, **v2_sections(ac="full", compile_=True))
+    assert untouched(model)
+
+
+def test_entry_checks_tp_against_mesh():
     model = Qwen3_5ForCausalLM(tiny_config())
     with pytest.raises(
-        NotImplementedError, match=rf"train\.accelerator\.{field}=2.*not supported yet"
+        ValueError, match=r"parallel_dims\.tp=2 but the device mesh .* tp axis of size 1"
     ):
-        parallelize_qwen3_5(model, FakeMesh(dp_shard=2), legacy_cfg(**kwargs))
-
-
-def test_legacy_entry_checks_tp_against_mesh():
-    model = Qwen3_5ForCausalLM(tiny_config())
-    with pytest.raises(ValueError, match=r"train\.accelerator\.tp=2 .* tp size 1"):
-        parallelize_qwen3_5(model, FakeMesh(dp_shard=2), legacy_cfg(tp=2))
+        parallelize_qwen3_5_v2(
+            model, fake_parallel_dims(FakeMesh(dp_shard=2), tp=2), **v2_sections(ac="full")
+        )
+    assert untouched(model)
 
 
 def test_pure_tp_mesh_rejects_low_precision_policy():
     model = Qwen3_5ForCausalLM(tiny_config())
-    with pytest.raises(ValueError, match=r"mixed_precision.*no dp_shard / dp_replicate axis"):
-        parallelize_qwen3_5(model, FakeMesh(tp=2), legacy_cfg(tp=2, mp_enabled=True))
+    with pytest.raises(
+        ValueError,
+        match=r"training\.mixed_precision_param / _reduce / _output ask for mixed precision"
+        r".*no dp_shard / dp_replicate axis",
+    ):
+        parallelize_qwen3_5_v2(
+            model,
+            fake_parallel_dims(FakeMesh(tp=2), tp=2),
+            **v2_sections(mp=("bfloat16", "float32", None), ac="full"),
+        )
+    assert untouched(model)
 
 
 @pytest.mark.parametrize("mode", [None, False, "", "off", "none", "OFF", " None "])

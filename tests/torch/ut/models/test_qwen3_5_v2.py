@@ -1,6 +1,7 @@
 """``qwen3_5_v2``: the Qwen3.5 model on the new protocol (Config, flavors, update_from_config,
 parallelize_v2 checks, compile, spec factory). All in-process, no process group; the torchrun
-comparison with the legacy parallelize lives in tests/torch/st/qwen3_5/test_parallelize_v2.py.
+checks of parallelize_qwen3_5_v2 against an unsharded reference live in
+tests/torch/st/qwen3_5/test_parallelize.py.
 """
 
 from __future__ import annotations

@@ -1,15 +1,25 @@
 """torchrun worker for tests/torch/st/qwen3_5/test_parallelize.py (gloo, CPU).
 
-Usage: ``torchrun --standalone --nproc_per_node N parallelize_worker.py <case> <workdir>``.
+Usage: ``torchrun --standalone --nproc_per_node N parallelize_worker.py <case>[,<case>...]
+<workdir>``. Several cases run in one launch (each launch costs seconds of start-up on the CI
+machine); each works in ``<workdir>/<case>/``.
 
-Every case compares a parallel layout against one unsharded reference that rank 0 builds with a
-fixed seed and saves to ``<workdir>/ref.pt``. The parallel model is built on ``meta``, parallelized
-with :func:`parallelize_qwen3_5`, materialized (``to_empty`` + ``init_weights``) and then loaded
-with the reference weights (``set_model_state_dict(full_state_dict=True,
-broadcast_from_rank0=True)``). Rank 0 writes the measured numbers to ``<workdir>/result.json``;
-the pytest side asserts on them. Exit code 0 means the run itself went through.
+Every parallel model is the engine's: ``Qwen3_5Model`` built on ``meta``, parallelised with
+:func:`parallelize_qwen3_5_v2` on a real ``ParallelDims`` mesh from ``SimpleNamespace`` sections
+(``training`` / ``parallelism`` / ``activation_checkpoint`` / ``compile``), materialised
+(``to_empty`` + ``init_weights``) and, where a case says so, loaded with the weights of an
+unsharded ``Qwen3_5ForCausalLM`` reference that rank 0 builds with a fixed seed
+(``set_model_state_dict(full_state_dict=True, broadcast_from_rank0=True)``). Rank 0 writes
+``<workdir>/result.json`` = ``{case: measured numbers}``; the pytest side asserts on them. Exit
+code 0 means the runs themselves went through.
 
-Cases: single (1 rank), fsdp (2 ranks), tp (2), tp_tied (2), ac (2), mp (2), hsdp (4), tp_fsdp (4).
+Cases by world size:
+
+* 1 rank: ``single`` (FSDP on a size-1 ``dp_shard`` mesh);
+* 2 ranks: ``fsdp``, ``tp``, ``tp_tied`` (layouts trained 3 AdamW steps against the reference),
+  ``ac`` (TP: off / full / selective), ``mp`` (FSDP: fp32 vs bf16 policies, reshard flag),
+  ``compile`` (per-layer ``eager``-backend compile vs eager, under FSDP and under TP);
+* 4 ranks: ``hsdp``, ``tp_fsdp``.
 """
 
 from __future__ import annotations
@@ -18,36 +28,40 @@ import dataclasses
 import json
 import os
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+import torch._dynamo.utils  # counters of captured graphs
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
     set_model_state_dict,
 )
-from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
-from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM
-from hyper_parallel.models.qwen3_5.parallelize import (
-    parallelize_qwen3_5,
-    strip_wrapper_prefixes,
-)
+from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM, Qwen3_5Model
+from hyper_parallel.models.qwen3_5.parallelize import strip_wrapper_prefixes
+from hyper_parallel.models.qwen3_5.parallelize_v2 import compiled_layers, parallelize_qwen3_5_v2
+from hyper_parallel.trainer.parallel_dims import ParallelDims
 
 SEED = 1234
 BATCH, SEQ, STEPS, LR = 4, 32, 3, 1e-3
+MP_OFF = ("float32", "float32", None)  # (param, reduce, output): the section defaults = no policy
 # name -> (mesh dims (canonical order, sizes > 1), tie_word_embeddings, ac mode)
 LAYOUTS = {
     "single": ({}, False, "off"),  # 1 rank: FSDP on a size-1 dp_shard mesh
     "fsdp": ({"dp_shard": 2}, False, "off"),
     "tp": ({"tp": 2}, False, "off"),
-    "tp_tied": ({"tp": 2}, True, "off"),
+    "tp_tied": ({"tp": 2}, True, "selective"),
     "hsdp": ({"dp_replicate": 2, "dp_shard": 2}, False, "full"),
     "tp_fsdp": ({"dp_shard": 2, "tp": 2}, True, "selective"),
 }
+PROBE_Q_PROJ = "model.layers.3.self_attn.q_proj.weight"  # layer 3 is the full-attention one
 
 
 def model_config(tied: bool):
@@ -57,36 +71,39 @@ def model_config(tied: bool):
     )
 
 
-def legacy_cfg(dims: dict, ac: str = "off", mp: dict | None = None) -> SimpleNamespace:
-    """The slice of the legacy HyperTrainerConfig that parallelize_qwen3_5 reads."""
-    mp = mp or {}
-    return SimpleNamespace(
-        train=SimpleNamespace(
-            accelerator=SimpleNamespace(
-                dp_replicate=dims.get("dp_replicate", 1),
-                dp_shard=dims.get("dp_shard", 1),
-                tp=dims.get("tp", 1),
-                cp=1,
-                pp=1,
-                ep=1,
-                reshard_after_forward=True,
-            ),
-            mixed_precision=SimpleNamespace(
-                enabled=mp.get("enabled", False),
-                param_dtype=mp.get("param_dtype", "bfloat16"),
-                reduce_dtype=mp.get("reduce_dtype", "float32"),
-                output_dtype=mp.get("output_dtype"),
-            ),
-            gradient_checkpointing=SimpleNamespace(activation_checkpoint=ac),
-        )
+def sections(
+    ac: str = "off",
+    mp: tuple = MP_OFF,
+    reshard: bool = True,
+    compile_backend: str | None = None,
+) -> dict:
+    """The keyword sections of ``parallelize_qwen3_5_v2`` (the attribute names it reads)."""
+    param, reduce, output = mp
+    return {
+        "training": SimpleNamespace(
+            mixed_precision_param=param,
+            mixed_precision_reduce=reduce,
+            mixed_precision_output=output,
+        ),
+        "parallelism": SimpleNamespace(reshard_after_forward=reshard),
+        "activation_checkpoint": SimpleNamespace(mode=ac),
+        "compile": SimpleNamespace(
+            enable=compile_backend is not None,
+            backend=compile_backend or "inductor",
+            components=["model"],
+        ),
+    }
+
+
+def build_parallel_dims(dims: dict) -> ParallelDims:
+    pd = ParallelDims(
+        dp_replicate=dims.get("dp_replicate", 1),
+        dp_shard=dims.get("dp_shard", 1),
+        tp=dims.get("tp", 1),
+        world_size=dist.get_world_size(),
     )
-
-
-def build_mesh(dims: dict):
-    world = dist.get_world_size()
-    if not dims:
-        return init_device_mesh("cpu", (world,), mesh_dim_names=("dp_shard",))
-    return init_device_mesh("cpu", tuple(dims.values()), mesh_dim_names=tuple(dims))
+    pd.build_mesh("cpu")
+    return pd
 
 
 def batches(vocab: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -148,6 +165,11 @@ def max_rel(got: dict, ref: dict) -> float:
     return (diff.sqrt() / norm.sqrt()).item()
 
 
+def max_abs_diff(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys(), sorted(set(a) ^ set(b))
+    return max((a[k] - b[k]).abs().max().item() for k in a)
+
+
 def partial_grads(model) -> list[str]:
     """Parameters whose gradient is still a ``Partial`` DTensor (should be none)."""
     return [
@@ -157,7 +179,50 @@ def partial_grads(model) -> list[str]:
     ]
 
 
+def fsdp_units(model) -> dict[str, dict]:
+    """Every FSDP2 unit by module name: its mesh, mixed-precision policy and reshard flag."""
+    units = {}
+    for name, module in model.named_modules():
+        if isinstance(module, FSDPModule):
+            state = module._get_fsdp_state()
+            group = state._fsdp_param_group
+            units[strip_wrapper_prefixes(name)] = {
+                "mesh": list(group.mesh_info.mesh.mesh_dim_names),
+                "mp_policy": repr(state._mp_policy),
+                "reshard_after_forward": group.post_forward_mesh_info is not None,
+            }
+    return units
+
+
+def num_ac_wrapped(model) -> int:
+    return sum(isinstance(m, CheckpointWrapper) for m in model.modules())
+
+
+def state_keys_clean(model) -> bool:
+    """No wrapper infix (``_orig_mod``, ``_checkpoint_wrapped_module``) in the state-dict keys."""
+    return not any("_orig_mod" in k or "_checkpoint" in k for k in model.state_dict())
+
+
+def placement(param) -> dict:
+    return {
+        "mesh": list(param.device_mesh.mesh_dim_names),
+        "placements": [str(p) for p in param.placements],
+    }
+
+
 # ---------------------------------------------------------------------- reference (rank 0)
+def save_reference(cfg, workdir: str) -> str:
+    """Rank 0 saves the seeded unsharded reference weights; returns the path (all ranks)."""
+    path = os.path.join(workdir, "ref.pt")
+    if dist.get_rank() == 0:
+        torch.manual_seed(SEED)
+        ref = Qwen3_5ForCausalLM(cfg)
+        ref.init_weights()
+        torch.save(ref.state_dict(), path)
+    dist.barrier()
+    return path
+
+
 def run_reference(cfg, data, workdir):
     model = Qwen3_5ForCausalLM(cfg)
     torch.manual_seed(SEED)  # seeded right before init_weights, as in build_parallel
@@ -179,24 +244,28 @@ def run_reference(cfg, data, workdir):
 
 
 # ---------------------------------------------------------------------- parallel model
-def build_parallel(cfg, dims, ac="off", mp=None, load_from=None):
-    """meta -> parallelize -> to_empty -> init_weights -> (optionally) load reference weights."""
-    mesh = build_mesh(dims)
+def load_reference(model, path: str) -> None:
+    set_model_state_dict(
+        model,
+        torch.load(path, weights_only=True) if dist.get_rank() == 0 else {},
+        options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True),
+    )
+
+
+def build_parallel(cfg, dims, load_from=None, **settings):
+    """meta -> parallelize_qwen3_5_v2 -> to_empty -> init_weights -> (optionally) load the
+    reference weights. ``settings`` are the keywords of :func:`sections`."""
+    pd = build_parallel_dims(dims)
     with torch.device("meta"):
-        model = Qwen3_5ForCausalLM(cfg)
-    parallelize_qwen3_5(model, mesh, legacy_cfg(dims, ac, mp))
+        model = Qwen3_5Model.Config.from_legacy(cfg).build()
+    parallelize_qwen3_5_v2(model, pd, **sections(**settings), dump_folder=None)
     torch.manual_seed(SEED)
     model.to_empty(device="cpu")
     model.init_weights()
     model.tie_weights()
     if load_from is not None:
-        full_sd = torch.load(load_from, weights_only=True) if dist.get_rank() == 0 else {}
-        set_model_state_dict(
-            model,
-            full_sd,
-            options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True),
-        )
-    return model, mesh
+        load_reference(model, load_from)
+    return model, pd.world_mesh
 
 
 def gather_state(model) -> dict[str, torch.Tensor]:
@@ -252,13 +321,15 @@ def layout_case(name, workdir):
     probe = model.model.layers[0].mlp.up_proj.weight  # through the AC wrapper if any
     result["probe_mesh_dims"] = list(probe.device_mesh.mesh_dim_names)
     result["probe_placements"] = [str(p) for p in probe.placements]
+    params = {strip_wrapper_prefixes(n): p for n, p in model.named_parameters()}
+    result["q_proj"] = placement(params[PROBE_Q_PROJ])
     result["fsdp_applied"] = type(model).__name__.startswith("FSDP")
+    result["fsdp_units"] = fsdp_units(model)
+    result["num_ac_wrapped"] = num_ac_wrapped(model)
+    result["compiled_layers"] = compiled_layers(model)
+    result["state_keys_clean"] = state_keys_clean(model)
 
-    set_model_state_dict(
-        model,
-        torch.load(ref_path, weights_only=True) if rank == 0 else {},
-        options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True),
-    )
+    load_reference(model, ref_path)
     if "tp" in dims:
         result["tp_mesh_ok"] = all(
             p.device_mesh.mesh_dim_names[-1] == "tp" for p in model.parameters()
@@ -284,15 +355,10 @@ def ac_case(workdir):
     dims = {"tp": 2}
     cfg = model_config(False)
     ids, labels = batches(cfg.vocab_size)[0]
-    if dist.get_rank() == 0:
-        torch.manual_seed(SEED)
-        ref = Qwen3_5ForCausalLM(cfg)
-        ref.init_weights()
-        torch.save(ref.state_dict(), os.path.join(workdir, "ref.pt"))
-    dist.barrier()
+    path = save_reference(cfg, workdir)
     runs = {}
     for mode in ("off", "full", "selective"):
-        model, _ = build_parallel(cfg, dims, ac=mode, load_from=os.path.join(workdir, "ref.pt"))
+        model, _ = build_parallel(cfg, dims, ac=mode, load_from=path)
         wrapped = [n for n, _ in model.named_parameters() if "_checkpoint_wrapped_module" in n]
         loss = loss_fn(model(ids), labels)
         loss.backward()
@@ -300,7 +366,8 @@ def ac_case(workdir):
             "loss": loss.item(),
             "grads": named_full_grads(model),
             "wrapped": len(wrapped),
-            "state_keys_clean": not any("_checkpoint" in k for k in model.state_dict()),
+            "num_ac_wrapped": num_ac_wrapped(model),
+            "state_keys_clean": state_keys_clean(model),
         }
     result = {}
     for mode in ("full", "selective"):
@@ -308,45 +375,49 @@ def ac_case(workdir):
             "loss_abs_diff": abs(runs[mode]["loss"] - runs["off"]["loss"]),
             "grads_rel": max_rel(runs[mode]["grads"], runs["off"]["grads"]),
             "wrapped_params": runs[mode]["wrapped"],
+            "num_ac_wrapped": runs[mode]["num_ac_wrapped"],
             "state_keys_clean": runs[mode]["state_keys_clean"],
         }
     result["off_wrapped_params"] = runs["off"]["wrapped"]
+    result["off_num_ac_wrapped"] = runs["off"]["num_ac_wrapped"]
     return result
 
 
 # ---------------------------------------------------------------------- mixed precision
+MP_MODELS = {
+    # name -> (tied, settings)
+    "fp32": (False, {}),
+    # bf16 compute / fp32 reduce, with full AC and no resharding after forward
+    "bf16": (False, {"mp": ("bfloat16", "float32", None), "ac": "full", "reshard": False}),
+    # everything bf16 (reduce and output too), tied embeddings, selective AC
+    "bf16_all_tied": (True, {"mp": ("bfloat16", "bfloat16", "bfloat16"), "ac": "selective"}),
+}
+
+
 def mp_case(workdir):
-    """FSDP over 2 ranks with a bf16 compute / fp32 reduce policy vs the same run in fp32."""
+    """FSDP over 2 ranks: the fp32 run (no policy) vs bf16 policies, on one batch + one step."""
     dims = {"dp_shard": 2}
-    cfg = model_config(False)
-    data = batches(cfg.vocab_size)
-    if dist.get_rank() == 0:
-        torch.manual_seed(SEED)
-        ref = Qwen3_5ForCausalLM(cfg)
-        ref.init_weights()
-        torch.save(ref.state_dict(), os.path.join(workdir, "ref.pt"))
-    dist.barrier()
-    path = os.path.join(workdir, "ref.pt")
-    fp32, mesh = build_parallel(cfg, dims, load_from=path)
-    bf16, _ = build_parallel(
-        cfg,
-        dims,
-        mp={"enabled": True, "param_dtype": "bf16", "reduce_dtype": "fp32"},
-        load_from=path,
-    )
-    dp_rank, dp_size = dp_coords(mesh)
-    per = BATCH // dp_size
-    ids, labels = data[0]
-    sl = slice(dp_rank * per, (dp_rank + 1) * per)
+    data = batches(model_config(False).vocab_size)
+    path = save_reference(model_config(False), workdir)
     result = {}
     losses = {}
-    for name, model in (("fp32", fp32), ("bf16", bf16)):
+    for name, (tied, settings) in MP_MODELS.items():
+        # the untied models start from the reference; the tied one from its own seeded init
+        model, mesh = build_parallel(
+            model_config(tied), dims, load_from=None if tied else path, **settings
+        )
+        dp_rank, dp_size = dp_coords(mesh)
+        per = BATCH // dp_size
+        ids, labels = data[0]
+        sl = slice(dp_rank * per, (dp_rank + 1) * per)
         logits = model(ids[sl])
         loss = loss_fn(logits, labels[sl])
         loss.backward()
         result[f"{name}_logits_dtype"] = str(logits.dtype)
         result[f"{name}_param_dtypes"] = sorted({str(p.dtype) for p in model.parameters()})
         result[f"{name}_grad_dtypes"] = sorted({str(p.grad.dtype) for p in model.parameters()})
+        result[f"{name}_fsdp_units"] = fsdp_units(model)
+        result[f"{name}_num_ac_wrapped"] = num_ac_wrapped(model)
         opt = torch.optim.AdamW(model.parameters(), lr=LR)
         opt.step()
         losses[name] = loss.item()
@@ -358,23 +429,85 @@ def mp_case(workdir):
     return result
 
 
+# ---------------------------------------------------------------------- compile
+COMPILE_LAYOUTS = {"fsdp": ({"dp_shard": 2}, "full"), "tp": ({"tp": 2}, "off")}
+
+
+def compile_case(workdir):
+    """Per-layer compile (``eager`` backend) vs the same settings uncompiled, bit for bit."""
+    cfg = model_config(False)
+    ids, labels = batches(cfg.vocab_size)[0]
+    path = save_reference(cfg, workdir)
+    result = {}
+    for layout, (dims, ac) in COMPILE_LAYOUTS.items():
+        runs = {}
+        for backend in (None, "eager"):
+            model, _ = build_parallel(cfg, dims, ac=ac, compile_backend=backend, load_from=path)
+            torch._dynamo.utils.counters.clear()
+            logits = model(ids)
+            loss = loss_fn(logits, labels)
+            loss.backward()
+            runs[backend] = {
+                "logits": logits.detach().float(),
+                "loss": loss.item(),
+                "grads": named_full_grads(model),
+                "compiled_layers": compiled_layers(model),
+                "num_ac_wrapped": num_ac_wrapped(model),
+                "state_keys_clean": state_keys_clean(model),
+                "fsdp_applied": bool(fsdp_units(model)),
+                "dynamo_graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"],
+                "dynamo_graph_breaks": sum(torch._dynamo.utils.counters["graph_break"].values()),
+            }
+        eager, compiled = runs[None], runs["eager"]
+        result[layout] = {
+            "logits_max_abs_diff": (compiled["logits"] - eager["logits"]).abs().max().item(),
+            "loss_eager": eager["loss"],
+            "loss_compiled": compiled["loss"],
+            "grads_max_abs_diff": max_abs_diff(compiled["grads"], eager["grads"]),
+            **{
+                f"{key}_{which}": run[key]
+                for which, run in (("eager", eager), ("compiled", compiled))
+                for key in (
+                    "compiled_layers",
+                    "num_ac_wrapped",
+                    "state_keys_clean",
+                    "fsdp_applied",
+                    "dynamo_graphs",
+                    "dynamo_graph_breaks",
+                )
+            },
+        }
+    return result
+
+
+def run_case(case: str, workdir: str) -> dict:
+    if case in LAYOUTS:
+        return layout_case(case, workdir)
+    if case == "ac":
+        return ac_case(workdir)
+    if case == "mp":
+        return mp_case(workdir)
+    if case == "compile":
+        return compile_case(workdir)
+    raise SystemExit(f"unknown case {case!r}")
+
+
 def main() -> int:
-    case, workdir = sys.argv[1], sys.argv[2]
+    cases, workdir = sys.argv[1].split(","), Path(sys.argv[2])
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     dist.init_process_group("gloo")
     try:
-        if case in LAYOUTS:
-            result = layout_case(case, workdir)
-        elif case == "ac":
-            result = ac_case(workdir)
-        elif case == "mp":
-            result = mp_case(workdir)
-        else:
-            raise SystemExit(f"unknown case {case!r}")
+        results = {}
+        for case in cases:
+            case_dir = workdir / case
+            if dist.get_rank() == 0:
+                case_dir.mkdir(parents=True, exist_ok=True)
+            dist.barrier()
+            results[case] = run_case(case, str(case_dir))
+            dist.barrier()
         if dist.get_rank() == 0:
-            with open(os.path.join(workdir, "result.json"), "w") as f:
-                json.dump(result, f, indent=2)
+            (workdir / "result.json").write_text(json.dumps(results, indent=2))
         dist.barrier()
     finally:
         dist.destroy_process_group()
