@@ -38,7 +38,7 @@ from hyper_parallel.codegen import introspect
 from hyper_parallel.codegen import types as T
 from hyper_parallel.codegen.coverage import NewLeaf, Resolved
 from hyper_parallel.codegen.errors import CodegenError
-from hyper_parallel.codegen.yamlsrc import LDict, LList, load
+from hyper_parallel.codegen.yamlsrc import LDict, LList, load, plain
 from hyper_parallel.utils.suggest import closest, did_you_mean
 
 MODELS_DIR = "codegen/models"
@@ -117,15 +117,6 @@ def _paragraphs(value: Any) -> str:
     return "\n".join(_text(p) for p in str(value).strip().split("\n") if p.strip())
 
 
-def _plain(value: Any) -> Any:
-    """LDict / LList (line-aware) as plain dict / list."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _same(a: Any, b: Any) -> bool:
     return a == b and type(a) is type(b)
 
@@ -179,7 +170,7 @@ def constraint_problem(constraints: dict[str, Any], base: str, value: Any) -> st
 
 def check_value(leaf: NewLeaf, raw: Any) -> tuple[Any, str | None]:
     """``(value as the field's type, problem or None)`` for a descriptor value."""
-    value = T.from_yaml(_plain(raw), leaf.type)
+    value = T.from_yaml(plain(raw), leaf.type)
     if not T.matches(value, leaf.type):
         literal = T.literal_values(leaf.type)
         if literal is not None:
@@ -187,7 +178,7 @@ def check_value(leaf: NewLeaf, raw: Any) -> tuple[Any, str | None]:
             return value, (f"{raw!r} is not allowed{did_you_mean(str(raw), map(str, literal))}; "
                            f"choose one of: {choices}"
                            + (" (or null)" if T.split_optional(leaf.type)[1] else ""))
-        shown = "null" if raw is None else repr(_plain(raw))
+        shown = "null" if raw is None else repr(plain(raw))
         return value, f"wrong type: {shown} is not of type {leaf.type}"
     if value is not None and leaf.spec is not None and leaf.spec.constraints:
         base, _ = T.split_optional(leaf.type)

@@ -18,7 +18,7 @@ from typing import Any
 from hyper_parallel.codegen import types as T
 from hyper_parallel.codegen.errors import CodegenError
 from hyper_parallel.codegen.probes import OBSERVABLES, PROBE_KEYS
-from hyper_parallel.codegen.yamlsrc import LDict, LList, load
+from hyper_parallel.codegen.yamlsrc import LDict, LList, load, plain
 from hyper_parallel.utils.suggest import did_you_mean
 
 KINDS = ("rename", "transform", "unsupported", "new_only")
@@ -453,7 +453,7 @@ def _probe(obj: Any, where: str, line: int, own: list[str], problems: _Problems)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         problems.add(obj.key_lines["steps"], where, f"steps must be an integer >= 0, got {steps!r}")
         ok = False
-    return dict(obj) if ok else None
+    return plain(obj) if ok else None
 
 
 def _path_map(value: Any, where: str, line: int, key: str, problems: _Problems,

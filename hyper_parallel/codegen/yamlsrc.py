@@ -47,6 +47,16 @@ def load(text: str, source: str) -> Any:
     return _convert(node, source, constructor)
 
 
+def plain(value: Any) -> Any:
+    """An :class:`LDict` / :class:`LList` tree as plain ``dict`` / ``list`` (values compare and
+    print like what ``yaml.safe_load`` returns)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 def _convert(node: yaml.Node, source: str, constructor: yaml.SafeLoader) -> Any:
     line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):

@@ -67,7 +67,7 @@ def apply(config: Any, settings: dict, fixtures: Any) -> Any:
 
     config = copy.deepcopy(config)
     for path, value in settings.items():
-        value = fixtures.resolve(_plain(value))
+        value = fixtures.resolve(value)
         *parents, leaf = path.split(".")
         owner = functools.reduce(getattr, parents, config)
         current = getattr(owner, leaf)
@@ -75,15 +75,6 @@ def apply(config: Any, settings: dict, fixtures: Any) -> Any:
             value = tuple(value)
         setattr(owner, leaf, value)
     return revalidate(config)
-
-
-def _plain(value: Any) -> Any:
-    """The table loader's line-tracking list / dict subclasses as plain ``list`` / ``dict``."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 class Capture(logging.Handler):
