@@ -96,8 +96,8 @@ def collate(batch: list[dict[str, torch.Tensor]], pad_id: int) -> dict[str, torc
 
 
 def _pinning(pin_memory: bool) -> bool:
-    """Whether batches are pinned: only with an accelerator to copy them to (said once in the
-    log when asked for on a CPU-only host, so the setting is never silently without effect)."""
+    """Whether batches are pinned: only with an accelerator to copy them to (said in the log
+    when asked for on a CPU-only host, so the setting is never silently without effect)."""
     if pin_memory and not torch.accelerator.is_available():
         logger.info("pin_memory: no accelerator on this host, batches stay in pageable memory")
         return False

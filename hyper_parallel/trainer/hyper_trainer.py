@@ -163,6 +163,12 @@ class HyperTrainer(BaseTrainer):
 
     def _resolve_outputs(self) -> None:
         c = self.config
+        if c.hf_assets_path is not None and not os.path.isdir(c.hf_assets_path):
+            # Checked before any work: the export that reads it runs only at the first save.
+            raise ValueError(
+                f"hf_assets_path={c.hf_assets_path!r} is not a directory; point it at the model's "
+                "Hugging Face assets (config.json, tokenizer.json) or leave it unset"
+            )
         c.checkpoint = dataclasses.replace(
             c.checkpoint, folder=resolve_output_folder(c.dump_folder, c.checkpoint.folder)
         )

@@ -431,7 +431,7 @@ def apply_model_section(base: Any, section: Any, flavor_config: Any = None) -> A
         if value is not None:
             changes[name] = value
     changes.update(overrides)
-    return base.replace(**changes) if changes else base
+    return base.replace(**changes)  # always a copy: FLAVORS entries are never handed out
 
 
 def config_from_legacy(model_section: Any) -> Qwen3_5Config:
