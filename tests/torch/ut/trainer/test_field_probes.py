@@ -284,22 +284,26 @@ class Fixtures:
         return self._jsonl("two_keys.jsonl", [{"text": a, "content": b}
                                               for a, b in zip(texts, reversed(texts))])
 
-    def make_tiny_jsonl(self) -> str:
+    def make_tiny_jsonl(self, document: int = 0, name: str = "tiny.jsonl") -> str:
         """Just enough text for one step of the base run per epoch (two samples of 16 tokens)."""
         from hyper_parallel.data import build_dataset, load_tokenizer
 
-        tok, words, kept = load_tokenizer(), self._corpus_texts()[0].split(), []
+        tok, words, kept = load_tokenizer(), self._corpus_texts()[document].split(), []
         for word in words:
             kept.append(word)
             text = " ".join(kept)
-            path = self._jsonl("tiny.jsonl", [{"text": text}])
+            path = self._jsonl(name, [{"text": text}])
             try:
                 dataset = build_dataset("jsonl", train_path=path, max_seq_len=16, tokenizer=tok)
             except ValueError:  # fewer tokens than one sample yet
                 continue
             if len(dataset) == 2:
                 return path
-        raise AssertionError("the first corpus document is too short for two samples")
+        raise AssertionError(f"corpus document {document} is too short for two samples")
+
+    def make_tiny_other_jsonl(self) -> str:
+        """Like ``tiny_jsonl``, from another document."""
+        return self.make_tiny_jsonl(document=1, name="tiny_other.jsonl")
 
     def make_spec_tiny_lm(self) -> Any:
         from hyper_parallel.protocols.model_spec import ModelSpec
