@@ -73,8 +73,10 @@ def config_yaml(config: Any, where: str, header: str = "") -> str:
     back by the legacy parser and compared before it is returned."""
     from hyper_parallel.config.legacy_adapter import _trainer_config_to_legacy
     from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
+    from hyper_parallel.config.transforms import without_registered_spec
     from hyper_parallel.trainer.config_parser import config_to_dict, load_config
 
+    config = without_registered_spec(config)  # once: the checks below then find it unset
     blocking = blocking_fields(config)
     if blocking:
         raise CodegenError(

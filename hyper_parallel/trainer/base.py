@@ -3,8 +3,8 @@
 The engine (:class:`~hyper_parallel.trainer.hyper_trainer.HyperTrainer`) builds the model, the
 data, the optimizer, the scheduler and the callbacks from its ``HyperTrainer.Config`` and then
 runs this loop. The loop reads only what the engine set on ``self``: ``state``, ``dist``,
-``model``, ``optimizer``, ``lr_scheduler``, ``train_dataloader``, ``eval_dataloader``,
-``grad_accum``, ``callbacks``, ``max_epochs`` and ``_step_options()``.
+``model``, ``optimizer``, ``lr_scheduler``, ``loss_fn``, ``train_dataloader``,
+``eval_dataloader``, ``grad_accum``, ``callbacks``, ``max_epochs`` and ``_step_options()``.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class BaseTrainer:
             self.eval_dataloader,
             device=self.device,
             dp_group=self.dist.dp_group,
-            loss_fn=self._step_options().get("loss_fn"),
+            loss_fn=self.loss_fn,
         )
 
     def train_step(self, micro_batches: list) -> StepResult:

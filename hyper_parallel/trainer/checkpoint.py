@@ -800,16 +800,21 @@ HF_TOKENIZER_ASSETS = (
 )
 
 
+def require_hf_assets_dir(assets_dir: str | None) -> None:
+    """``hf_assets_path`` is unset or a directory (``ValueError`` naming the fix otherwise)."""
+    if assets_dir is not None and not os.path.isdir(assets_dir):
+        raise ValueError(
+            f"hf_assets_path={assets_dir!r} is not a directory; point it at the model's Hugging "
+            "Face assets (config.json, tokenizer.json) or leave it unset"
+        )
+
+
 def _copy_hf_assets(assets_dir: str | None, target: str) -> list[str]:
     """Copy the tokenizer assets found in ``assets_dir`` (``hf_assets_path``) into ``target``,
     so the exported directory is a complete Hugging Face model; returns the copied names."""
     if not assets_dir:
         return []
-    if not os.path.isdir(assets_dir):
-        raise CheckpointError(
-            f"hf_assets_path={assets_dir!r} is not a directory; point it at the model's Hugging "
-            "Face assets (config.json, tokenizer.json) or leave it unset"
-        )
+    require_hf_assets_dir(assets_dir)
     copied = []
     for name in HF_TOKENIZER_ASSETS:
         src = os.path.join(assets_dir, name)

@@ -9,8 +9,9 @@ loop and the step are :class:`~hyper_parallel.trainer.base.BaseTrainer`'s.
    meets the run (``model.update_from_config(trainer_config=config)``) first, because it may
    re-base the architecture (``model.config_overrides``) and the synthetic data of step 4 must use
    the final vocabulary size;
-2. output folders: relative ``checkpoint.folder``, ``metrics.save_tb_folder`` and
-   ``profiler.save_traces_folder`` resolve under ``dump_folder`` (as in torchtitan);
+2. paths: ``hf_assets_path`` must be a directory when set; relative ``checkpoint.folder``,
+   ``metrics.save_tb_folder`` and ``profiler.save_traces_folder`` resolve under ``dump_folder``
+   (as in torchtitan);
 3. process group, device, ParallelDims + mesh, seeds, from ``comm`` / ``parallelism`` /
    ``debug`` (``comm.local_rank`` picks the device; the launcher's ``LOCAL_RANK`` fills it);
 4. tokenizer -- ``config.tokenizer.build(weights_path=...)``: ``tokenizer.path`` travels in the
@@ -52,6 +53,7 @@ from hyper_parallel.trainer.callbacks import (
     ProfilerComponentCallback,
     ProgressCallback,
 )
+from hyper_parallel.trainer.checkpoint import require_hf_assets_dir
 from hyper_parallel.trainer.distributed import setup_distributed
 from hyper_parallel.trainer.model_setup import (
     freeze_parameters,
@@ -103,7 +105,7 @@ class HyperTrainer(BaseTrainer):
         self.last_global_tokens = 0
         self.eval_dataloader = None
         self._resolve_spec()                                # 1
-        self._resolve_outputs()                             # 2
+        self._resolve_paths()                             # 2
         self._setup()                                       # 3
         self._build_tokenizer()                             # 4
         self._build_dataloaders()
@@ -161,14 +163,10 @@ class HyperTrainer(BaseTrainer):
         self.spec.model.update_from_config(trainer_config=c)
         self.model_config = self.spec.model
 
-    def _resolve_outputs(self) -> None:
+    def _resolve_paths(self) -> None:
         c = self.config
-        if c.hf_assets_path is not None and not os.path.isdir(c.hf_assets_path):
-            # Checked before any work: the export that reads it runs only at the first save.
-            raise ValueError(
-                f"hf_assets_path={c.hf_assets_path!r} is not a directory; point it at the model's "
-                "Hugging Face assets (config.json, tokenizer.json) or leave it unset"
-            )
+        # Checked before any work: the export that reads it runs only at the first save.
+        require_hf_assets_dir(c.hf_assets_path)
         c.checkpoint = dataclasses.replace(
             c.checkpoint, folder=resolve_output_folder(c.dump_folder, c.checkpoint.folder)
         )

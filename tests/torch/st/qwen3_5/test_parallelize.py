@@ -36,6 +36,7 @@ from hyper_parallel.models.qwen3_5.parallelize_v2 import (
     parallelize_qwen3_5_v2,
 )
 from tests.helpers.torchrun import torchrun
+from tests.torch.st.qwen3_5.workers.parallelize_worker import sections
 
 WORKER = Path(__file__).parent / "workers" / "parallelize_worker.py"
 TWO_RANK_CASES = ("fsdp", "tp", "tp_tied", "ac", "mp", "compile")
@@ -229,21 +230,6 @@ def tiny_config(**overrides):
     return dataclasses.replace(FLAVORS["debugmodel"], **fields)
 
 
-def v2_sections(mp=("float32", "float32", None), ac="off", compile_=False) -> dict:
-    """The keyword sections of ``parallelize_qwen3_5_v2`` (the attribute names it reads)."""
-    param, reduce, output = mp
-    return {
-        "training": SimpleNamespace(
-            mixed_precision_param=param,
-            mixed_precision_reduce=reduce,
-            mixed_precision_output=output,
-        ),
-        "parallelism": SimpleNamespace(reshard_after_forward=True),
-        "activation_checkpoint": SimpleNamespace(mode=ac),
-        "compile": SimpleNamespace(enable=compile_, backend="eager", components=["model"]),
-    }
-
-
 class FakeMesh:
     """Just enough DeviceMesh surface for the checks that run before any collective."""
 
@@ -309,7 +295,7 @@ def test_entry_rejects_unsupported_axes(degree, field):
     with pytest.raises(
         NotImplementedError, match=rf"parallelism\.{field}=2: .* not supported by qwen3_5_v2 yet"
     ):
-        parallelize_qwen3_5_v2(model, dims, **v2_sections(ac="full", compile_=True))
+        parallelize_qwen3_5_v2(model, dims, **sections(ac="full", compile_backend="eager"))
     assert untouched(model)
 
 
@@ -319,7 +305,7 @@ def test_entry_checks_tp_against_mesh():
         ValueError, match=r"parallel_dims\.tp=2 but the device mesh .* tp axis of size 1"
     ):
         parallelize_qwen3_5_v2(
-            model, fake_parallel_dims(FakeMesh(dp_shard=2), tp=2), **v2_sections(ac="full")
+            model, fake_parallel_dims(FakeMesh(dp_shard=2), tp=2), **sections(ac="full")
         )
     assert untouched(model)
 
@@ -334,7 +320,7 @@ def test_pure_tp_mesh_rejects_low_precision_policy():
         parallelize_qwen3_5_v2(
             model,
             fake_parallel_dims(FakeMesh(tp=2), tp=2),
-            **v2_sections(mp=("bfloat16", "float32", None), ac="full"),
+            **sections(ac="full", mp=("bfloat16", "float32", None)),
         )
     assert untouched(model)
 

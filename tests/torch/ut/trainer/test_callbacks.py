@@ -118,7 +118,7 @@ class FakeTrainer:
         self.eval_calls: list[int] = []
 
         # HyperTrainer.__init__, steps 2, 9 and 10.
-        HyperTrainer._resolve_outputs(self)
+        HyperTrainer._resolve_paths(self)
         c = self.config
         self.checkpointer = c.checkpoint.build(
             model_parts=[self.model],
