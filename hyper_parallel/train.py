@@ -10,6 +10,7 @@ exactly as before (the legacy path stays the default for YAML files).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -47,11 +48,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, RecipeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    return _train(trainer)
+
+
+def _train(trainer) -> int:
+    """Train; a stop request, a user error and a failure each end the run with its own status.
+
+    A failure skips the process-group teardown in a multi-rank job: the peers may be inside a
+    collective this rank will never join, and the exit is what makes theirs fail fast.
+    """
+    from hyper_parallel.trainer.checkpoint import CheckpointError
+    from hyper_parallel.trainer.config import ConfigError
+    from hyper_parallel.trainer.faults import (
+        FAILED_EXIT_CODE,
+        STOPPED_EXIT_CODE,
+        TrainingStopped,
+        current_rank,
+        report_failure,
+    )
+
     try:
         trainer.train()
-    finally:
+    except TrainingStopped as stop:
+        logging.getLogger(__name__).warning("%s", stop)
         trainer.close()
+        return STOPPED_EXIT_CODE
+    except (ConfigError, CheckpointError) as exc:
+        # Found only once training starts (e.g. the checkpoint to resume from): the same one
+        # line as a configuration error before the run, from every rank that finds it.
+        print(f"error: rank {current_rank()}: {exc}", file=sys.stderr)
+        _close_if_alone(trainer)
+        return 2 if isinstance(exc, ConfigError) else FAILED_EXIT_CODE
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # DCP's CheckpointException is a BaseException
+        report_failure(exc, step=trainer.state.global_step)
+        _close_if_alone(trainer)
+        return FAILED_EXIT_CODE
+    trainer.close()
     return 0
+
+
+def _close_if_alone(trainer) -> None:
+    if trainer.world_size == 1:
+        trainer.close()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,13 +20,17 @@ from typing import Any
 import torch.distributed as dist
 
 from hyper_parallel.data import micro_batch_groups
+from hyper_parallel.trainer.faults import StopSignal, TrainingStopped
 from hyper_parallel.trainer.step import StepResult, evaluate, train_step
 
 logger = logging.getLogger(__name__)
 
-#: Test hook: ``exit_at_step:<step>[:<rank>]`` makes that rank die with exit code 13 at the
-#: start of the given step (to test that a dead rank fails the whole job without a hang).
+#: Test hook: ``<kind>_at_step:<step>[:<rank>]`` makes that rank (every rank without one) fail at
+#: the start of the given step: ``exit`` (exit code 13), ``raise`` (an exception), ``sigkill``
+#: or ``sigterm`` (the signal sent to itself). The fault suite uses it to prove a fault ends the
+#: whole job fast and costs at most the steps since the last checkpoint.
 FAULT_ENV = "HYPER_PARALLEL_FAULT_INJECT"
+FAULT_KINDS = ("exit", "raise", "sigkill", "sigterm")
 
 
 @dataclass
@@ -106,19 +112,39 @@ class BaseTrainer:
 
     def _maybe_inject_fault(self) -> None:
         spec = os.environ.get(FAULT_ENV, "")
-        if not spec.startswith("exit_at_step:"):
+        kind, _, rest = spec.partition("_at_step:")
+        if kind not in FAULT_KINDS:
             return
-        parts = spec.split(":")
-        step = int(parts[1])
-        rank = int(parts[2]) if len(parts) > 2 else None
-        if self.state.global_step + 1 == step and (rank is None or rank == self.rank):
-            logger.error("fault injection: rank %d exits at step %d", self.rank, step)
+        step, _, rank = rest.partition(":")
+        if self.state.global_step != int(step) or (rank and int(rank) != self.rank):
+            return
+        # The epoch time lets the fault suite measure how fast the job ends after the fault.
+        logger.error("fault injection: %s on rank %d at step %s (t=%.3f)", kind, self.rank, step,
+                     time.time())
+        if kind == "exit":
             os._exit(13)
+        if kind == "raise":
+            raise RuntimeError(f"injected fault at step {step}")
+        os.kill(os.getpid(), signal.SIGKILL if kind == "sigkill" else signal.SIGTERM)
+
+    def _on_first_step(self) -> None:
+        """Called once, after the first step this process ran (the collective timeouts tighten)."""
+
+    def _save_for_stop(self) -> str | None:
+        """Write a checkpoint before a requested stop; its directory, or None when off."""
+        return None
 
     def train(self) -> TrainerState:
-        """Run until ``max_steps`` optimizer steps (or ``max_epochs`` passes over the data)."""
+        """Run until ``max_steps`` optimizer steps (or ``max_epochs`` passes over the data).
+
+        A stop request (SIGTERM, see :mod:`~hyper_parallel.trainer.faults`) ends the run after the
+        current step with :class:`~hyper_parallel.trainer.faults.TrainingStopped`, once the
+        checkpoint is written. An exception propagates at once, with no further collective: the
+        caller exits, and the peers' collectives fail instead of waiting out the timeout.
+        """
         self.callbacks.on_train_begin()
-        try:
+        first_step_done = False
+        with StopSignal(self.world_size) as stop:
             for epoch in range(self.state.epoch, self.max_epochs):
                 if self.state.global_step >= self.state.max_steps:
                     break
@@ -131,11 +157,19 @@ class BaseTrainer:
                         micro_batches = next(batches)
                     except StopIteration:
                         break
-                    self._maybe_inject_fault()
                     self.state.global_step += 1
+                    self._maybe_inject_fault()
                     self.callbacks.on_step_begin()
                     result = self.train_step(micro_batches)
                     self.callbacks.on_step_end(result.loss, result.grad_norm)
+                    if not first_step_done:
+                        first_step_done = True
+                        self._on_first_step()
+                    if stop.should_stop():
+                        raise TrainingStopped(
+                            stop.reason or "a stop request", self.state.global_step,
+                            self._save_for_stop(),
+                        )
                 self.callbacks.on_epoch_end()
             if self.state.global_step < self.state.max_steps and self.is_rank0:
                 logger.warning(
@@ -143,9 +177,8 @@ class BaseTrainer:
                     self.state.global_step, self.state.max_steps, self.max_epochs,
                 )
             self.callbacks.on_train_end()
-        finally:
-            if dist.is_initialized():
-                dist.barrier()
+        if dist.is_initialized():
+            dist.barrier()
         return self.state
 
     def close(self) -> None:
@@ -154,4 +187,4 @@ class BaseTrainer:
             dist.destroy_process_group()
 
 
-__all__ = ["FAULT_ENV", "BaseTrainer", "TrainerState"]
+__all__ = ["FAULT_ENV", "FAULT_KINDS", "BaseTrainer", "TrainerState"]

@@ -18,9 +18,6 @@ from hyper_parallel.trainer.parallel_dims import ParallelDims
 
 logger = logging.getLogger(__name__)
 
-#: Collective timeout: a peer that died makes the others fail after this long instead of hanging
-#: forever (torchrun normally tears the job down much sooner).
-PG_TIMEOUT_ENV = "HYPER_PARALLEL_PG_TIMEOUT_S"
 
 
 @dataclass
@@ -43,6 +40,12 @@ class DistributedContext:
     def is_rank0(self) -> bool:
         return self.rank == 0
 
+    @property
+    def collective_timeout_seconds(self) -> float | None:
+        """The collective timeout in force now (``comm.init_timeout_seconds`` until the first
+        step is done, ``comm.train_timeout_seconds`` after it)."""
+        return collective_timeout_seconds()
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -50,16 +53,20 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def init_process_group(comm_backend: Optional[str], device: torch.device) -> None:
+def init_process_group(
+    comm_backend: Optional[str], device: torch.device, timeout_seconds: float = 300
+) -> None:
     """Join the job started by torchrun, or form a 1-process group when run directly.
 
     FSDP and DTensor need a process group even on one rank; running ``python script.py``
     without torchrun therefore creates a private 1-rank group on a free local port.
+    ``timeout_seconds`` bounds every collective (a group that already exists gets it too).
     """
+    timeout = timedelta(seconds=timeout_seconds)
     if dist.is_initialized():
+        set_collective_timeout(timeout_seconds)
         return
     backend = comm_backend or get_platform().default_comm_backend()
-    timeout = timedelta(seconds=float(os.environ.get(PG_TIMEOUT_ENV, "600")))
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         dist.init_process_group(backend=backend, timeout=timeout)
     else:
@@ -70,6 +77,31 @@ def init_process_group(comm_backend: Optional[str], device: torch.device) -> Non
             rank=0,
             timeout=timeout,
         )
+
+
+def set_collective_timeout(seconds: float) -> None:
+    """Bound every collective of every process group of this job by ``seconds`` from now on.
+
+    A collective still waiting after that long fails (gloo raises, NCCL's watchdog aborts), so
+    a peer that hangs ends the job instead of stalling it.
+    """
+    if not dist.is_initialized():
+        return
+    timeout = timedelta(seconds=seconds)
+    groups = list(getattr(dist.distributed_c10d._world, "pg_map", {}) or [None])
+    for group in groups:
+        dist.distributed_c10d._set_pg_timeout(timeout, group)
+
+
+def collective_timeout_seconds() -> float | None:
+    """The collective timeout of the default group now (None when it cannot be read)."""
+    if not dist.is_initialized():
+        return None
+    try:
+        backend = dist.group.WORLD._get_backend(torch.device(get_platform().device(0).type))
+        return backend.options._timeout.total_seconds()
+    except (AttributeError, RuntimeError):
+        return None
 
 
 def seed_everything(seed: int) -> None:
@@ -93,6 +125,7 @@ def setup_distributed(
     comm_backend: Optional[str],
     local_rank: int,
     seed: int,
+    timeout_seconds: float = 300,
     deterministic: bool = False,
     deterministic_warn_only: bool = False,
 ) -> DistributedContext:
@@ -104,7 +137,7 @@ def setup_distributed(
     if device.type == "cuda":
         torch.cuda.set_device(device)
     set_determinism(deterministic, deterministic_warn_only)
-    init_process_group(comm_backend, device)
+    init_process_group(comm_backend, device, timeout_seconds)
     world_size = dist.get_world_size()
     parallel_dims = ParallelDims.from_parallelism(parallelism, world_size=world_size)
     mesh = parallel_dims.build_mesh(device.type)

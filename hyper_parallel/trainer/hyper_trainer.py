@@ -54,7 +54,8 @@ from hyper_parallel.trainer.callbacks import (
     ProgressCallback,
 )
 from hyper_parallel.trainer.checkpoint import require_hf_assets_dir
-from hyper_parallel.trainer.distributed import setup_distributed
+from hyper_parallel.trainer.checkpoint import step_dir as ckpt_step_dir
+from hyper_parallel.trainer.distributed import set_collective_timeout, setup_distributed
 from hyper_parallel.trainer.model_setup import (
     freeze_parameters,
     load_pretrained_weights,
@@ -186,6 +187,7 @@ class HyperTrainer(BaseTrainer):
             parallelism=c.parallelism,
             comm_backend=c.comm.backend,
             local_rank=c.comm.local_rank,
+            timeout_seconds=c.comm.init_timeout_seconds,
             seed=c.debug.seed,
             deterministic=c.debug.deterministic,
             deterministic_warn_only=c.debug.deterministic_warn_only,
@@ -299,6 +301,25 @@ class HyperTrainer(BaseTrainer):
                 "gradient_health": GradientHealthCallback(self, enabled=c.debug.check_nan_inf),
                 "gc": GCCallback(self, every=c.training.gc_freq),
             },
+        )
+
+    def _on_first_step(self) -> None:
+        # The first step pays for compilation, lazy initialisation and the first allocations,
+        # so it runs under the longer init timeout; from now on a collective that waits this
+        # long means a peer is gone.
+        set_collective_timeout(self.config.comm.train_timeout_seconds)
+
+    def _save_for_stop(self) -> str | None:
+        path = self.checkpointer.maybe_save(
+            self.state.global_step, {"epoch": self.state.epoch}, last_step=True
+        )
+        self.checkpointer.wait()
+        self.metrics.close(self.state.global_step)
+        return path or (
+            ckpt_step_dir(self.config.checkpoint.folder, self.state.global_step)
+            if self.checkpointer.last_saved_step == self.state.global_step
+            and self.config.checkpoint.interval > 0
+            else None
         )
 
     def _step_options(self) -> dict:

@@ -1,0 +1,217 @@
+"""The fault suite: a fault ends the job fast, says why, and costs at most the steps since the
+last checkpoint.
+
+One 8-step run of the debug model on 2 CPU ranks (FSDP 2, gloo, a checkpoint every 2 steps) is
+interrupted by one fault after another; each launch resumes from what the previous one left and
+is itself the next fault's victim. After every launch the test asserts how fast the job ended,
+what it said first, which checkpoints exist, and that every step trained so far has the loss of
+the uninterrupted run bit for bit. The last launch finishes the run: ``metrics.jsonl`` then holds
+each of the 8 steps exactly once, with the uninterrupted run's losses.
+
+    fault                                   left behind        resumed from
+    rank 1 raises at step 3                 step_2             step_2
+    rank 0 SIGKILLed at step 5              step_4             step_4
+    rank 1 gets SIGTERM at step 6           step_6 (on stop)   step_6
+    killed while saving step 8              .step_8.tmp        step_6
+    step_6's shard truncated                (clear error)      step_4 (load_path)
+    the launcher gets SIGTERM               step_N (on stop)   latest
+    the launcher is SIGKILLed               step_M (on stop)   latest -> finishes 8 steps
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.torchrun import REPO, free_port
+
+from .conftest import EXAMPLES, TRAIN_SCRIPT, read_metrics
+
+pytestmark = pytest.mark.slow
+
+STEPS = 8
+COMMON = (
+    "--train.accelerator.dp_shard=2",
+    f"--train.max_steps={STEPS}",
+    "--train.checkpoint.save_steps=2",
+    "--train.logging.log_steps=1",
+)
+#: How long a job may take to end after its fault (the issue's bar).
+EXIT_BAR_S = 30
+FAULT = "HYPER_PARALLEL_FAULT_INJECT"
+
+
+class Job:
+    """One torchrun launch of the debug YAML, its output in files (workers may outlive it)."""
+
+    def __init__(self, out: Path, tag: str, *extra: str, env: dict | None = None) -> None:
+        self.out = out
+        self.log = out.parent / f"{tag}.log"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+               "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
+               str(TRAIN_SCRIPT), str(EXAMPLES / "train_qwen3_5_debug.yaml"),
+               f"--train.checkpoint.output_dir={out}", *COMMON, *extra]
+        full_env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1",
+                    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+                    **(env or {})}
+        full_env.pop(FAULT, None) if env is None or FAULT not in env else None
+        self.start = time.time()
+        with open(self.log, "w") as log:
+            # A session of its own: the test can tell when no process of the job is left.
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait(self, timeout: float = 240) -> int:
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill_all()
+            raise AssertionError(f"the job hung:\n{self.text()[-6000:]}")
+        self.end = time.time()
+        return code
+
+    def wait_for_step(self, step: int, timeout: float = 180) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if any(r.get("step", 0) >= step for r in _records(self.out)):
+                return
+            time.sleep(0.2)
+        self.kill_all()
+        raise AssertionError(f"step {step} never came:\n{self.text()[-6000:]}")
+
+    def alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def kill_all(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def fault_time(self) -> float:
+        """When the injected fault fired (the trainer logs it with the epoch time)."""
+        match = re.search(r"fault injection: .* \(t=([0-9.]+)\)", self.text())
+        assert match, self.text()[-4000:]
+        return float(match.group(1))
+
+
+def _records(out: Path) -> list[dict]:
+    try:
+        return [r for r in read_metrics(out) if "loss" in r]
+    except (FileNotFoundError, json.JSONDecodeError):
+        return []
+
+
+def _losses(out: Path) -> dict[int, float]:
+    records = _records(out)
+    steps = [r["step"] for r in records]
+    assert steps == sorted(set(steps)), f"metrics.jsonl repeats or reorders steps: {steps}"
+    return {r["step"]: r["loss"] for r in records}
+
+
+def _checkpoints(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if p.name.startswith(("step_", ".step_")))
+
+
+def _assert_losses_so_far(out: Path, reference: list[float]) -> dict[int, float]:
+    losses = _losses(out)
+    assert losses == {s: reference[s - 1] for s in losses}, (losses, reference)
+    return losses
+
+
+def _first_error(text: str) -> str:
+    """The first error line of the job's output, the fault injection's own line left out."""
+    return next(line for line in text.splitlines()
+                if (" ERROR " in line or line.startswith("error:")) and "fault injection" not in line)
+
+
+def test_faults_end_fast_and_lose_at_most_the_steps_since_the_last_checkpoint(tmp_path, cached_train):
+    reference = cached_train("train_qwen3_5_debug.yaml", *COMMON, nproc=2).losses
+    assert len(reference) == STEPS
+    out = tmp_path / "run"
+    resume = (f"--train.checkpoint.load_path={out}",)
+
+    # 1. One rank raises: the job ends within the bar, and the real error (with its rank) is
+    #    the first error the user reads; its peer only says that it lost a peer.
+    job = Job(out, "raise", env={FAULT: "raise_at_step:3:1"})
+    assert job.wait() != 0
+    assert job.end - job.fault_time() < EXIT_BAR_S, job.text()[-4000:]
+    first = _first_error(job.text())
+    assert "rank 1, step 3: training failed: RuntimeError: injected fault" in first, job.text()[-4000:]
+    assert _checkpoints(out) == ["step_2"]
+    assert sorted(_assert_losses_so_far(out, reference)) == [1, 2]
+
+    # 2. A rank is SIGKILLed: nothing to say for itself, the job still ends fast.
+    job = Job(out, "sigkill", *resume, env={FAULT: "sigkill_at_step:5:0"})
+    assert job.wait() != 0
+    assert job.end - job.fault_time() < EXIT_BAR_S, job.text()[-4000:]
+    assert "Resumed from" in job.text() and _checkpoints(out) == ["step_2", "step_4"]
+    assert sorted(_assert_losses_so_far(out, reference)) == [1, 2, 3, 4]
+
+    # 3. SIGTERM to one rank: both finish step 6, write its checkpoint, exit with the reason.
+    job = Job(out, "sigterm", *resume, env={FAULT: "sigterm_at_step:6:1"})
+    assert job.wait() != 0
+    assert job.end - job.fault_time() < EXIT_BAR_S, job.text()[-4000:]
+    assert "training stopped by SIGTERM after step 6: checkpoint saved to" in job.text()
+    assert _checkpoints(out) == ["step_2", "step_4", "step_6"]
+    assert sorted(_assert_losses_so_far(out, reference)) == list(range(1, 7))
+
+    # 4. Killed while saving step 8: the interrupted save is never mistaken for a checkpoint.
+    job = Job(out, "save", *resume, env={FAULT: "kill_during_save:8"})
+    assert job.wait() != 0
+    assert "step_8" not in _checkpoints(out) and "step_6" in _checkpoints(out)
+
+    # 5. A truncated shard of step_6: a clear error naming the folder and the file, and the
+    #    earlier step that can be loaded instead.
+    shard = sorted((out / "step_6").glob("*.distcp"))[0]
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    job = Job(out, "corrupt", *resume)
+    assert job.wait() != 0
+    text = job.text()
+    assert "Traceback" not in text, text[-4000:]
+    assert "step_6" in text and shard.name in text and "step_4" in text, text[-4000:]
+
+    # 6. SIGTERM to the launcher (what a scheduler does): the workers stop after their step.
+    job = Job(out, "launcher-term", f"--train.checkpoint.load_path={out / 'step_4'}")
+    job.wait_for_step(5)
+    job.proc.send_signal(signal.SIGTERM)
+    sent = time.time()
+    assert job.wait() != 0
+    assert job.end - sent < EXIT_BAR_S and not job.alive()
+    assert "training stopped by SIGTERM after step" in job.text(), job.text()[-4000:]
+    stopped = max(_losses(out))
+    assert f"step_{stopped}" in _checkpoints(out)
+    _assert_losses_so_far(out, reference)
+
+    # 7. The launcher is SIGKILLed: its orphaned workers notice, checkpoint and exit.
+    job = Job(out, "launcher-kill", *resume)
+    job.wait_for_step(stopped + 1)
+    job.proc.send_signal(signal.SIGKILL)
+    sent = time.time()
+    job.wait()
+    while job.alive() and time.time() - sent < EXIT_BAR_S + 30:
+        time.sleep(0.2)
+    assert not job.alive(), "the workers outlived their launcher"
+    assert time.time() - sent < EXIT_BAR_S, job.text()[-4000:]
+    assert "the launcher" in job.text() and "is gone" in job.text(), job.text()[-4000:]
+    _assert_losses_so_far(out, reference)
+
+    # 8. The last launch finishes the run: every step once, the uninterrupted run's losses.
+    job = Job(out, "finish", *resume)
+    assert job.wait() == 0, job.text()[-4000:]
+    assert _losses(out) == dict(enumerate(reference, start=1))
