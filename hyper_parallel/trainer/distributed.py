@@ -35,16 +35,17 @@ class DistributedContext:
     the job has no data parallelism (every rank then sees the same batch)."""
     dp_rank: int
     dp_size: int
+    collective_timeout_seconds: float = 300
+    """The collective timeout in force (``comm.init_timeout_seconds`` until the first step is
+    done, ``comm.train_timeout_seconds`` after it); change it with :meth:`set_timeout`."""
 
     @property
     def is_rank0(self) -> bool:
         return self.rank == 0
 
-    @property
-    def collective_timeout_seconds(self) -> float | None:
-        """The collective timeout in force now (``comm.init_timeout_seconds`` until the first
-        step is done, ``comm.train_timeout_seconds`` after it)."""
-        return collective_timeout_seconds()
+    def set_timeout(self, seconds: float) -> None:
+        set_collective_timeout(seconds)
+        self.collective_timeout_seconds = seconds
 
 
 def _free_port() -> int:
@@ -91,17 +92,6 @@ def set_collective_timeout(seconds: float) -> None:
     groups = list(getattr(dist.distributed_c10d._world, "pg_map", {}) or [None])
     for group in groups:
         dist.distributed_c10d._set_pg_timeout(timeout, group)
-
-
-def collective_timeout_seconds() -> float | None:
-    """The collective timeout of the default group now (None when it cannot be read)."""
-    if not dist.is_initialized():
-        return None
-    try:
-        backend = dist.group.WORLD._get_backend(torch.device(get_platform().device(0).type))
-        return backend.options._timeout.total_seconds()
-    except (AttributeError, RuntimeError):
-        return None
 
 
 def seed_everything(seed: int) -> None:
@@ -159,6 +149,7 @@ def setup_distributed(
         dp_group=dp_group,
         dp_rank=dp_rank,
         dp_size=parallel_dims.dp_size,
+        collective_timeout_seconds=timeout_seconds,
     )
     if ctx.is_rank0:
         logger.info(

@@ -55,7 +55,7 @@ from hyper_parallel.trainer.callbacks import (
 )
 from hyper_parallel.trainer.checkpoint import require_hf_assets_dir
 from hyper_parallel.trainer.checkpoint import step_dir as ckpt_step_dir
-from hyper_parallel.trainer.distributed import set_collective_timeout, setup_distributed
+from hyper_parallel.trainer.distributed import setup_distributed
 from hyper_parallel.trainer.model_setup import (
     freeze_parameters,
     load_pretrained_weights,
@@ -307,7 +307,7 @@ class HyperTrainer(BaseTrainer):
         # The first step pays for compilation, lazy initialisation and the first allocations,
         # so it runs under the longer init timeout; from now on a collective that waits this
         # long means a peer is gone.
-        set_collective_timeout(self.config.comm.train_timeout_seconds)
+        self.dist.set_timeout(self.config.comm.train_timeout_seconds)
 
     def _save_for_stop(self) -> str | None:
         path = self.checkpointer.maybe_save(
