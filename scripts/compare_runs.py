@@ -10,8 +10,10 @@ the same numbers bit for bit, so a mere "close enough" plot would hide the regre
 meant to catch.
 
 Each positional argument is a run's output folder (holding ``metrics.jsonl``) or the file
-itself. Records are merged per step (a resumed run appends: the last value wins; evaluation
-records add their ``eval_*`` keys to the step). Every metric except the wall-clock ones
+itself. Records are merged per step (evaluation records add their ``eval_*`` keys to the
+step); a file from before the trainer rewrote it on resume, which repeats the resumed steps, is
+read as its last attempt: the last value of each step wins and later steps of an abandoned
+attempt are dropped. Every metric except the wall-clock ones
 (``step_time``, ``tokens_per_sec``, ``tflops``, ``mfu``) is compared bit for bit: ``loss``,
 ``grad_norm``, ``lr``, ``epoch``, ``eval_*``; both runs must also log the same steps.
 
@@ -53,13 +55,14 @@ def metrics_path(run: str | Path) -> Path:
 
 
 def load_run(run: str | Path) -> Run:
-    """The metrics of a run, merged per step (later records override earlier ones)."""
+    """The metrics of a run, merged per step: the records of its last attempt
+    (:func:`latest_attempt`), later ones overriding earlier ones."""
     path = metrics_path(run)
     if not path.is_file():
         raise InputError(f"{path}: no such file (pass a run's output folder, the one given as "
                          "--train.checkpoint.output_dir / --checkpoint.folder, or its "
                          f"{METRICS_FILE})")
-    steps: Run = {}
+    records = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -69,12 +72,36 @@ def load_run(run: str | Path) -> Run:
             raise InputError(f"{path}:{lineno}: not a JSON object ({exc.msg})") from None
         if not isinstance(record, dict) or not isinstance(record.get("step"), int):
             raise InputError(f"{path}:{lineno}: a metrics record needs an integer 'step'")
+        records.append(record)
+    steps: Run = {}
+    for record in latest_attempt(records):
         steps.setdefault(record["step"], {}).update(
             (k, v) for k, v in record.items() if k != "step")
     if not any("loss" in rec for rec in steps.values()):
         raise InputError(f"{path}: no loss records (did the run log any step? see "
                          "train.logging.log_steps / --metrics.log_freq)")
     return steps
+
+
+def latest_attempt(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of the run's last attempt, in file order.
+
+    The trainer rewrites metrics.jsonl on a resume, but an older file holds the repeated steps
+    twice (a resume at step 2 of a 4-step run: steps 1, 2, 3, 4, 3, 4). A training record (one
+    with ``loss``) whose step is not after the previous training record's step starts a new
+    attempt: every earlier record of that step or later (evaluation ones too) is dropped, so each
+    step keeps its last value and no step of an abandoned attempt survives.
+    """
+    kept: list[dict[str, Any]] = []
+    last_train_step = None
+    for record in records:
+        if "loss" in record:
+            step = record["step"]
+            if last_train_step is not None and step <= last_train_step:
+                kept = [r for r in kept if r["step"] < step]
+            last_train_step = step
+        kept.append(record)
+    return kept
 
 
 def same_bits(a: Any, b: Any) -> bool:

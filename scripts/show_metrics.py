@@ -11,12 +11,31 @@ from pathlib import Path
 WIDTH = 50
 
 
-def main(path: str) -> int:
-    records = {}
-    for line in Path(path).read_text().splitlines():
+def loss_records(lines: list[str]) -> dict[int, dict]:
+    """step -> training record (one with ``loss``) of the run's last attempt.
+
+    The trainer rewrites metrics.jsonl on a resume; an older file repeats the resumed steps
+    (1, 2, 3, 4, 3, 4): a step that is not after the previous one starts a new attempt, which
+    replaces that step and every later one (each step keeps its last row).
+    """
+    records: dict[int, dict] = {}
+    last = None
+    for line in lines:
+        if not line.strip():
+            continue
         record = json.loads(line)
-        if "loss" in record:
-            records[record["step"]] = record  # a resumed run appends: keep the last
+        if not isinstance(record, dict) or "loss" not in record:
+            continue
+        step = record["step"]
+        if last is not None and step <= last:
+            records = {s: r for s, r in records.items() if s < step}
+        records[step] = record
+        last = step
+    return records
+
+
+def main(path: str) -> int:
+    records = loss_records(Path(path).read_text().splitlines())
     if not records:
         print(f"no loss records in {path}", file=sys.stderr)
         return 1

@@ -35,6 +35,10 @@ from hyper_parallel.trainer import checkpoint as ckpt
 logger = logging.getLogger(__name__)
 
 ASYNC_MODES = ("disabled", "async")
+# How errors name the setting of ``load_path``: the engine's section is ``checkpoint``; the legacy
+# YAML's key converts to it (both command lines build the same engine).
+LOAD_PATH_FIELD = "checkpoint.load_path"
+LEGACY_LOAD_PATH_KEY = "train.checkpoint.load_path"
 
 
 class CheckpointManager(Configurable):
@@ -142,9 +146,13 @@ class CheckpointManager(Configurable):
         """Resume from ``load_path`` (collective); the saved ``extra`` dict, or None.
 
         A missing, interrupted or incomplete path is an error, never a silent fresh start
-        (except ``latest`` with nothing saved yet).
+        (except ``latest`` with nothing saved yet). A damaged checkpoint (a truncated or
+        unreadable shard, ``.metadata``, ``extra_state.json`` or per-rank ``.pt`` file) is a
+        ``CheckpointError`` on every rank naming the directory, the file and the newest earlier
+        complete checkpoint to set ``load_path`` to instead.
         """
-        path = ckpt.resolve_resume_path(self.config.load_path, self.config.folder)
+        fields = {"field": LOAD_PATH_FIELD, "legacy_field": LEGACY_LOAD_PATH_KEY}
+        path = ckpt.resolve_resume_path(self.config.load_path, self.config.folder, **fields)
         if path is None:
             return None
         extra = ckpt.load_checkpoint(
@@ -153,6 +161,7 @@ class CheckpointManager(Configurable):
             optimizer=self.optimizers,
             lr_scheduler=self.lr_schedulers,
             dataloader=self.dataloader,
+            **fields,
         )
         self.last_saved_step = int(extra["global_step"])
         self.loaded_from = path

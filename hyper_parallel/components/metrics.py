@@ -8,6 +8,8 @@ did, with their helpers, so the numbers, the log lines and the files are the leg
   its log line (:func:`~hyper_parallel.trainer.callbacks.logging.format_step_record`);
 * every ``log_freq`` steps: the line on rank 0, the record appended to ``history`` and, on rank 0,
   to ``<output_dir>/metrics.jsonl`` (legacy: ``<train.checkpoint.output_dir>/metrics.jsonl``);
+  a resume at step S (:meth:`MetricsProcessor.resume`) first cuts the file back to the rows of
+  steps <= S, so the resumed run's rows replace those of the steps it repeats;
 * every ``tb_log_freq`` steps with ``enable_tensorboard``: ``train/<scalar>`` on rank 0;
 * every ``memory_log_freq`` steps with ``enable_memory_monitor``: host and device memory.
 
@@ -15,6 +17,7 @@ Use::
 
     metrics = config.metrics.build(trainer=trainer, output_dir=config.checkpoint.folder)
     metrics.begin()                       # once, before the first step
+    metrics.resume(step)                  # after loading a checkpoint of `step` (if any)
     for step in ...:
         metrics.step_begin()              # starts the step timer
         result = train_step(...)
@@ -46,6 +49,7 @@ from hyper_parallel.trainer.callbacks.logging import (
     format_eval_metrics,
     format_step_record,
     step_metrics_record,
+    truncate_metrics_file,
 )
 from hyper_parallel.trainer.callbacks.memory import (
     format_memory,
@@ -181,6 +185,23 @@ class MetricsProcessor(Configurable):
             self._record_memory("train begin", step)
             if self.config.reset_peak_memory_each_step:
                 reset_device_peak(self.device)
+
+    def resume(self, step: int) -> None:
+        """The run resumed from a checkpoint of ``step``: before the first new row, rank 0 cuts
+        ``metrics.jsonl`` back to the rows of steps ``<= step`` (atomically, keeping its
+        permissions; rows without a step and evaluation rows of those steps stay), so the resumed
+        run replaces the rows of the steps it repeats instead of appending duplicates."""
+        if self._jsonl is None or not self.is_rank0:
+            return
+        self._jsonl.close()  # reopened (appending) by the next write
+        dropped = truncate_metrics_file(self.metrics_path, int(step))
+        if dropped:
+            logger.info(
+                "resumed at step %d: removed %d row(s) after that step from %s",
+                step,
+                dropped,
+                self.metrics_path,
+            )
 
     def step_begin(self) -> None:
         """Start the step timer."""

@@ -27,6 +27,17 @@ barrier + atomic rename. Only one save is ever in flight: every save/load first 
 previous one (:func:`wait_async_save`), and the trainer must call :func:`wait_async_save` at train
 end. An error in the background thread is re-raised by the next wait.
 
+**Damaged checkpoints.** :func:`load_checkpoint` checks a step directory before it restores
+anything from it: ``extra_state.json`` and ``.metadata`` must parse, every ``.distcp`` shard that
+``.metadata`` names must exist and be at least as long as the items it places in it (a size
+check, no hashing), and the per-rank ``.pt`` files must load (the ranks agree on the outcome, so
+a file damaged on one rank fails every rank instead of leaving the others in a collective). A
+shard that still fails inside ``dcp.load`` is named too (the reader reads one file at a time).
+Each failure is a :class:`CheckpointError` naming the directory, the file and the newest earlier
+complete checkpoint that passes the same checks, with the setting that loads it
+(``checkpoint.load_path``; legacy ``train.checkpoint.load_path``; callers may pass their own
+field names).
+
 **Fault injection (test hook).** With ``HYPER_PARALLEL_FAULT_INJECT=kill_during_save:<step>`` the
 process calls ``os._exit(17)`` while saving step ``<step>``: after every file of that step was
 written into the temporary directory, before the barrier/rename. Tests use it to prove that a killed
@@ -73,12 +84,17 @@ DCP_METADATA_FILE = ".metadata"
 HF_SUBDIR = "hf_ckpt"
 FAULT_INJECT_ENV = "HYPER_PARALLEL_FAULT_INJECT"
 FAULT_EXIT_CODE = 17
-# Other values of the same variable that belong to the trainer (base.py: exit_at_step:<step>[:rank]).
-_OTHER_FAULT_KINDS = ("exit_at_step",)
+# Other values of the same variable that belong to the trainer (base.py FAULT_KINDS:
+# <kind>_at_step:<step>[:rank]).
+_OTHER_FAULT_KINDS = ("exit_at_step", "raise_at_step", "sigkill_at_step", "sigterm_at_step")
 # Key infixes added by activation-checkpoint wrappers / torch.compile; HF names never contain them.
 _WRAPPER_INFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.")
 
 _STEP_DIR_RE = re.compile(rf"^{STEP_PREFIX}(\d+)$")
+# The setting that picks the checkpoint to load, as errors name it (``resolve_resume_path`` /
+# ``load_checkpoint`` take others from their callers).
+LOAD_PATH_FIELD = "checkpoint.load_path"
+LEGACY_LOAD_PATH_FIELD = "train.checkpoint.load_path"
 
 
 class CheckpointError(RuntimeError):
@@ -389,7 +405,44 @@ def _dcp_load(state: dict[str, Any], path: str) -> None:
     import torch.distributed.checkpoint as dcp
 
     with _quiet_single_process():
-        dcp.load(state, checkpoint_id=path, no_dist=not _distributed())
+        dcp.load(
+            state,
+            checkpoint_id=path,
+            storage_reader=_attributing_reader(path),
+            no_dist=not _distributed(),
+        )
+
+
+def _dcp_checkpoint_exception() -> type[BaseException]:
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    return CheckpointException
+
+
+def _attributing_reader(path: str):
+    """A ``FileSystemReader`` that reads one shard file at a time and turns a failure into a
+    :class:`_ShardReadError` naming the file (DCP's own error does not say which file)."""
+    import dataclasses
+
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.futures import Future
+
+    class AttributingReader(FileSystemReader):
+        def read_data(self, plan, planner):
+            per_file: dict[str, list] = {}
+            for item in plan.items:
+                rel = self.storage_data[item.storage_index].relative_path
+                per_file.setdefault(rel, []).append(item)
+            for rel, items in per_file.items():
+                try:
+                    super().read_data(dataclasses.replace(plan, items=items), planner).wait()
+                except Exception as e:  # attributed and re-raised
+                    raise _ShardReadError(rel, _reason(e)) from e
+            done: Future = Future()
+            done.set_result(None)
+            return done
+
+    return AttributingReader(path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -640,8 +693,21 @@ def purge_old_checkpoints(output_dir: str, keep_latest_k: int) -> list[str]:
     return deleted
 
 
-def resolve_resume_path(load_path: str | None, output_dir: str) -> str | None:
-    """Turn ``train.checkpoint.load_path`` into the checkpoint directory to load (None: fresh start).
+def _field_ref(field: str, legacy_field: str | None, value: Any = None) -> str:
+    """``checkpoint.load_path='x' (legacy YAML: train.checkpoint.load_path)``: the setting an
+    error tells the user about, on both command lines (without ``='x'`` when ``value`` is None)."""
+    text = field if value is None else f"{field}={value!r}"
+    return text if not legacy_field else f"{text} (legacy YAML: {legacy_field})"
+
+
+def resolve_resume_path(
+    load_path: str | None,
+    output_dir: str,
+    *,
+    field: str = LOAD_PATH_FIELD,
+    legacy_field: str | None = LEGACY_LOAD_PATH_FIELD,
+) -> str | None:
+    """Turn the ``load_path`` setting into the checkpoint directory to load (None: fresh start).
 
     * None / "" -> None (no resume requested).
     * "latest"  -> newest complete checkpoint under ``output_dir``; None when there is none yet
@@ -649,6 +715,8 @@ def resolve_resume_path(load_path: str | None, output_dir: str) -> str | None:
     * a complete ``step_<N>`` directory -> that directory.
     * a directory holding ``step_<N>`` directories -> the newest complete one (error if none).
     Anything else (missing path, interrupted ``.step_<N>.tmp``, incomplete dir) is a CheckpointError.
+    ``field`` / ``legacy_field`` name the setting in the messages (default: the engine's
+    ``checkpoint.load_path``, legacy ``train.checkpoint.load_path``).
     """
     if load_path is None or load_path == "":
         return None
@@ -656,13 +724,14 @@ def resolve_resume_path(load_path: str | None, output_dir: str) -> str | None:
         found = latest_checkpoint(output_dir)
         if found is None:
             logger.warning(
-                "train.checkpoint.load_path='latest' but %s holds no complete checkpoint: starting from step 0.",
+                "%s but %s holds no complete checkpoint: starting from step 0.",
+                _field_ref(field, legacy_field, "latest"),
                 output_dir,
             )
         return found
     if not os.path.isdir(load_path):
         raise CheckpointError(
-            f"train.checkpoint.load_path={load_path!r} does not exist or is not a directory; "
+            f"{_field_ref(field, legacy_field, load_path)} does not exist or is not a directory; "
             "give a step_<N> checkpoint directory, a directory holding them, or 'latest'."
         )
     if is_complete_checkpoint(load_path):
@@ -672,15 +741,198 @@ def resolve_resume_path(load_path: str | None, output_dir: str) -> str | None:
         if found is not None:
             return found
     raise CheckpointError(
-        f"train.checkpoint.load_path={load_path!r} is not a complete checkpoint (expected {EXTRA_STATE_FILE} "
-        f"and {DCP_METADATA_FILE}, or step_<N> subdirectories); it may be from an interrupted save."
+        f"{_field_ref(field, legacy_field, load_path)} is not a complete checkpoint (expected "
+        f"{EXTRA_STATE_FILE} and {DCP_METADATA_FILE}, or step_<N> subdirectories); it may be from "
+        "an interrupted save."
+        + _earlier_checkpoint_hint(load_path, field, legacy_field, prefix=" ")
     )
 
 
-def _require_file(path: str, what: str) -> str:
-    if not os.path.isfile(path):
-        raise CheckpointError(f"checkpoint is missing {what}: {path}")
-    return path
+# ---------------------------------------------------------------------------------------------
+# damaged checkpoints: which file, and which earlier step to load instead
+# ---------------------------------------------------------------------------------------------
+
+
+class _ShardReadError(Exception):
+    """Reading one DCP file failed (raised inside ``dcp.load``; crosses ranks pickled)."""
+
+    def __init__(self, file: str, reason: str) -> None:
+        super().__init__(file, reason)
+        self.file = file
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.reason}"
+
+
+def _reason(exc: BaseException) -> str:
+    """``Type: first sentence`` of an error (torch's load errors go on for a paragraph, with
+    advice about ``weights_only`` that does not apply to a damaged file)."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0].strip() if lines else ""
+    if len(text) > 100 and ". " in text:
+        text = text[: text.index(". ") + 1]
+    return f"{type(exc).__name__}: {text}".rstrip(": ")
+
+
+def _dcp_storage_sizes(metadata: Any) -> dict[str, int] | None:
+    """``{shard file: bytes the metadata places in it}`` (the end of its last item), or None
+    when the metadata is not the file-system layout (then no size check is possible)."""
+    storage = getattr(metadata, "storage_data", None)
+    if not isinstance(storage, dict):
+        return None
+    sizes: dict[str, int] = {}
+    for info in storage.values():
+        rel, offset, length = (getattr(info, a, None) for a in ("relative_path", "offset", "length"))
+        if not isinstance(rel, str) or not isinstance(offset, int) or not isinstance(length, int):
+            return None
+        sizes[rel] = max(sizes.get(rel, 0), offset + length)
+    return sizes
+
+
+def _checkpoint_problem(path: str) -> tuple[str, str] | None:
+    """``(file, what is wrong)`` for the first damaged shared file of the complete checkpoint
+    ``path`` (None: nothing found). Cheap: ``extra_state.json`` and ``.metadata`` are parsed and
+    every shard is checked to exist and to be as long as ``.metadata`` says (no hashing, no
+    tensor reads)."""
+    try:
+        with open(os.path.join(path, EXTRA_STATE_FILE), encoding="utf-8") as f:
+            extra = json.load(f)
+    except FileNotFoundError:
+        return EXTRA_STATE_FILE, "is missing"
+    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return EXTRA_STATE_FILE, f"cannot be read ({_reason(e)})"
+    if not isinstance(extra, dict):
+        return EXTRA_STATE_FILE, f"holds a {type(extra).__name__}, not a JSON object"
+    return _dcp_problem(path)
+
+
+def _dcp_problem(path: str) -> tuple[str, str] | None:
+    """``(file, what is wrong)`` of ``.metadata`` and the shard files it names, or None."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    if not os.path.isfile(os.path.join(path, DCP_METADATA_FILE)):
+        return DCP_METADATA_FILE, "is missing"
+    try:
+        metadata = FileSystemReader(path).read_metadata()
+    except Exception as e:  # noqa: BLE001 - unpickling garbage raises anything
+        return DCP_METADATA_FILE, f"cannot be read ({_reason(e)})"
+    sizes = _dcp_storage_sizes(metadata)
+    if sizes is None:
+        return None
+    for rel, needed in sorted(sizes.items()):
+        file = os.path.join(path, rel)
+        try:
+            size = os.path.getsize(file)
+        except FileNotFoundError:
+            return rel, f"is missing ({DCP_METADATA_FILE} places {needed} bytes in it)"
+        except OSError as e:
+            return rel, f"cannot be read ({_reason(e)})"
+        if size < needed:
+            return rel, (
+                f"is truncated: {size} bytes, but {DCP_METADATA_FILE} places {needed} bytes in it"
+            )
+    return None
+
+
+def _earlier_checkpoint_hint(
+    path: str, field: str, legacy_field: str | None, *, prefix: str = ""
+) -> str:
+    """The sentence naming the newest earlier checkpoint of ``path``'s folder that passes
+    :func:`_checkpoint_problem` and the setting that loads it ('' for a path that is not a
+    ``step_<N>`` directory)."""
+    m = _STEP_DIR_RE.match(os.path.basename(os.path.normpath(path)))
+    if m is None:
+        return ""
+    step, folder = int(m.group(1)), os.path.dirname(os.path.normpath(path)) or "."
+    ref = _field_ref(field, legacy_field)
+    for earlier, candidate in reversed(complete_checkpoints(folder)):
+        if earlier < step and _checkpoint_problem(candidate) is None:
+            return (
+                f"{prefix}The newest earlier complete checkpoint is step {earlier} ({candidate}): "
+                f"to resume from it, set {_field_ref(field, legacy_field, candidate)}; with "
+                f"{field}='latest' move {os.path.normpath(path)} aside first."
+            )
+    return (
+        f"{prefix}No earlier complete checkpoint under {folder} passes the same checks: restore "
+        f"the file, or start from step 0 (unset {ref})."
+    )
+
+
+def _damaged(path: str, file: str, what: str, field: str, legacy_field: str | None) -> CheckpointError:
+    return CheckpointError(
+        f"checkpoint {path} is damaged: {file} {what}."
+        + _earlier_checkpoint_hint(path, field, legacy_field, prefix=" ")
+    )
+
+
+def _agree_on_error(error: CheckpointError | None) -> None:
+    """Raise on every rank when any rank found a damaged per-rank file (collective): a rank
+    that raised alone would leave the others waiting in the next collective."""
+    if not _distributed():
+        if error is not None:
+            raise error
+        return
+    messages: list[str | None] = [None] * _world_size()
+    dist.all_gather_object(messages, None if error is None else str(error))
+    if error is not None:
+        raise error
+    for rank, message in enumerate(messages):
+        if message is not None:
+            raise CheckpointError(f"rank {rank} reports: {message}")
+
+
+def _load_small_file(path: str, name: str, what: str, field: str, legacy_field: str | None) -> Any:
+    """``torch.load`` of ``path/name`` (weights only), a CheckpointError naming it otherwise."""
+    file = os.path.join(path, name)
+    if not os.path.isfile(file):
+        raise _damaged(path, name, f"({what}) is missing", field, legacy_field)
+    try:
+        return torch.load(file, weights_only=True)
+    except Exception as e:  # a damaged pickle/zip raises anything
+        raise _damaged(
+            path, name, f"({what}) cannot be read ({_reason(e)})", field, legacy_field
+        ) from e
+
+
+def _read_extra_state(path: str, field: str, legacy_field: str | None) -> dict[str, Any]:
+    problem = _checkpoint_problem(path)  # extra_state.json, .metadata, the shards' sizes
+    if problem is not None:
+        raise _damaged(path, *problem, field, legacy_field)
+    with open(os.path.join(path, EXTRA_STATE_FILE), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _shard_errors(exc: BaseException) -> list[_ShardReadError]:
+    """The :class:`_ShardReadError` s inside a (DCP ``CheckpointException``) error, any rank."""
+    found: list[_ShardReadError] = []
+    seen: set[int] = set()
+
+    def walk(e: BaseException | None) -> None:
+        if e is None or id(e) in seen:
+            return
+        seen.add(id(e))
+        if isinstance(e, _ShardReadError):
+            found.append(e)
+        failures = getattr(e, "failures", None)
+        if isinstance(failures, dict):
+            for value in failures.values():
+                walk(value[0] if isinstance(value, tuple) and value else value)
+        walk(e.__cause__)
+        walk(e.__context__)
+
+    walk(exc)
+    return found
+
+
+def _first_failure(exc: BaseException) -> BaseException:
+    failures = getattr(exc, "failures", None)
+    if isinstance(failures, dict) and failures:
+        value = next(iter(failures.values()))
+        inner = value[0] if isinstance(value, tuple) and value else value
+        if isinstance(inner, BaseException):
+            return inner
+    return exc
 
 
 def load_checkpoint(
@@ -690,6 +942,8 @@ def load_checkpoint(
     optimizer: Any | None,
     lr_scheduler,
     dataloader,
+    field: str = LOAD_PATH_FIELD,
+    legacy_field: str | None = LEGACY_LOAD_PATH_FIELD,
 ) -> dict[str, Any]:
     """Restore everything :func:`save_checkpoint` wrote into ``path``; return ``extra_state.json``.
 
@@ -699,6 +953,13 @@ def load_checkpoint(
     impossible), and for a weights/optimizer-only load (``dataloader=None``) the RNG states are
     left as they are, with a warning. A missing or incomplete directory is a
     :class:`CheckpointError` - never a silent fresh start.
+
+    A damaged checkpoint is a :class:`CheckpointError` on every rank naming the directory, the
+    file (``extra_state.json``, ``.metadata``, a ``.distcp`` shard that is missing, shorter than
+    ``.metadata`` says or unreadable, ``scheduler.pt``, ``dataloader_rank<r>.pt``,
+    ``rng_rank<r>.pt``) and the newest earlier complete checkpoint with the setting
+    (``field`` / ``legacy_field``) that loads it. The cheap checks and the small files come
+    before anything is restored.
     """
     wait_async_save()
     if not os.path.isdir(path):
@@ -707,9 +968,9 @@ def load_checkpoint(
         raise CheckpointError(
             f"{path!r} is not a complete checkpoint (expected a step_<N> directory with {EXTRA_STATE_FILE} and "
             f"{DCP_METADATA_FILE}); it may be from an interrupted save."
+            + _earlier_checkpoint_hint(path, field, legacy_field, prefix=" ")
         )
-    with open(os.path.join(path, EXTRA_STATE_FILE), encoding="utf-8") as f:
-        extra = json.load(f)
+    extra = _read_extra_state(path, field, legacy_field)  # and the DCP files' sizes
     rank, world = _rank(), _world_size()
     saved_world = extra.get("world_size")
     same_world = saved_world == world
@@ -720,28 +981,51 @@ def load_checkpoint(
             "impossible. Resume with the saved world size, or load weights/optimizer only "
             "(dataloader=None) and restart the data."
         )
-    rng_path = os.path.join(path, rng_file(rank))
-    if same_world:
-        _require_file(rng_path, f"the RNG state of rank {rank}")
+    # The shared files were checked above (every rank sees the same ones, so every rank raises
+    # together); this rank's own small files are agreed on across ranks before the DCP load.
+    local_error: CheckpointError | None = None
+    sched_state = dl_state = rng_state = None
+    try:
+        if lr_scheduler is not None:
+            sched_state = _load_small_file(
+                path, SCHEDULER_FILE, "the LR scheduler state", field, legacy_field
+            )
+        if dataloader is not None:
+            dl_state = _load_small_file(
+                path, dataloader_file(rank), f"the data loader state of rank {rank}", field,
+                legacy_field,
+            )
+        if same_world:
+            rng_state = _load_small_file(
+                path, rng_file(rank), f"the RNG state of rank {rank}", field, legacy_field
+            )
+    except CheckpointError as e:
+        local_error = e
+    _agree_on_error(local_error)
 
     state = _dcp_state(model, optimizer)
+    # DCP's CheckpointException (every rank's failures) is a BaseException.
     try:
         _dcp_load(state, path)
-    except Exception as e:
-        raise CheckpointError(f"loading model/optimizer state from {path} failed: {e}") from e
+    except (Exception, _dcp_checkpoint_exception()) as e:  # noqa: BLE001
+        shards = _shard_errors(e)
+        if shards:
+            files = sorted({s.file for s in shards})
+            raise _damaged(
+                path, ", ".join(files), f"cannot be read ({shards[0].reason})", field, legacy_field
+            ) from None
+        raise CheckpointError(
+            f"loading model/optimizer state from {path} failed: {_reason(_first_failure(e))}"
+        ) from None
     _restore_dcp_state(model, optimizer, state)
 
     if lr_scheduler is not None:
-        sched = _require_file(os.path.join(path, SCHEDULER_FILE), "the LR scheduler state")
-        lr_scheduler.load_state_dict(torch.load(sched, weights_only=True))
+        lr_scheduler.load_state_dict(sched_state)
     if dataloader is not None:
-        dl = _require_file(
-            os.path.join(path, dataloader_file(rank)), f"the data loader state of rank {rank}"
-        )
-        dataloader.load_state_dict(torch.load(dl, weights_only=True))
+        dataloader.load_state_dict(dl_state)
     # RNG last: nothing above may consume random numbers after the restore.
     if same_world:
-        set_rng_state(torch.load(rng_path, weights_only=True))
+        set_rng_state(rng_state)
     elif rank == 0:
         logger.warning(
             "%s: saved with world_size=%s, loaded with %d: RNG states not restored.",

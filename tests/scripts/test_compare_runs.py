@@ -92,3 +92,57 @@ def test_missing_file_or_no_loss_exits_2(tmp_path, capsys, content):
     good = _write_run(tmp_path / "good", LOSSES, step_time=1.0)
     assert compare_runs.main([str(run), str(good)]) == 2
     assert "metrics.jsonl" in capsys.readouterr().err
+
+
+def _write_lines(folder: Path, records: list[dict]) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return folder
+
+
+def _row(step: int, loss: float, **extra) -> dict:
+    return {"epoch": 0, "grad_norm": 1.5, "loss": loss, "lr": 1e-3, "step": step,
+            "step_time": 1.0, **extra}
+
+
+def test_an_older_resumed_file_is_read_as_its_last_attempt(tmp_path, capsys):
+    """A file from before the trainer rewrote metrics.jsonl on resume: 1, 2, 3, 4 (eval at 4),
+    then the resume at step 2 appended 3 and 4 again. Each step keeps its last row, and the
+    abandoned attempt's eval row of step 4 is gone."""
+    straight = _write_run(tmp_path / "straight", {1: 4.0, 2: 3.0, 3: 2.5, 4: 2.0}, step_time=1.0)
+    resumed = _write_lines(tmp_path / "resumed", [
+        _row(1, 4.0), _row(2, 3.0), {"step": 2, "eval_loss": 3.5},
+        _row(3, 9.0), _row(4, 9.0), {"step": 4, "eval_loss": 9.5},  # the abandoned attempt
+        _row(3, 2.5), _row(4, 2.0),
+    ])
+    run = compare_runs.load_run(resumed)
+    assert sorted(run) == [1, 2, 3, 4]
+    assert [run[s]["loss"] for s in (1, 2, 3, 4)] == [4.0, 3.0, 2.5, 2.0]
+    assert run[2]["eval_loss"] == 3.5 and "eval_loss" not in run[4]
+    assert compare_runs.main([str(straight), str(resumed)]) == 1  # eval_loss only in one run
+    out = capsys.readouterr().out
+    assert "eval_loss at step 2 is missing" in out
+
+
+def test_a_resume_that_logged_fewer_steps_drops_the_abandoned_later_steps(tmp_path):
+    resumed = _write_lines(tmp_path / "resumed", [
+        _row(2, 3.0), _row(4, 2.0), _row(6, 1.0), _row(8, 0.5),  # killed after step 8
+        _row(6, 1.25),  # resumed from the checkpoint of step 4, stopped at step 6
+    ])
+    assert {s: r["loss"] for s, r in compare_runs.load_run(resumed).items()} == {
+        2: 3.0, 4: 2.0, 6: 1.25}
+
+
+def test_show_metrics_reads_the_last_attempt(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("show_metrics", SCRIPT.with_name("show_metrics.py"))
+    show_metrics = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(show_metrics)
+    run = _write_lines(tmp_path / "run", [
+        _row(1, 4.0), _row(2, 3.0), _row(3, 9.0), _row(4, 9.0), {"step": 4, "eval_loss": 1.0},
+        _row(3, 2.5), _row(4, 2.0),
+    ])
+    assert show_metrics.main(str(run / "metrics.jsonl")) == 0
+    out = capsys.readouterr().out
+    assert "9.0000" not in out
+    assert "loss 4.0000 (step 1) -> 2.0000 (step 4)" in out
+    assert [line.split()[0] for line in out.splitlines()[1:-1]] == ["1", "2", "3", "4"]

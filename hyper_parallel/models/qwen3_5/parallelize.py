@@ -67,6 +67,7 @@ back on load); use :func:`strip_wrapper_prefixes` for names from ``named_paramet
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Mapping
 from typing import Any
@@ -97,6 +98,7 @@ __all__ = [
     "apply_tp",
     "build_mp_policy",
     "normalize_ac_mode",
+    "split_mp_policy",
     "strip_wrapper_prefixes",
     "validate_tp_degree",
 ]
@@ -484,8 +486,9 @@ def build_mp_policy(
     """The FSDP2 ``MixedPrecisionPolicy`` of a ``train.mixed_precision`` section, or ``None``.
 
     Fields: ``enabled`` (off -> ``None``), ``param_dtype`` (compute / all-gather dtype, default
-    bfloat16), ``reduce_dtype`` (gradient reduction, default float32), ``output_dtype`` (``None``:
-    outputs keep the compute dtype). Names are looked up in ``dtype_map`` (case-insensitive; default
+    bfloat16), ``reduce_dtype`` (gradient reduction, default float32), ``output_dtype`` (dtype of
+    the model's outputs, the logits; ``None``: they keep the compute dtype; :func:`apply_fsdp`
+    applies it at the root unit only). Names are looked up in ``dtype_map`` (case-insensitive; default
     :data:`DEFAULT_DTYPE_MAP`: bfloat16/bf16, float16/fp16/half, float32/fp32/float); a
     ``torch.dtype`` is accepted as is. Stored parameters stay in their own (fp32) dtype.
     """
@@ -518,6 +521,8 @@ def apply_fsdp(
     over dim 0 and sharded over dim 1). Parameters may already be TP DTensors on a sibling
     sub-mesh of the same root mesh (FSDP x TP). Each unit reduces its gradients with one bucketed
     reduce-scatter (FSDP2 always fuses per unit, which is what legacy ``comm_fusion`` asked for).
+    ``mp_policy.output_dtype`` applies to the root unit only (the logits), see
+    :func:`split_mp_policy`.
     """
     if dp_mesh.ndim not in (1, 2):
         raise ValueError(
@@ -525,9 +530,27 @@ def apply_fsdp(
             f"{dp_mesh.ndim}-D {dp_mesh.mesh_dim_names}"
         )
     kwargs: dict[str, Any] = {"mesh": dp_mesh, "reshard_after_forward": reshard_after_forward}
-    if mp_policy is not None:
-        kwargs["mp_policy"] = mp_policy
+    layer_policy, root_policy = split_mp_policy(mp_policy)
     for layer in model.model.layers:
-        fully_shard(layer, **kwargs)
-    fully_shard(model, **kwargs)
+        fully_shard(layer, **kwargs, **({} if layer_policy is None else {"mp_policy": layer_policy}))
+    fully_shard(model, **kwargs, **({} if root_policy is None else {"mp_policy": root_policy}))
     return model
+
+
+def split_mp_policy(
+    mp_policy: MixedPrecisionPolicy | None,
+) -> tuple[MixedPrecisionPolicy | None, MixedPrecisionPolicy | None]:
+    """``(decoder-layer policy, root policy)`` of one model-wide policy.
+
+    ``output_dtype`` is the dtype of the *model's* outputs (the logits), so only the root unit
+    (embedding, final norm, ``lm_head``) casts its output to it. FSDP2 applies a unit's
+    ``output_dtype`` to that unit's forward outputs: given to every decoder layer, the last layer
+    would hand e.g. float32 activations to the root's final norm and ``lm_head``, which compute
+    with ``param_dtype`` weights, and the first forward would fail on the dtype mismatch. The
+    decoder layers therefore hand on the compute dtype (``output_dtype=param_dtype``; ``None``
+    when ``param_dtype`` is ``None``), which is what the next unit computes in anyway. A policy
+    whose ``output_dtype`` is unset or already ``param_dtype`` is used unchanged for every unit.
+    """
+    if mp_policy is None or mp_policy.output_dtype in (None, mp_policy.param_dtype):
+        return mp_policy, mp_policy
+    return dataclasses.replace(mp_policy, output_dtype=mp_policy.param_dtype), mp_policy

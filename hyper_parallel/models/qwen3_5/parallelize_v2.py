@@ -25,7 +25,9 @@ are float32 masters), so it means *no* ``MixedPrecisionPolicy`` at all: exactly 
 ``train.mixed_precision.enabled: false`` (``hyper_parallel.config.transforms`` converts the two
 that way). Any other combination is the legacy ``enabled: true`` with those dtypes, built by
 ``build_mp_policy``. Mixed precision is FSDP's policy, so a real one on a mesh without a
-data-parallel axis (pure TP) is an error rather than silently ignored.
+data-parallel axis (pure TP) is an error rather than silently ignored. ``mixed_precision_output``
+is the dtype of the logits (e.g. ``float32`` logits from ``bfloat16`` compute): it is applied at
+the root FSDP unit only, never between decoder layers.
 
 **Compile.** ``compile.enable`` compiles every decoder layer separately, after AC and before
 FSDP (torchtitan's order), *in place* with ``nn.Module.compile(backend=..., fullgraph=True)``.
@@ -97,9 +99,10 @@ def mp_policy_from_training(training: Any) -> MixedPrecisionPolicy | None:
 
     Off when ``mixed_precision_param``, ``mixed_precision_reduce`` and ``mixed_precision_output``
     are each ``float32`` or unset (see the module docstring); otherwise the legacy
-    ``build_mp_policy`` of ``enabled=True`` with these three dtypes. A set
-    ``mixed_precision_output`` must equal ``mixed_precision_param`` (``ValueError``; any other
-    value crashes the ``lm_head`` at the first forward, on the legacy path too).
+    ``build_mp_policy`` of ``enabled=True`` with these three dtypes. ``mixed_precision_output``
+    is the dtype of the model's outputs (the logits): ``apply_fsdp`` applies it at the root unit
+    only, so the decoder layers keep handing ``mixed_precision_param`` activations to each other
+    and to the final norm / ``lm_head`` (``parallelize.split_mp_policy``).
     """
     param = _dtype_name("mixed_precision_param", getattr(training, "mixed_precision_param", None))
     reduce = _dtype_name(
@@ -110,16 +113,6 @@ def mp_policy_from_training(training: Any) -> MixedPrecisionPolicy | None:
     )
     if param in _NO_CAST and reduce in _NO_CAST and output in _NO_CAST:
         return None
-    if output is not None and output != (param or "float32"):
-        # FSDP casts every decoder layer's output to ``output``; the root unit (final norm +
-        # lm_head) computes in ``param`` on those outputs, so its matmul sees two dtypes and
-        # fails at the first forward (the legacy path accepts the setting and fails there).
-        raise ValueError(
-            f"training.mixed_precision_output={output!r} differs from mixed_precision_param="
-            f"{param or 'float32'!r}: the decoder layers' outputs would reach the lm_head (which "
-            "computes in mixed_precision_param) in another dtype. Leave mixed_precision_output "
-            "unset (outputs keep the compute dtype) or set it to mixed_precision_param."
-        )
     return build_mp_policy(
         SimpleNamespace(
             enabled=True,

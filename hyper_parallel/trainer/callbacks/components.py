@@ -27,6 +27,11 @@ class MetricsCallback(Callback):
     def on_train_begin(self) -> None:
         self.metrics.begin(self.trainer.state.global_step)
 
+    def on_load(self, checkpoint_dir: str) -> None:
+        # Dispatched by the checkpoint callback once it restored state.global_step (after this
+        # callback's on_train_begin, before the first step).
+        self.metrics.resume(self.trainer.state.global_step)
+
     def on_step_begin(self) -> None:
         self.metrics.step_begin()
 

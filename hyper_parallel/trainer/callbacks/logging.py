@@ -9,9 +9,11 @@ shows the loss with 8 decimals, as the legacy trainer did.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import tempfile
 from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
@@ -95,7 +97,8 @@ def format_eval_metrics(metrics: dict[str, Any]) -> str:
 
 class JsonlWriter:
     """Appends one JSON object per line to ``path`` (opened on the first write, flushed per
-    line, appended across resumes). NaN/inf are written as the JSON extensions NaN/Infinity
+    line, appended across resumes; a resume first cuts the file back to the resumed step with
+    :func:`truncate_metrics_file`). NaN/inf are written as the JSON extensions NaN/Infinity
     (Python's json reads them back)."""
 
     def __init__(self, path: str) -> None:
@@ -114,3 +117,94 @@ class JsonlWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _record_step(rec: Any) -> int | None:
+    """The integer ``step`` of a metrics record, or None (a row without one, e.g. a header)."""
+    if isinstance(rec, dict):
+        step = rec.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            return step
+    return None
+
+
+def latest_attempt_rows(records: list[Any]) -> list[Any]:
+    """The rows of ``records`` (parsed metrics.jsonl lines, in file order) that the last attempt
+    of a run stands by.
+
+    A file written before resumes replaced their rows holds, after a resume at step 2 of a
+    4-step run, the steps 1, 2, 3, 4, 3, 4: a training row (one with ``loss``) whose step is not
+    after the last training row's step starts a new attempt, so every earlier row of that step
+    or later (training and evaluation) is dropped. Rows without an integer ``step`` are kept.
+    """
+    return [records[i] for i in _latest_attempt_indices(records)]
+
+
+def _latest_attempt_indices(records: list[Any]) -> list[int]:
+    kept: list[int] = []
+    last_train_step: int | None = None
+    for i, rec in enumerate(records):
+        step = _record_step(rec)
+        if step is not None and "loss" in rec:
+            if last_train_step is not None and step <= last_train_step:
+                kept = [j for j in kept if (s := _record_step(records[j])) is None or s < step]
+            last_train_step = step
+        kept.append(i)
+    return kept
+
+
+def truncate_metrics_file(path: str, step: int) -> int:
+    """Cut ``path`` (a metrics.jsonl) back to a resume at ``step``; returns the rows dropped.
+
+    Keeps the rows of steps ``<= step`` (training and evaluation alike) and every row without an
+    integer ``step``; drops the later ones (the resumed run writes them again), the duplicates
+    of an older file (:func:`latest_attempt_rows`) and a torn last line of a killed run. The file
+    is rewritten atomically (a temporary file in the same directory, fsynced, then
+    ``os.replace``) with the old file's permission bits, and only when something is dropped; a
+    missing file is left missing. Rank 0 only (it is one file).
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return 0
+    parsed: list[tuple[Any, str]] = []
+    dropped = 0
+    for line in lines:
+        if not line.strip():
+            dropped += 1
+            continue
+        try:
+            parsed.append((json.loads(line), line))
+        except json.JSONDecodeError:
+            dropped += 1  # half a line: the run was killed while writing it
+    records = [rec for rec, _ in parsed]
+    keep = [
+        parsed[i][1]
+        for i in _latest_attempt_indices(records)
+        if (s := _record_step(records[i])) is None or s <= step
+    ]
+    dropped += len(parsed) - len(keep)
+    if dropped == 0:
+        return 0
+    mode = os.stat(path).st_mode & 0o7777
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in keep))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return dropped

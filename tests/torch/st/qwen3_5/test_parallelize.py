@@ -183,6 +183,26 @@ def test_mixed_precision_bf16_policy_runs(two_ranks):
     assert r["bf16_all_tied_num_ac_wrapped"] == 4
 
 
+def test_mixed_precision_float32_logits_from_bf16_compute(two_ranks):
+    """output_dtype float32 with bf16 compute: float32 logits, bf16 between the FSDP units (the
+    root's final norm and lm_head never meet float32 activations), only the root casts."""
+    r = two_ranks["mp"]
+    assert r["bf16_fp32_out_logits_dtype"] == "torch.float32"
+    assert r["bf16_fp32_out_last_layer_out_dtype"] == "torch.bfloat16"
+    assert r["bf16_last_layer_out_dtype"] == "torch.bfloat16"
+    assert r["bf16_fp32_out_loss_finite"] and r["bf16_fp32_out_params_finite"]
+    assert r["bf16_fp32_out_param_dtypes"] == ["torch.float32"]
+    assert r["bf16_fp32_out_grad_dtypes"] == ["torch.float32"]
+    assert abs(r["losses"]["bf16_fp32_out"] - r["losses"]["fp32"]) / r["losses"]["fp32"] < 2e-2
+    units = r["bf16_fp32_out_fsdp_units"]
+    assert_fsdp_units(
+        units, ["dp_shard"], mp="param_dtype=torch.bfloat16, reduce_dtype=torch.float32"
+    )
+    assert "output_dtype=torch.float32" in units[""]["mp_policy"], units[""]
+    for layer in LAYERS:  # the layers hand on the compute dtype
+        assert "output_dtype=torch.bfloat16" in units[layer]["mp_policy"], (layer, units[layer])
+
+
 @pytest.mark.parametrize("layout", ["fsdp", "tp"])
 def test_compile_per_layer_is_bit_exact(two_ranks, layout):
     """compile.enable (``eager`` backend) compiles every decoder layer in place -- under FSDP

@@ -199,6 +199,108 @@ def test_fresh_start_and_missing_checkpoint(tmp_path):
         components(tmp_path, load_path=str(tmp_path / "nope")).manager.load()
 
 
+def two_checkpoints(tmp_path) -> tuple[str, str]:
+    """Checkpoints of steps 2 and 4 (a 4-step run saving every 2 steps); their paths."""
+    first = components(tmp_path)
+    it = iter(first.loader)
+    paths = []
+    for step in (2, 4):
+        run_steps(first.model, first.optimizers, first.schedulers, it, 2)
+        paths.append(first.manager.save(step, {"epoch": 0}))
+    return paths[0], paths[1]
+
+
+def shard_of(path: str) -> str:
+    (shard,) = [n for n in os.listdir(path) if n.endswith(".distcp")]
+    return shard
+
+
+def truncate(path: str, name: str) -> None:
+    file = os.path.join(path, name)
+    with open(file, "r+b") as f:
+        f.truncate(os.path.getsize(file) // 2)
+
+
+def scribble(path: str, name: str) -> None:
+    """Same size, garbage content."""
+    file = os.path.join(path, name)
+    with open(file, "r+b") as f:
+        f.write(b"\x5a" * os.path.getsize(file))
+
+
+def delete(path: str, name: str) -> None:
+    os.remove(os.path.join(path, name))
+
+
+DAMAGE = {
+    "truncated shard": (lambda p: truncate(p, shard_of(p)), lambda p: shard_of(p), "is truncated"),
+    "garbage shard": (lambda p: scribble(p, shard_of(p)), lambda p: shard_of(p), "cannot be read"),
+    "deleted shard": (lambda p: delete(p, shard_of(p)), lambda p: "__0_0.distcp", "is missing"),
+    "garbage .metadata": (lambda p: scribble(p, ".metadata"), lambda p: ".metadata", "cannot be read"),
+    "garbage extra_state.json": (
+        lambda p: scribble(p, ck.EXTRA_STATE_FILE), lambda p: ck.EXTRA_STATE_FILE, "cannot be read"
+    ),
+    "truncated scheduler.pt": (
+        lambda p: truncate(p, ck.SCHEDULER_FILE), lambda p: ck.SCHEDULER_FILE, "cannot be read"
+    ),
+    "garbage dataloader": (
+        lambda p: scribble(p, "dataloader_rank0.pt"), lambda p: "dataloader_rank0.pt",
+        "cannot be read",
+    ),
+    "deleted rng": (lambda p: delete(p, "rng_rank0.pt"), lambda p: "rng_rank0.pt", "is missing"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_checkpoint_names_the_folder_the_file_and_the_earlier_step(tmp_path, damage):
+    earlier, latest = two_checkpoints(tmp_path)
+    apply, file_of, what = DAMAGE[damage]
+    bad_file = file_of(latest)
+    apply(latest)
+    resumed = components(tmp_path, model=tiny_model(seed=9), load_path="latest")
+    with pytest.raises(ck.CheckpointError) as err:
+        resumed.manager.load()
+    msg = str(err.value)
+    assert f"checkpoint {latest} is damaged: {bad_file}" in msg, msg
+    assert what in msg, msg
+    assert "\n" not in msg  # one line for the entry's "error: ..."
+    # the way out: the earlier step and the setting that loads it, on both command lines
+    assert f"earlier complete checkpoint is step 2 ({earlier})" in msg, msg
+    assert (
+        f"set checkpoint.load_path={earlier!r} (legacy YAML: train.checkpoint.load_path)" in msg
+    ), msg
+    assert resumed.manager.loaded_from is None
+
+    # ... and it works: the earlier checkpoint loads
+    retry = components(tmp_path, model=tiny_model(seed=9), load_path=earlier)
+    assert retry.manager.load()["global_step"] == 2
+
+
+def test_no_earlier_intact_checkpoint_says_so(tmp_path):
+    earlier, latest = two_checkpoints(tmp_path)
+    truncate(latest, shard_of(latest))
+    scribble(earlier, ".metadata")  # the earlier one fails the same checks: not offered
+    with pytest.raises(ck.CheckpointError) as err:
+        components(tmp_path, load_path="latest").manager.load()
+    msg = str(err.value)
+    assert f"checkpoint {latest} is damaged: {shard_of(latest)} is truncated" in msg
+    assert "No earlier complete checkpoint under" in msg and "unset checkpoint.load_path" in msg
+    with pytest.raises(ck.CheckpointError, match=rf"checkpoint {earlier} is damaged: \.metadata"):
+        components(tmp_path, load_path=earlier).manager.load()
+
+
+def test_load_path_errors_name_the_engine_field_and_the_legacy_key(tmp_path):
+    with pytest.raises(ck.CheckpointError) as err:
+        components(tmp_path, load_path=str(tmp_path / "nope")).manager.load()
+    assert str(err.value).startswith(
+        f"checkpoint.load_path={str(tmp_path / 'nope')!r} (legacy YAML: "
+        "train.checkpoint.load_path) does not exist"
+    )
+    # the plain helper names whatever field its caller gives
+    with pytest.raises(ck.CheckpointError, match=r"^load_from='x' does not exist"):
+        ck.resolve_resume_path("x", str(tmp_path), field="load_from", legacy_field=None)
+
+
 class SaveSink(Callback):
     def __init__(self, trainer):
         super().__init__(trainer)

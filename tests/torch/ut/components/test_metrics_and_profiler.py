@@ -238,6 +238,95 @@ def test_metrics_file_only_on_rank0_and_only_with_an_output_dir(tmp_path):
     assert "tokens_per_sec" not in none.history[0]
 
 
+def _rows(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8").read().splitlines()]
+
+
+def _run_steps(metrics, steps, eval_at=()):
+    for step in steps:
+        metrics.step_begin()
+        metrics.log(step, loss=float(step), grad_norm=None, lr=None, tokens=None)
+        if step in eval_at:
+            metrics.log_eval(step, {"eval_loss": step / 10})
+
+
+def test_resume_replaces_the_rows_of_the_repeated_steps(tmp_path):
+    """4 steps (eval at 2 and 4), killed, resumed at step 2: the file holds steps 1..4 once,
+    the resumed run's 3 and 4, and the eval row of step 2; mode bits survive the rewrite."""
+    config = MetricsProcessor.Config(log_freq=1)
+    first = config.build(rank=0, world_size=1, output_dir=str(tmp_path))
+    first.begin()
+    _run_steps(first, [1, 2, 3, 4], eval_at={2, 4})
+    first.close(4)
+    path = first.metrics_path
+    os.chmod(path, 0o640)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('{"step": 5, "loss": 9')  # a torn line: killed while writing step 5
+
+    resumed = config.build(rank=0, world_size=1, output_dir=str(tmp_path))
+    resumed.begin(0)
+    resumed.resume(2)  # what MetricsCallback.on_load does after the checkpoint of step 2
+    assert [(r["step"], "loss" in r) for r in _rows(path)] == [(1, True), (2, True), (2, False)]
+    assert os.stat(path).st_mode & 0o777 == 0o640
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    _run_steps(resumed, [3, 4], eval_at={4})
+    resumed.close(4)
+    rows = _rows(path)
+    assert [(r["step"], "loss" in r) for r in rows] == [
+        (1, True), (2, True), (2, False), (3, True), (4, True), (4, False)
+    ]
+    assert rows[-1] == {"step": 4, "eval_loss": 0.4}
+
+
+def test_resume_rewrite_keeps_rows_without_a_step_and_cleans_an_older_file(tmp_path):
+    path = tmp_path / METRICS_FILE
+    lines = [
+        {"run": "header"},  # no step: always kept
+        *({"step": s, "loss": 1.0 * s} for s in (1, 2, 3, 4)),
+        {"step": 4, "eval_loss": 0.5},
+        # an older file: a resume at step 2 appended 3 and 4 again, then 5
+        *({"step": s, "loss": 10.0 * s} for s in (3, 4, 5)),
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    metrics = MetricsProcessor.Config(log_freq=1).build(rank=0, output_dir=str(tmp_path))
+    metrics.resume(4)
+    assert _rows(path) == [
+        {"run": "header"},
+        {"step": 1, "loss": 1.0},
+        {"step": 2, "loss": 2.0},
+        {"step": 3, "loss": 30.0},  # the last attempt's rows of steps 3 and 4
+        {"step": 4, "loss": 40.0},
+    ]
+    before = path.stat().st_mtime_ns
+    metrics.resume(4)  # nothing to drop: the file is not rewritten
+    assert path.stat().st_mtime_ns == before
+
+
+def test_resume_touches_no_file_on_other_ranks_or_without_one(tmp_path):
+    path = tmp_path / METRICS_FILE
+    path.write_text('{"step": 1, "loss": 1.0}\n{"step": 2, "loss": 2.0}\n')
+    other = MetricsProcessor.Config(log_freq=1).build(rank=1, output_dir=str(tmp_path))
+    other.resume(1)
+    assert len(_rows(path)) == 2  # only rank 0 owns the file
+    fresh = MetricsProcessor.Config(log_freq=1).build(rank=0, output_dir=str(tmp_path / "new"))
+    fresh.resume(3)  # no file yet: nothing to do, nothing created
+    assert not (tmp_path / "new").exists()
+
+
+def test_metrics_callback_resumes_the_file_on_load(tmp_path):
+    from hyper_parallel.trainer.callbacks import CallbackHandler, MetricsCallback
+
+    path = tmp_path / METRICS_FILE
+    path.write_text("".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in (1, 2, 3)))
+    metrics = MetricsProcessor.Config(log_freq=1).build(rank=0, output_dir=str(tmp_path))
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=0, epoch=0, log_history=[]))
+    handler = CallbackHandler(trainer, builtins={"logging": MetricsCallback(trainer, metrics)})
+    handler.on_train_begin()
+    trainer.state.global_step = 2  # the checkpoint callback restored step 2, then on_load
+    handler.on_load(str(tmp_path / "step_2"))
+    assert [r["step"] for r in _rows(path)] == [1, 2]
+
+
 def test_profiler_builds_one_step_window(tmp_path, monkeypatch):
     calls, events = [], []
 

@@ -17,7 +17,8 @@ Cases by world size:
 
 * 1 rank: ``single`` (FSDP on a size-1 ``dp_shard`` mesh);
 * 2 ranks: ``fsdp``, ``tp``, ``tp_tied`` (layouts trained 3 AdamW steps against the reference),
-  ``ac`` (TP: off / full / selective), ``mp`` (FSDP: fp32 vs bf16 policies, reshard flag),
+  ``ac`` (TP: off / full / selective), ``mp`` (FSDP: fp32 vs bf16 policies, reshard flag,
+  float32 logits from bf16 compute),
   ``compile`` (per-layer ``eager``-backend compile vs eager, under FSDP and under TP);
 * 4 ranks: ``hsdp``, ``tp_fsdp``.
 """
@@ -391,6 +392,8 @@ MP_MODELS = {
     "bf16": (False, {"mp": ("bfloat16", "float32", None), "ac": "full", "reshard": False}),
     # everything bf16 (reduce and output too), tied embeddings, selective AC
     "bf16_all_tied": (True, {"mp": ("bfloat16", "bfloat16", "bfloat16"), "ac": "selective"}),
+    # bf16 compute, float32 logits: output_dtype applies at the root unit only
+    "bf16_fp32_out": (False, {"mp": ("bfloat16", "float32", "float32")}),
 }
 
 
@@ -410,10 +413,18 @@ def mp_case(workdir):
         per = BATCH // dp_size
         ids, labels = data[0]
         sl = slice(dp_rank * per, (dp_rank + 1) * per)
+        # after FSDP's post-forward hook: the dtype the last layer hands to the root unit
+        last_layer_out = []
+        handle = model.model.layers[-1].register_forward_hook(
+            lambda _m, _a, out, seen=last_layer_out: seen.append(str(out.dtype))
+        )
         logits = model(ids[sl])
+        handle.remove()
         loss = loss_fn(logits, labels[sl])
         loss.backward()
         result[f"{name}_logits_dtype"] = str(logits.dtype)
+        result[f"{name}_last_layer_out_dtype"] = last_layer_out[0]
+        result[f"{name}_loss_finite"] = bool(torch.isfinite(loss).item())
         result[f"{name}_param_dtypes"] = sorted({str(p.dtype) for p in model.parameters()})
         result[f"{name}_grad_dtypes"] = sorted({str(p.grad.dtype) for p in model.parameters()})
         result[f"{name}_fsdp_units"] = fsdp_units(model)
