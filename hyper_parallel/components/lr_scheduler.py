@@ -15,7 +15,9 @@ the run; a ``warmup_steps`` larger than ``training_steps`` is therefore clamped 
 warning), which is exactly the legacy ratio 1.0.
 
 **lr_min is absolute** (legacy ``train.optimizer.lr_min``, default 1e-5): the decay floor is the
-factor ``lr_min / lr`` of each optimizer's own peak ``lr`` (0 when that ``lr`` is 0).
+factor ``lr_min / lr`` of each optimizer's own peak ``lr`` (0 when that ``lr`` is 0). A floor above
+the peak would make the decay *raise* the learning rate, so ``cosine`` / ``linear`` refuse
+``lr_min > lr`` (``Config.check_lr_min``; building the container checks every optimizer).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import torch
 
 from hyper_parallel.components._validate import at_least, integer_at_least, one_of
 from hyper_parallel.protocols.configurable import Configurable
+from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.trainer.optim import build_lr_scheduler
 
 logger = logging.getLogger(__name__)
@@ -57,12 +60,32 @@ class LRSchedulersContainer(Configurable):
 
         lr_min: float = 1e-5
         """Final (absolute) learning rate of the ``cosine`` and ``linear`` decays; the floor
-        factor is ``lr_min / lr`` of the optimizer."""
+        factor is ``lr_min / lr`` of the optimizer. At most ``optimizer.lr`` (checked when the
+        schedule is built)."""
 
         def __post_init__(self) -> None:
-            integer_at_least(self, "warmup_steps", 0)
+            # Unbounded above: a warmup longer than the run is clamped to it (and a legacy
+            # train.max_steps too large to count converts to a warmup that large; the error
+            # must then name training.steps, not this field).
+            integer_at_least(self, "warmup_steps", 0, maximum=None)
             one_of(self, "decay_style", DECAY_STYLES)
             at_least(self, "lr_min", 0.0)
+
+        def check_lr_min(self, lr: float) -> None:
+            """``ConfigError`` (``lr_scheduler.lr_min``) when the decay floor is above the peak
+            learning rate ``lr`` (``optimizer.lr``): the decay would then raise the learning
+            rate after warmup. ``constant`` never reads ``lr_min``, and an ``lr`` of 0 has no
+            floor (the factor is 0), so neither is refused. Cheap: a trainer calls it before
+            building anything."""
+            if self.decay_style == "constant" or not lr > 0 or self.lr_min <= lr:
+                return
+            raise ConfigError(
+                f"{self.lr_min!r} is above the peak learning rate optimizer.lr={lr!r}: the "
+                f"{self.decay_style} decay would raise the learning rate after warmup instead of "
+                "lowering it; set it to at most optimizer.lr (or lr_scheduler.decay_style="
+                "constant)",
+                path="lr_scheduler.lr_min",
+            )
 
     def __init__(
         self,
@@ -82,6 +105,8 @@ class LRSchedulersContainer(Configurable):
                 "LRSchedulersContainer needs optimizers= an OptimizersContainer (or torch "
                 f"optimizers), got {optimizers!r}"
             )
+        for opt in opts:
+            config.check_lr_min(opt.defaults["lr"])
         self.config = config
         self.training_steps = training_steps
         self.warmup_steps = min(config.warmup_steps, training_steps)

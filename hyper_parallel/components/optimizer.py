@@ -26,7 +26,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from hyper_parallel.components._validate import at_least, one_of, require
+from hyper_parallel.components._validate import at_least, finite_above, one_of, require
 from hyper_parallel.protocols.configurable import Configurable
 from hyper_parallel.trainer.optim import NO_DECAY_KEYWORDS, build_optimizer
 
@@ -62,7 +62,7 @@ class OptimizersContainer(Configurable):
         the torch class names (legacy ``train.optimizer.type``: ``adamw`` / ``adam``)."""
 
         lr: float = 1e-4
-        """Peak learning rate (the LR scheduler scales it)."""
+        """Peak learning rate, a finite number >= 0 (the LR scheduler scales it)."""
 
         betas: tuple[float, float] = (0.9, 0.999)
         """Adam betas ``(beta1, beta2)``, each in [0, 1)."""
@@ -91,14 +91,15 @@ class OptimizersContainer(Configurable):
             self.betas = tuple(self.betas)
             require(
                 len(self.betas) == 2
-                and all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in self.betas),
+                and all(
+                    isinstance(b, (int, float)) and not isinstance(b, bool) and 0.0 <= b < 1.0
+                    for b in self.betas
+                ),
                 self,
                 "betas",
                 "must be two numbers in [0, 1), e.g. (0.9, 0.95)",
             )
-            require(
-                isinstance(self.eps, (int, float)) and self.eps > 0, self, "eps", "must be > 0"
-            )
+            finite_above(self, "eps", 0)
             at_least(self, "weight_decay", 0.0)
             for name in ("foreach", "fused"):
                 value = getattr(self, name)

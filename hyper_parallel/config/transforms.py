@@ -35,6 +35,13 @@ from hyper_parallel.platform.dtypes import canonical_dtype_name
 
 Changes = dict[str, tuple[Any, str]]
 
+#: The ``forward`` functions below that hand the value of a row's first legacy field to its
+#: (single) new field unchanged, so that an error about the new field can name that legacy
+#: field instead (``LLMTrainer``'s error translation). The other transforms change the value
+#: (a ratio into steps, a bool into a mode, a dtype alias into its name), so an error about
+#: their new field keeps the new name and only mentions the legacy fields.
+VALUE_PRESERVING_FORWARDS = frozenset({"dp_shard_forward", "empty_is_unset_forward"})
+
 # ----------------------------------------------------------------------------------------------
 # train.accelerator.dp_shard + dp  <->  parallelism.data_parallel_shard_degree
 # ----------------------------------------------------------------------------------------------
@@ -327,6 +334,7 @@ def without_registered_spec(config: Any) -> Any:
 
 __all__ = [
     "OPTIMIZER_CLASS_NAMES",
+    "VALUE_PRESERVING_FORWARDS",
     "async_mode_backward",
     "async_mode_forward",
     "dp_shard_backward",

@@ -16,6 +16,7 @@ import re
 from typing import Any, NoReturn
 
 __all__ = [
+    "MAX_INT",
     "ConfigFieldError",
     "check_bool",
     "check_choice",
@@ -26,7 +27,27 @@ __all__ = [
     "check_str",
     "check_str_list",
     "fail",
+    "is_finite_number",
 ]
+
+
+MAX_INT = 2**53 - 1
+"""The default bound of every integer field (``-MAX_INT <= value <= MAX_INT``): the largest
+integer that every consumer of a config value holds exactly -- the LR schedule's and the
+throughput's float arithmetic, JSON / YAML / TensorBoard readers -- and far beyond any real run
+(``training.steps=10**30`` or a batch of ``2**63`` are typos, not plans). A table row with its own
+``maximum`` is bounded by that instead."""
+
+
+def is_finite_number(value: Any) -> bool:
+    """An ``int`` or ``float`` (not a bool) that is neither NaN nor infinite (an ``int`` too
+    large to be a float counts as infinite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond the float range
+        return False
 
 
 class ConfigFieldError(ValueError):
@@ -68,12 +89,20 @@ def check_int(
     maximum: int | None = None,
     extra: tuple = (),
 ) -> None:
-    """An ``int`` (not a bool) within ``[minimum, maximum]``, or one of ``extra``."""
+    """An ``int`` (not a bool) within ``[minimum, maximum]``, or one of ``extra``.
+
+    An unset bound is :data:`MAX_INT` (``-MAX_INT`` below): no field holds an integer that
+    overflows what the run can count."""
     value = getattr(config, name)
     if value is None and optional:
         return
     if not isinstance(value, int) or isinstance(value, bool):
         fail(config, name, "must be an integer" + _or_none(optional))
+    if value not in extra:
+        if maximum is None and value > MAX_INT:
+            fail(config, name, f"must be <= {MAX_INT} (2**53 - 1); it is far beyond any real run")
+        if minimum is None and value < -MAX_INT:
+            fail(config, name, f"must be >= {-MAX_INT} (-(2**53 - 1))")
     _bounds(config, name, minimum, maximum, extra)
 
 
@@ -84,13 +113,21 @@ def check_float(
     optional: bool = False,
     minimum: float | None = None,
     maximum: float | None = None,
+    finite: bool = True,
 ) -> None:
-    """A real number (an int or a float, not a bool, not NaN) within the bounds."""
+    """A real number (an int or a float, not a bool, not NaN) within the bounds; finite unless
+    ``finite=False`` (an infinite learning rate or clipping norm cannot train)."""
     value = getattr(config, name)
     if value is None and optional:
         return
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or (isinstance(value, float) and math.isnan(value))
+    ):
         fail(config, name, "must be a number" + _or_none(optional))
+    if finite and not is_finite_number(value):
+        fail(config, name, "must be a finite number" + _or_none(optional))
     _bounds(config, name, minimum, maximum, ())
 
 

@@ -168,21 +168,19 @@ def grad_accum_steps(global_batch_size: int, micro_batch_size: int, dp_size: int
     """Micro-batches per optimizer step: ``global_batch_size / (micro_batch_size * dp_size)``.
 
     Unlike the legacy floor division, a global batch that is not a multiple of
-    ``micro_batch_size * dp_size`` is an error instead of being silently shrunk.
+    ``micro_batch_size * dp_size`` is an error instead of being silently shrunk. The engine
+    checks it first, in the user's field names (``ParallelDims.validate_training``); this is the
+    arithmetic's own guard.
     """
-    for name, value in (("train.global_batch_size", global_batch_size),
-                        ("train.micro_batch_size", micro_batch_size), ("dp_size", dp_size)):
+    for name, value in (("global batch size", global_batch_size),
+                        ("micro-batch size", micro_batch_size), ("data-parallel size", dp_size)):
         if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+            raise ValueError(f"the {name} must be a positive int, got {value!r}")
     per_step = micro_batch_size * dp_size
     if global_batch_size % per_step:
-        lower = global_batch_size // per_step * per_step
-        options = ([lower] if lower else []) + [lower + per_step]
         raise ValueError(
-            f"train.global_batch_size={global_batch_size} is not divisible by "
-            f"train.micro_batch_size * dp_size = {micro_batch_size} * {dp_size} = {per_step}; "
-            f"set it to a multiple of {per_step} (e.g. {' or '.join(map(str, options))}) or "
-            "change train.micro_batch_size"
+            f"the global batch size {global_batch_size} is not divisible by the micro-batch "
+            f"size x the data-parallel size = {micro_batch_size} x {dp_size} = {per_step}"
         )
     return global_batch_size // per_step
 

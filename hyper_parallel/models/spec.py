@@ -13,6 +13,7 @@ import pkgutil
 
 from hyper_parallel.protocols.model_spec import ModelSpec, get_spec, registered_names
 from hyper_parallel.protocols.model_spec import register_spec as _register
+from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.suggest import did_you_mean
 
 __all__ = [
@@ -20,8 +21,10 @@ __all__ = [
     "builtin_model_packages",
     "discover_model_spec",
     "get_spec",
+    "known_model_names",
     "register_spec",
     "registered_names",
+    "resolve_model_spec",
 ]
 
 
@@ -44,24 +47,58 @@ def builtin_model_packages() -> list[str]:
     )
 
 
+def known_model_names() -> list[str]:
+    """Every name ``model.name`` may take without a module path: the registered specs and the
+    built-in model packages (sorted)."""
+    return sorted(set(registered_names()) | set(builtin_model_packages()))
+
+
+def _unknown_model(name: str, why: str) -> ConfigError:
+    known = known_model_names()
+    return ConfigError(
+        f"unknown model {name!r}{did_you_mean(str(name), known)}: {why}. Known models: "
+        f"{', '.join(known)}; a custom model is given by its module path (the module must call "
+        "register_spec on import)",
+        path="model.name",
+    )
+
+
 def discover_model_spec(name: str) -> ModelSpec:
     """Import the package that registers ``name`` and return its spec.
 
     ``name`` is a built-in package (``qwen3_5`` -> ``hyper_parallel.models.qwen3_5``) or, when it
     contains a dot, a module path imported as given, which must register its spec under that
     same dotted name.
+
+    A name that is neither registered nor importable, or whose module registers no spec under
+    it, is a :class:`~hyper_parallel.utils.errors.ConfigError` for ``model.name`` suggesting
+    the closest known name. A module that exists but fails to import raises its own error.
     """
     if name not in registered_names():
         module = name if "." in name else f"hyper_parallel.models.{name}"
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if exc.name and module.startswith(exc.name):
-                builtin = builtin_model_packages()
-                raise ImportError(
-                    f"model.name={name!r}: cannot import {module!r}{did_you_mean(name, builtin)}. "
-                    f"Built-in models: {', '.join(builtin)}; a custom model is given by its "
-                    "module path (it must call register_spec on import)"
-                ) from exc
+            if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
+                raise _unknown_model(name, f"there is no module {module!r}") from None
             raise
+        if name not in registered_names():
+            raise _unknown_model(name, f"importing {module!r} registered no spec under that name")
     return get_spec(name)
+
+
+def resolve_model_spec(name: str, model_spec: ModelSpec | None = None) -> ModelSpec:
+    """The spec a run trains: ``model_spec`` when given, else the one registered under ``name``
+    (:func:`discover_model_spec`).
+
+    ``name`` (``model.name``) must name a model either way: with ``model_spec`` set it is not
+    used to build, but it is what the run is called and what converting to the legacy schema
+    keeps, so a typo there is refused rather than silently ignored. It is accepted when it is
+    ``model_spec.name`` or a registered name; otherwise it is looked up (imported) like
+    ``discover_model_spec`` does, whose ``ConfigError`` names ``model.name``.
+    """
+    if model_spec is None:
+        return discover_model_spec(name)
+    if name != model_spec.name and name not in registered_names():
+        discover_model_spec(name)
+    return model_spec

@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from hyper_parallel.data import grad_accum_steps
-from hyper_parallel.models.spec import discover_model_spec
+from hyper_parallel.models.spec import resolve_model_spec
 from hyper_parallel.trainer.base import BaseTrainer, TrainerState
 from hyper_parallel.trainer.callbacks import (
     CallbackHandler,
@@ -63,6 +63,7 @@ from hyper_parallel.trainer.model_setup import (
 )
 from hyper_parallel.trainer.optim import clip_grad_norm_
 from hyper_parallel.trainer.trainer_config import HyperTrainer as _ConfigOwner
+from hyper_parallel.utils.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -141,23 +142,31 @@ class HyperTrainer(BaseTrainer):
 
     def _resolve_spec(self) -> None:
         c = self.config
-        spec = c.model_spec if c.model_spec is not None else discover_model_spec(c.model.name)
-        where = "model_spec" if c.model_spec is not None else f"model.name={c.model.name!r}"
+        spec = resolve_model_spec(c.model.name, c.model_spec)
+        where = "model_spec" if c.model_spec is not None else "model.name"
         if spec.model is None:
-            raise ValueError(
-                f"{where}: the spec {spec.name!r} has no model Config (a v1 spec whose "
+            raise ConfigError(
+                f"the spec {spec.name!r} has no model Config (a v1 spec whose "
                 "build_model_fn reads the legacy schema); the engine builds the model from "
                 "spec.model. Give the spec model=<YourModel>.Config(...) (for Qwen3.5: "
                 "qwen3_5_spec_factory(flavor)), or leave model_spec unset to use the spec "
-                "registered under model.name"
+                "registered under model.name",
+                path=where,
             )
-        if spec.pipelining_fn is not None or c.parallelism.pipeline_parallel_degree > 1:
-            raise NotImplementedError(
-                f"pipeline parallelism is not supported yet ({where}: pipelining_fn="
-                f"{spec.pipelining_fn!r}, parallelism.pipeline_parallel_degree="
-                f"{c.parallelism.pipeline_parallel_degree}); set pipeline_parallel_degree to 1 "
-                "and use a spec without pipelining_fn"
+        if c.parallelism.pipeline_parallel_degree > 1:
+            raise ConfigError(
+                f"{c.parallelism.pipeline_parallel_degree}: pipeline parallelism is not "
+                "supported yet; set it to 1",
+                path="parallelism.pipeline_parallel_degree",
             )
+        if spec.pipelining_fn is not None:
+            raise ConfigError(
+                f"the spec {spec.name!r} has a pipelining_fn ({spec.pipelining_fn!r}): pipeline "
+                "parallelism is not supported yet; use a spec without pipelining_fn",
+                path=where,
+            )
+        # Cross-section rules no single section can check, before anything is built.
+        c.lr_scheduler.check_lr_min(c.optimizer.lr)
         # A private copy: update_from_config edits the model Config in place, and the caller's
         # spec (a recipe's, or the registry's) must stay as it was.
         self.spec = dataclasses.replace(spec, model=copy.deepcopy(spec.model))
@@ -215,6 +224,7 @@ class HyperTrainer(BaseTrainer):
             "tokenizer": self.tokenizer,
             "vocab_size": getattr(self.model_config, "vocab_size", None),
         }
+        self.parallel_dims.validate_training(c.training)
         self.grad_accum = grad_accum_steps(
             c.training.global_batch_size, c.training.local_batch_size, self.dist.dp_size
         )
@@ -223,9 +233,11 @@ class HyperTrainer(BaseTrainer):
         )
         if c.validation.freq > 0:
             if c.dataloader.dataset == "dummy":
-                raise ValueError(
-                    "validation needs real data: with dataloader.dataset=dummy there is no "
-                    "validation set; set validation.freq to 0"
+                raise ConfigError(
+                    f"{c.validation.freq}: validation needs real data, and with "
+                    "dataloader.dataset=dummy there is no validation set; set validation.freq "
+                    "to 0 or train on a dataset",
+                    path="validation.freq",
                 )
             eval_config = dataclasses.replace(
                 c.dataloader, dataset_path=c.validation.dataset_path, shuffle=False

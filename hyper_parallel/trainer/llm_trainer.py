@@ -8,13 +8,96 @@ and its converted recipe are the same run, and their checkpoints are interchange
 
 ``trainer.args`` keeps the legacy config for user code and callbacks that read it;
 ``trainer.config`` is the ``HyperTrainer.Config`` the engine runs.
+
+**Errors speak the legacy schema.** The engine and its components name the recipe fields they
+check (``parallelism.tensor_parallel_degree``, ``training.global_batch_size``, ...). A
+:class:`~hyper_parallel.trainer.config.ConfigError` raised while the engine is built is
+rewritten here, and only here, by :func:`legacy_config_error`: its ``path`` and every recipe
+field its message names become the legacy keys the field table maps them from
+(``train.accelerator.tp``, ``train.global_batch_size``), with a ``(recipe field: ...)`` hint.
 """
 
 from __future__ import annotations
 
-from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config
-from hyper_parallel.trainer.config import HyperTrainerConfig
+import functools
+import re
+
+from hyper_parallel.config.legacy_adapter import FIELD_MAP, FieldMapping, _legacy_to_trainer_config
+from hyper_parallel.config.transforms import VALUE_PRESERVING_FORWARDS
+from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
 from hyper_parallel.trainer.hyper_trainer import HyperTrainer
+
+#: A dotted lower-case name (``training.global_batch_size``) not inside a longer dotted name.
+_DOTTED = re.compile(r"(?<![\w.])[a-z_]\w*(?:\.[a-z_]\w*)+")
+
+
+@functools.cache
+def _rows_by_new_path() -> dict[str, FieldMapping]:
+    """New-tree path -> the field-table row mapping it from legacy fields (rows with both)."""
+    return {new: row for row in FIELD_MAP if row.legacy and row.new for new in row.new}
+
+
+def _same_value(row: FieldMapping) -> bool:
+    """Whether the row's first legacy field holds the very value of its (single) new field."""
+    if row.kind == "rename":
+        return True
+    forward = row.detail.split("/", 1)[0].strip()
+    return row.kind == "transform" and len(row.new) == 1 and forward in VALUE_PRESERVING_FORWARDS
+
+
+def _lookup(path: str) -> tuple[FieldMapping, str] | None:
+    """The row owning ``path`` or its longest owned prefix, with the rest (``.flavor`` of
+    ``model.config_overrides.flavor``)."""
+    rows = _rows_by_new_path()
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        row = rows.get(".".join(parts[:cut]))
+        if row is not None:
+            rest = ".".join(parts[cut:])
+            return row, f".{rest}" if rest else ""
+    return None
+
+
+def legacy_path(path: str) -> str | None:
+    """The legacy key(s) a recipe field comes from (``parallelism.tensor_parallel_degree`` ->
+    ``train.accelerator.tp``; several, comma-separated, when a transform reads several); None
+    when no legacy field maps to it (``hf_assets_path``) or ``path`` is not a recipe field."""
+    found = _lookup(path)
+    if found is None:
+        return None
+    row, rest = found
+    if _same_value(row):
+        return row.legacy[0] + rest
+    return ", ".join(row.legacy)
+
+
+def _legacy_name(match: re.Match) -> str:
+    name = match.group(0)
+    found = _lookup(name)
+    if found is None:
+        return name
+    row, rest = found
+    if _same_value(row):
+        return row.legacy[0] + rest
+    # Another value (a warmup ratio, not steps): keep the recipe name, say where it comes from.
+    return f"{name} (from {', '.join(row.legacy)})"
+
+
+def legacy_config_error(error: ConfigError) -> ConfigError:
+    """``error`` as a legacy user reads it: its ``path`` and every recipe field named in its
+    message rewritten to the legacy key (see the module docstring); ``error`` itself when it
+    names no recipe field that has a legacy key. The one place this translation is done."""
+    message = _DOTTED.sub(_legacy_name, error.message)
+    path = error.path
+    hint = ""
+    if path:
+        legacy = legacy_path(path)
+        if legacy is not None and legacy != path:
+            hint = f" (recipe field: {path})"
+            path = legacy
+    if message == error.message and path == error.path:
+        return error
+    return ConfigError(message + hint, path=path, location=error.location)
 
 
 class LLMTrainer(HyperTrainer):
@@ -27,7 +110,15 @@ class LLMTrainer(HyperTrainer):
                 f"{type(args).__qualname__}; build a HyperTrainer.Config with config.build()"
             )
         self.args = args
-        super().__init__(_legacy_to_trainer_config(args))
+        # The adapter's own errors already name the legacy fields.
+        config = _legacy_to_trainer_config(args)
+        try:
+            super().__init__(config)
+        except ConfigError as exc:
+            translated = legacy_config_error(exc)
+            if translated is exc:
+                raise
+            raise translated.with_traceback(exc.__traceback__) from None
 
 
-__all__ = ["LLMTrainer"]
+__all__ = ["LLMTrainer", "legacy_config_error", "legacy_path"]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from hyper_parallel.utils.errors import ConfigError
+
 IGNORE_INDEX = -100
 LOSS_AGGREGATIONS = ("token_weighted", "rank_average")
 
@@ -60,8 +62,10 @@ class LossScaler:
 
     def __post_init__(self) -> None:
         if self.aggregation not in LOSS_AGGREGATIONS:
-            raise ValueError(
-                f"loss_aggregation={self.aggregation!r}; choose one of: {', '.join(LOSS_AGGREGATIONS)}"
+            raise ConfigError(
+                f"{self.aggregation!r} is not supported; choose one of: "
+                f"{', '.join(LOSS_AGGREGATIONS)}",
+                path="loss.aggregation",
             )
 
     def backward_loss(self, loss_sum: torch.Tensor, tokens: int) -> torch.Tensor:

@@ -20,6 +20,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
 )
 
+from hyper_parallel.utils.errors import ConfigError
+
 logger = logging.getLogger(__name__)
 
 
@@ -49,8 +51,9 @@ def freeze_parameters(model: torch.nn.Module, patterns: Optional[Sequence[str]])
     unused = [p for p in patterns if p not in used]
     if unused:
         sample = ", ".join(n for n, _ in list(model.named_parameters())[:6])
-        raise ValueError(
-            f"model.freeze_modules: {unused} match no parameter name (names look like: {sample}, ...)"
+        raise ConfigError(
+            f"{unused} match no parameter name (names look like: {sample}, ...)",
+            path="training.freeze_modules",
         )
     return frozen
 

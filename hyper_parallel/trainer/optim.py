@@ -8,6 +8,8 @@ from typing import Iterable, Sequence
 
 import torch
 
+from hyper_parallel.utils.errors import ConfigError
+
 #: A parameter whose lower-cased name contains one of these is not weight-decayed. This is a
 #: substring rule: ``q_norm``, ``input_layernorm``, ``linear_attn.norm`` and ``dt_bias`` match.
 NO_DECAY_KEYWORDS: tuple[str, ...] = ("bias", "layernorm", "norm", "rmsnorm")
@@ -61,9 +63,10 @@ def build_optimizer(
     try:
         cls = OPTIMIZER_CLASSES[name.lower()]
     except KeyError:
-        raise ValueError(
-            f"train.optimizer.type={name!r} is not supported; choose one of: "
-            f"{', '.join(OPTIMIZER_CLASSES)}"
+        raise ConfigError(
+            f"{name!r} is not supported; choose one of: {', '.join(OPTIMIZER_CLASSES)} "
+            "(case-insensitive)",
+            path="optimizer.name",
         ) from None
     return cls(groups, lr=lr, betas=tuple(betas), eps=eps, foreach=foreach, fused=fused)
 
@@ -84,8 +87,9 @@ class LRFactor:
 
     def __post_init__(self) -> None:
         if self.decay_style not in ("cosine", "linear", "constant"):
-            raise ValueError(
-                f"lr_decay_style={self.decay_style!r}; choose one of: cosine, linear, constant"
+            raise ConfigError(
+                f"{self.decay_style!r} is not supported; choose one of: cosine, linear, constant",
+                path="lr_scheduler.decay_style",
             )
 
     def __call__(self, step: int) -> float:

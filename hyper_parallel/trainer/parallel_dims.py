@@ -13,15 +13,101 @@ Flattened aliases registered on the root mesh:
 
 A pure tensor-parallel mesh has no ``fsdp`` / ``dp`` / ``loss`` alias.
 
+Errors: ``ParallelDims(...)`` itself names its own degrees (``tp``, ``dp_shard``, ...), a
+``ValueError``; the trainer's checks -- :meth:`ParallelDims.from_parallelism`,
+:meth:`~ParallelDims.validate_training`, :meth:`~ParallelDims.validate_against_model` -- raise a
+:class:`~hyper_parallel.utils.errors.ConfigError` naming the recipe field to change
+(``parallelism.tensor_parallel_degree``, ``training.global_batch_size``, ...) in its ``path``.
+
 Only :meth:`ParallelDims.build_mesh` imports torch.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from hyper_parallel.utils.errors import ConfigError
+
 BASE_DIM_ORDER = ("dp_replicate", "dp_shard", "ep", "cp", "tp", "pp")
+
+#: ``ParallelDims`` degree -> the ``parallelism`` field it comes from (``from_parallelism``).
+PARALLELISM_FIELDS: dict[str, str] = {
+    "dp_replicate": "parallelism.data_parallel_replicate_degree",
+    "dp_shard": "parallelism.data_parallel_shard_degree",
+    "cp": "parallelism.context_parallel_degree",
+    "tp": "parallelism.tensor_parallel_degree",
+    "pp": "parallelism.pipeline_parallel_degree",
+    "ep": "parallelism.expert_parallel_degree",
+    "etp": "parallelism.expert_tensor_parallel_degree",
+}
+
+#: The most samples a dataset can hold (``len()`` is an index-sized integer).
+MAX_SAMPLES = sys.maxsize
+
+
+def _check_parallelism(degrees: dict[str, int], world_size: int) -> None:
+    """The rules of ``ParallelDims.__post_init__`` for a ``parallelism`` section, each failure a
+    :class:`ConfigError` whose path is the field to change. ``degrees`` holds the
+    ``ParallelDims`` names (``dp_shard`` may be -1: inferred)."""
+    f = PARALLELISM_FIELDS
+    for name in ("dp_replicate", "cp", "tp", "pp", "ep", "etp"):
+        value = degrees[name]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{value!r} is invalid: it must be an integer >= 1", path=f[name])
+    dp_shard = degrees["dp_shard"]
+    if not isinstance(dp_shard, int) or isinstance(dp_shard, bool) or (
+        dp_shard != -1 and dp_shard < 1
+    ):
+        raise ConfigError(
+            f"{dp_shard!r} is invalid: it must be >= 1, or -1 to infer it from the world size",
+            path=f["dp_shard"],
+        )
+    if degrees["pp"] > 1:
+        raise ConfigError(
+            f"{degrees['pp']} is not supported: pipeline parallelism is not implemented yet; set "
+            "it to 1",
+            path=f["pp"],
+        )
+    # The degree that does not divide the number of processes is the one to name.
+    for name in ("tp", "cp", "ep", "dp_replicate", "dp_shard"):
+        value = degrees[name]
+        if value > 1 and world_size % value:
+            raise ConfigError(
+                f"{value} does not divide the world size {world_size} (the number of "
+                f"processes); launch a multiple of {value} processes or lower {f[name]}",
+                path=f[name],
+            )
+    set_degrees = [
+        f"{f[n]}={degrees[n]}"
+        for n in ("dp_replicate", "dp_shard", "cp", "tp", "pp", "ep")
+        if degrees[n] > 1
+    ]
+    others = (
+        degrees["dp_replicate"] * degrees["cp"] * degrees["tp"] * degrees["pp"] * degrees["ep"]
+    )
+    if dp_shard == -1:
+        if world_size % others:
+            raise ConfigError(
+                f"-1 cannot be inferred: the world size {world_size} is not divisible by the "
+                f"product {others} of {' x '.join(set_degrees) or 'the other degrees'}; change "
+                "them or the number of processes",
+                path=f["dp_shard"],
+            )
+    elif others * dp_shard != world_size:
+        raise ConfigError(
+            f"the parallel degrees multiply to {others * dp_shard} "
+            f"({' x '.join(set_degrees) or 'all 1'}) but the world size is {world_size}; set "
+            f"{f['dp_shard']}=-1 to infer it, or launch {others * dp_shard} processes",
+            path=f["dp_shard"],
+        )
+    if degrees["ep"] > 1 and degrees["etp"] not in (1, degrees["tp"]):
+        raise ConfigError(
+            f"{degrees['etp']} is invalid with {f['ep']}={degrees['ep']}: it must be 1 or "
+            f"{f['tp']} ({degrees['tp']})",
+            path=f["etp"],
+        )
 
 
 @dataclass
@@ -59,18 +145,24 @@ class ParallelDims:
     @classmethod
     def from_parallelism(cls, parallelism: Any, world_size: int) -> "ParallelDims":
         """Build from the new tree's ``parallelism`` section (``data_parallel_shard_degree``
-        unset means 1)."""
+        unset means 1).
+
+        A layout that does not fit ``world_size`` is a :class:`ConfigError` naming the
+        ``parallelism`` field to change (``ConfigError.path``), e.g.
+        ``parallelism.tensor_parallel_degree`` when that degree does not divide the world.
+        """
         dp_shard = parallelism.data_parallel_shard_degree
-        return cls(
-            dp_replicate=parallelism.data_parallel_replicate_degree,
-            dp_shard=1 if dp_shard is None else dp_shard,
-            cp=parallelism.context_parallel_degree,
-            tp=parallelism.tensor_parallel_degree,
-            pp=parallelism.pipeline_parallel_degree,
-            ep=parallelism.expert_parallel_degree,
-            etp=parallelism.expert_tensor_parallel_degree,
-            world_size=world_size,
-        )
+        degrees = {
+            "dp_replicate": parallelism.data_parallel_replicate_degree,
+            "dp_shard": 1 if dp_shard is None else dp_shard,
+            "cp": parallelism.context_parallel_degree,
+            "tp": parallelism.tensor_parallel_degree,
+            "pp": parallelism.pipeline_parallel_degree,
+            "ep": parallelism.expert_parallel_degree,
+            "etp": parallelism.expert_tensor_parallel_degree,
+        }
+        _check_parallelism(degrees, world_size)
+        return cls(**degrees, world_size=world_size)
 
     def __post_init__(self) -> None:
         for name in ("dp_replicate", "cp", "tp", "pp", "ep", "etp", "world_size"):
@@ -103,7 +195,7 @@ class ParallelDims:
             raise ValueError(f"etp={self.etp} is invalid with ep>1: it must be 1 or tp ({self.tp})")
         if self.pp > 1:
             raise NotImplementedError(
-                f"pp={self.pp}: pipeline parallelism is not supported yet; set train.accelerator.pp=1"
+                f"pp={self.pp}: pipeline parallelism is not supported yet; set pp=1"
             )
         if self.ulysses_degree is not None and self.cp > 1:
             if self.ulysses_degree < 1 or self.cp % self.ulysses_degree:
@@ -164,7 +256,11 @@ class ParallelDims:
     # ------------------------------------------------------------------ model checks
 
     def validate_against_model(self, model: Any, seq_len: int) -> None:
-        """Check that the model's head counts and ``seq_len`` split evenly over the mesh."""
+        """Check that the model's head counts and ``seq_len`` split evenly over the mesh.
+
+        Each failure is a :class:`ConfigError` naming the field to change
+        (``parallelism.tensor_parallel_degree``, ``parallelism.expert_parallel_degree``,
+        ``training.seq_len``)."""
         config = getattr(model, "config", None)
         if config is None:
             return
@@ -178,14 +274,51 @@ class ParallelDims:
         for attr, degree, degree_name in checks:
             value = getattr(config, attr, None)
             if value is not None and degree > 1 and value % degree:
-                raise ValueError(
+                field = PARALLELISM_FIELDS[degree_name]
+                raise ConfigError(
                     f"model {attr}={value} is not divisible by {degree_name}={degree}; choose a "
-                    f"{degree_name} degree that divides it"
+                    f"{field} that divides it",
+                    path=field,
                 )
+        self._check_seq_len(seq_len)
+
+    def validate_training(self, training: Any) -> None:
+        """Check the ``training`` section against this layout, before anything is built:
+
+        * ``global_batch_size`` is a multiple of ``local_batch_size`` x the data-parallel size
+          (gradient accumulation fills the rest; nothing is silently dropped);
+        * ``seq_len`` is a multiple of ``cp * tp`` (the sequence is split over them);
+        * ``steps * global_batch_size`` samples can be counted (the dummy dataset holds that
+          many; a dataset length must fit an index).
+
+        Each failure is a :class:`ConfigError` naming the ``training`` field to change."""
+        gbs, lbs = training.global_batch_size, training.local_batch_size
+        per_step = lbs * self.dp_size
+        if gbs % per_step:
+            lower = gbs // per_step * per_step
+            options = ([lower] if lower else []) + [lower + per_step]
+            raise ConfigError(
+                f"{gbs} is not divisible by training.local_batch_size x the data-parallel size "
+                f"= {lbs} x {self.dp_size} = {per_step}; set it to a multiple of {per_step} "
+                f"(e.g. {' or '.join(map(str, options))}) or change training.local_batch_size",
+                path="training.global_batch_size",
+            )
+        self._check_seq_len(training.seq_len)
+        if training.steps * gbs > MAX_SAMPLES:
+            raise ConfigError(
+                f"{training.steps} steps x training.global_batch_size {gbs} = "
+                f"{training.steps * gbs} samples is more than a dataset can index "
+                f"({MAX_SAMPLES}); lower training.steps or training.global_batch_size",
+                path="training.steps",
+            )
+
+    def _check_seq_len(self, seq_len: int) -> None:
         if self.seq_divisor > 1 and seq_len % self.seq_divisor:
-            raise ValueError(
-                f"data.max_seq_len={seq_len} is not divisible by cp*tp={self.seq_divisor}; use a "
-                f"multiple of {self.seq_divisor}"
+            raise ConfigError(
+                f"{seq_len} is not divisible by cp*tp={self.seq_divisor} "
+                f"(parallelism.context_parallel_degree x parallelism.tensor_parallel_degree); "
+                f"use a multiple of {self.seq_divisor}",
+                path="training.seq_len",
             )
 
     # ------------------------------------------------------------------ mesh

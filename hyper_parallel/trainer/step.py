@@ -165,5 +165,5 @@ def evaluate(
         model.train(was_training)
     all_reduce_sum(totals, dp_group)
     if totals[1] == 0:
-        raise ValueError("the evaluation data has no label tokens (train.eval.eval_dataset)")
+        raise ValueError("the evaluation data has no label tokens (validation.dataset_path)")
     return float(totals[0] / totals[1])

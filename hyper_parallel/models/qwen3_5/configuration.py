@@ -9,16 +9,26 @@ so that a ``config.json`` maps onto this dataclass one-to-one. Two deliberate di
 * ``full_attention_interval`` is kept as a field (HF consumes it while deriving ``layer_types``).
 
 ``config_from_legacy`` accepts one extra, non-HF override key, ``flavor``, naming the base size.
+
+The one home of the ``model.config_overrides`` rule is :func:`check_config_overrides` (every key
+a field name or ``flavor``; ``flavor`` one of ``FLAVORS``): both the recipe path
+(:func:`apply_model_section`, which the engine reaches through the model's
+``update_from_config``) and the legacy parser call it. It raises
+:class:`~hyper_parallel.utils.errors.ConfigError` and, like this whole module, imports no
+framework.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.suggest import did_you_mean
 
 FULL_ATTENTION = "full_attention"
@@ -32,6 +42,13 @@ FLAVOR_KEY = "flavor"
 """The one non-HF key accepted in ``model.config_overrides``: the base flavor's name."""
 
 DEFAULT_FLAVOR = "0.8b"
+
+MAX_DIM = 2**31 - 1
+"""The largest size an integer field may hold: every one of them is a tensor dimension (or a
+count of them), and kernels index dimensions with 32-bit integers."""
+
+# Float fields that must be finite and > 0 (``partial_rotary_factor`` has its own range).
+_POSITIVE_FLOAT_FIELDS = ("rms_norm_eps", "initializer_range", "rope_theta")
 
 # Integer fields that must be >= 1.
 _POSITIVE_INT_FIELDS = (
@@ -116,6 +133,15 @@ class Qwen3_5Config:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Qwen3_5Config.{name} must be a positive int, got {value!r}.")
+            if value > MAX_DIM:
+                raise ValueError(
+                    f"Qwen3_5Config.{name} must be a positive int <= {MAX_DIM} (2**31 - 1), got "
+                    f"{value!r}."
+                )
+        for name in (*_POSITIVE_FLOAT_FIELDS, "partial_rotary_factor"):
+            value = getattr(self, name)
+            if not _is_finite_number(value):
+                raise ValueError(f"Qwen3_5Config.{name} must be a finite number, got {value!r}.")
         if self.hidden_act != "silu":
             raise ValueError(
                 f"Qwen3_5Config.hidden_act={self.hidden_act!r} is not supported; use 'silu'."
@@ -152,10 +178,12 @@ class Qwen3_5Config:
                 f"head_dim*partial_rotary_factor = {self.rotary_dim}; fix mrope_section (e.g. "
                 f"{_suggest_mrope(self.rotary_dim // 2)})."
             )
-        if self.rms_norm_eps <= 0 or self.initializer_range <= 0 or self.rope_theta <= 0:
-            raise ValueError(
-                "Qwen3_5Config.rms_norm_eps, initializer_range and rope_theta must be > 0."
-            )
+        for name in _POSITIVE_FLOAT_FIELDS:
+            if getattr(self, name) <= 0:
+                raise ValueError(
+                    f"Qwen3_5Config.{name} must be > 0, got {getattr(self, name)!r} "
+                    "(rms_norm_eps, initializer_range and rope_theta must be > 0)."
+                )
         # Whether layer_types was derived (vs given); lets replace() re-derive it. Not a field,
         # so equality and asdict() ignore it.
         derived = self.layer_types is None
@@ -294,6 +322,16 @@ def _suggest_mrope(half: int) -> list[int]:
     return [t, h, half - t - h]
 
 
+def _is_finite_number(value: Any) -> bool:
+    """An int or float (not a bool) that is neither NaN nor infinite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond the float range
+        return False
+
+
 def _field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(Qwen3_5Config)]
 
@@ -406,6 +444,64 @@ def _get(section: Any, name: str) -> Any:
     return getattr(section, name, None)
 
 
+def _config_error(message: str, path: str, location: str | None = None) -> Exception:
+    return ConfigError(message, path=path, location=location)
+
+
+def check_config_overrides(
+    overrides: Mapping[str, Any] | None,
+    *,
+    path: str = "model.config_overrides",
+    location: str | None = None,
+) -> None:
+    """The rule of ``model.config_overrides``: every key is a :class:`Qwen3_5Config` field
+    (Hugging Face names) or ``flavor``, and ``flavor`` names one of :data:`FLAVORS`.
+
+    A violation is a :class:`~hyper_parallel.utils.errors.ConfigError` with ``path`` (the
+    mapping's dotted path; ``<path>.flavor`` for the flavor) and ``location`` as given, whose
+    message names the key with the closest valid one. Values are checked when the overrides are
+    applied (:func:`apply_model_section`). Framework-free: the legacy parser calls it too.
+    """
+    if not overrides:
+        return
+    valid = _field_names() + [FLAVOR_KEY]
+    for key in overrides:
+        if key not in valid:
+            raise _config_error(
+                f"unknown key {key!r}{did_you_mean(str(key), valid)}. Valid keys: "
+                f"{', '.join(valid)}.",
+                path,
+                location,
+            )
+    if FLAVOR_KEY in overrides:
+        flavor = overrides[FLAVOR_KEY]
+        if not isinstance(flavor, str) or flavor not in FLAVORS:
+            raise _config_error(
+                f"unknown flavor {flavor!r}{did_you_mean(str(flavor), FLAVORS)}. Valid "
+                f"flavors: {', '.join(FLAVORS)}.",
+                f"{path}.{FLAVOR_KEY}",
+                location,
+            )
+
+
+#: The field an invalid-value message of :class:`Qwen3_5Config` (or a subclass) is about.
+_FIELD_IN_MESSAGE = re.compile(r"\bQwen3_5(?:Model\.)?Config\.(\w+)")
+
+
+def _error_path(message: str, section: Any, overrides: Mapping[str, Any]) -> str:
+    """Where an invalid model value came from: ``model.<field>`` for a universal field set in
+    the section (and not overridden), else ``model.config_overrides``."""
+    match = _FIELD_IN_MESSAGE.search(message)
+    field_name = match.group(1) if match else None
+    if (
+        field_name in LEGACY_UNIVERSAL_FIELDS
+        and field_name not in overrides
+        and _get(section, field_name) is not None
+    ):
+        return f"model.{field_name}"
+    return "model.config_overrides" if overrides else "model"
+
+
 def apply_model_section(base: Any, section: Any, flavor_config: Any = None) -> Any:
     """``base`` with a ``model`` section's overrides applied, in the legacy precedence (later
     wins): ``config_overrides['flavor']`` re-bases on that flavor (``flavor_config(name)``,
@@ -413,17 +509,15 @@ def apply_model_section(base: Any, section: Any, flavor_config: Any = None) -> A
     (``LEGACY_UNIVERSAL_FIELDS``), then every other ``config_overrides`` key (HF field names).
     A derived ``layer_types`` is re-derived for the final layer count (``base.replace``).
 
-    Raises ``ValueError`` naming an unknown override key or flavor, with a suggestion.
+    Raises :class:`~hyper_parallel.utils.errors.ConfigError` (a ``ValueError``) naming an
+    unknown override key or flavor with a suggestion (:func:`check_config_overrides`), or the
+    ``model`` field whose value makes an invalid architecture (``model.num_attention_heads``,
+    ``model.config_overrides``; the message is the config's own).
     """
     overrides = dict(_get(section, "config_overrides") or {})
-    _check_keys(overrides, "model.config_overrides", extra=(FLAVOR_KEY,))
+    check_config_overrides(overrides)
     if FLAVOR_KEY in overrides:
         flavor = overrides.pop(FLAVOR_KEY)
-        if flavor not in FLAVORS:
-            raise ValueError(
-                f"model.config_overrides.{FLAVOR_KEY}: unknown flavor {flavor!r}"
-                f"{did_you_mean(str(flavor), FLAVORS)}. Valid flavors: {', '.join(FLAVORS)}."
-            )
         base = flavor_config(flavor) if flavor_config is not None else FLAVORS[flavor]
     changes: dict[str, Any] = {}
     for name in LEGACY_UNIVERSAL_FIELDS:
@@ -431,7 +525,12 @@ def apply_model_section(base: Any, section: Any, flavor_config: Any = None) -> A
         if value is not None:
             changes[name] = value
     changes.update(overrides)
-    return base.replace(**changes)  # always a copy: FLAVORS entries are never handed out
+    try:
+        return base.replace(**changes)  # always a copy: FLAVORS entries are never handed out
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc), path=_error_path(str(exc), section, overrides)) from None
 
 
 def config_from_legacy(model_section: Any) -> Qwen3_5Config:

@@ -47,6 +47,7 @@ from hyper_parallel.models.qwen3_5.configuration import (
 )
 from hyper_parallel.models.qwen3_5.model import Qwen3_5ForCausalLM
 from hyper_parallel.protocols.model import BaseModel, ModuleProtocolError
+from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.suggest import did_you_mean
 
 __all__ = [
@@ -154,9 +155,10 @@ class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
                invalid result raises and leaves this config untouched.
             2. ``parallelism`` -- ``context_parallel_degree``, ``pipeline_parallel_degree``,
                ``expert_parallel_degree`` and ``expert_tensor_parallel_degree`` above 1 raise
-               ``NotImplementedError`` (not supported for this dense model); ``tensor_parallel_degree`` must divide every dimension TP
-               shards (``ValueError`` listing each one; see :func:`tp_divisibility_problems`).
-            3. ``training.seq_len`` must not exceed ``max_position_embeddings`` (``ValueError``):
+               a ``ConfigError`` (not supported for this dense model); ``tensor_parallel_degree``
+               must divide every dimension TP shards (a ``ConfigError`` listing each one; see
+               :func:`tp_divisibility_problems`).
+            3. ``training.seq_len`` must not exceed ``max_position_embeddings`` (``ConfigError``):
                RoPE itself is computed on the fly, but the exported ``config.json`` would claim
                a context the model was never trained for.
 
@@ -181,32 +183,34 @@ class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
                 ):
                     degree = getattr(parallelism, name, 1) or 1
                     if degree > 1:
-                        raise NotImplementedError(
-                            f"parallelism.{name}={degree}: {what} is not supported by qwen3_5_v2 "
-                            f"yet; set parallelism.{name}=1"
+                        raise ConfigError(
+                            f"{degree}: {what} is not supported by qwen3_5_v2 yet; set it to 1",
+                            path=f"parallelism.{name}",
                         )
                 etp = getattr(parallelism, "expert_tensor_parallel_degree", 1) or 1
                 if etp > 1:
-                    raise NotImplementedError(
-                        f"parallelism.expert_tensor_parallel_degree={etp}: the dense model has "
-                        "no experts to shard; set parallelism.expert_tensor_parallel_degree=1"
+                    raise ConfigError(
+                        f"{etp}: the dense model has no experts to shard; set it to 1",
+                        path="parallelism.expert_tensor_parallel_degree",
                     )
                 tp = getattr(parallelism, "tensor_parallel_degree", 1) or 1
                 problems = tp_divisibility_problems(self, tp)
                 if problems:
-                    raise ValueError(
-                        f"parallelism.tensor_parallel_degree={tp} cannot shard this Qwen3.5 "
-                        f"model evenly: {'; '.join(problems)}. Choose a tensor_parallel_degree "
-                        "that divides them (or change the model dimensions)."
+                    raise ConfigError(
+                        f"{tp} cannot shard this Qwen3.5 model evenly: {'; '.join(problems)}. "
+                        "Choose a tensor_parallel_degree that divides them (or change the model "
+                        "dimensions).",
+                        path="parallelism.tensor_parallel_degree",
                     )
 
             training = getattr(trainer_config, "training", None)
             seq_len = getattr(training, "seq_len", None)
             if seq_len is not None and seq_len > self.max_position_embeddings:
-                raise ValueError(
-                    f"training.seq_len={seq_len} exceeds the model's max_position_embeddings="
-                    f"{self.max_position_embeddings}: lower training.seq_len, or raise "
-                    "max_position_embeddings (model.max_position_embeddings on the command line)"
+                raise ConfigError(
+                    f"{seq_len} exceeds the model's max_position_embeddings="
+                    f"{self.max_position_embeddings}: lower it, or raise max_position_embeddings "
+                    "(model.max_position_embeddings)",
+                    path="training.seq_len",
                 )
 
     # ------------------------------------------------------------------ construction

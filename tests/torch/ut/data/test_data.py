@@ -385,12 +385,11 @@ def test_grad_accum_steps_requires_exact_division():
     assert grad_accum_steps(8, 1, 2) == 4
     assert grad_accum_steps(8, 2, 2) == 2
     assert grad_accum_steps(4, 4, 1) == 1
-    with pytest.raises(ValueError, match=r"train\.global_batch_size=10 is not divisible by "
-                                         r".* = 4; .*e\.g\. 8 or 12"):
+    with pytest.raises(ValueError, match=r"global batch size 10 is not divisible by .* = 4$"):
         grad_accum_steps(10, 2, 2)
-    with pytest.raises(ValueError, match=r"train\.global_batch_size=2 .* = 4.*e\.g\. 4\)"):
+    with pytest.raises(ValueError, match=r"global batch size 2 is not divisible .* = 4$"):
         grad_accum_steps(2, 2, 2)  # the legacy rule would have run with 4
-    with pytest.raises(ValueError, match=r"train\.micro_batch_size must be a positive int"):
+    with pytest.raises(ValueError, match=r"micro-batch size must be a positive int"):
         grad_accum_steps(8, 0, 2)
 
 

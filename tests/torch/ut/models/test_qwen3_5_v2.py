@@ -59,6 +59,7 @@ from hyper_parallel.protocols import (
     registered_names,
 )
 from hyper_parallel.trainer.optim import clip_grad_norm_
+from hyper_parallel.utils.errors import ConfigError
 
 Config = Qwen3_5Model.Config
 
@@ -300,10 +301,10 @@ def test_update_from_config_defaults_change_nothing():
 
 def test_update_from_config_rejects_a_tp_degree_that_does_not_divide():
     cfg = flavor_config("debugmodel")  # 4 Q / 2 KV heads, GDN 2 K / 4 V heads
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(ConfigError) as err:
         cfg.update_from_config(trainer_config=trainer_config(tp=4))
     msg = str(err.value)
-    assert msg.startswith("parallelism.tensor_parallel_degree=4")
+    assert msg.startswith("parallelism.tensor_parallel_degree: 4 cannot shard")
     assert "num_key_value_heads=2 is not divisible by tp=4" in msg
     assert "linear_num_key_heads=2 is not divisible by tp=4" in msg
     assert "num_attention_heads" not in msg
@@ -332,9 +333,7 @@ def test_tp_rule_agrees_with_the_legacy_tp_plan(tp, layers):
     ],
 )
 def test_update_from_config_rejects_unsupported_parallelism(kw, field):
-    with pytest.raises(
-        NotImplementedError, match=rf"parallelism\.{field}=2: .* set parallelism\.{field}=1"
-    ):
+    with pytest.raises(ConfigError, match=rf"^parallelism\.{field}: 2: .* set it to 1"):
         flavor_config("debugmodel").update_from_config(trainer_config=trainer_config(**kw))
 
 
@@ -342,7 +341,7 @@ def test_update_from_config_checks_seq_len_against_max_position_embeddings():
     cfg = flavor_config("debugmodel")  # max_position_embeddings=4096
     cfg.update_from_config(trainer_config=trainer_config(seq_len=4096))
     with pytest.raises(
-        ValueError, match=r"training.seq_len=4097 exceeds .*max_position_embeddings=4096"
+        ConfigError, match=r"^training.seq_len: 4097 exceeds .*max_position_embeddings=4096"
     ):
         cfg.update_from_config(trainer_config=trainer_config(seq_len=4097))
     # an override in the same call is applied before the check

@@ -70,7 +70,10 @@ def test_a_stop_without_checkpointing_says_nothing_was_saved(tmp_path, monkeypat
 
 
 def test_the_first_step_tightens_the_collective_timeout(tmp_path):
+    import dataclasses
+
     config = base_config()
+    config.checkpoint = dataclasses.replace(config.checkpoint, folder=str(tmp_path / "out"))
     config.comm.init_timeout_seconds, config.comm.train_timeout_seconds = 40, 9
     trainer = config.build()
     try:

@@ -87,7 +87,7 @@ def test_validate_against_model():
     model = SimpleNamespace(config=SimpleNamespace(num_attention_heads=12, num_key_value_heads=4))
     with pytest.raises(ValueError, match="num_attention_heads=12 is not divisible by tp=8"):
         ParallelDims(tp=8, world_size=8).validate_against_model(model, seq_len=64)
-    with pytest.raises(ValueError, match=r"max_seq_len=30 is not divisible by cp\*tp=4"):
+    with pytest.raises(ValueError, match=r"30 is not divisible by cp\*tp=4"):
         ParallelDims(tp=2, cp=2, world_size=4).validate_against_model(model, seq_len=30)
     ParallelDims(tp=2, world_size=2).validate_against_model(model, seq_len=64)
     ParallelDims(tp=2, world_size=2).validate_against_model(SimpleNamespace(), seq_len=3)

@@ -20,6 +20,7 @@ from hyper_parallel.config.configs import TrainingConfig
 from hyper_parallel.protocols.model import BaseModel
 from hyper_parallel.protocols.model_spec import ModelSpec
 from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.utils.errors import ConfigError
 
 CALLS: list[tuple[str, dict]] = []
 
@@ -202,7 +203,7 @@ def test_post_optimizer_build_fn_runs_once_the_optimizer_exists(config):
 
 def test_pipelining_is_refused_until_it_exists(config):
     config.model_spec.pipelining_fn = lambda *a, **k: None
-    with pytest.raises(NotImplementedError, match="pipeline parallelism is not supported"):
+    with pytest.raises(ConfigError, match="model_spec: .*pipeline parallelism is not supported"):
         config.build()
 
 

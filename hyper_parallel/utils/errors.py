@@ -1,0 +1,45 @@
+"""``ConfigError``: the one exception type for a configuration a user must fix.
+
+Framework-free and schema-free, so every layer (the legacy parser, the generated configs, the
+engine, the models and the components) raises the same type without importing a schema; the
+entry points turn it into one message and exit status 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["ConfigError"]
+
+
+class ConfigError(ValueError):
+    """A configuration problem a user must fix: unknown key, wrong type or invalid value.
+
+    ``path`` is the dotted field path (``train.optimizer.lr``) when known and ``location`` where
+    the value came from (``old.yaml:12`` or ``command line``). ``str(error)`` is the whole
+    message, ready to print.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, location: str | None = None):
+        self.path = path
+        self.location = location
+        self.message = message
+        self.problems: list[ConfigError] = [self]
+        """Every problem this error reports (itself, or those of :meth:`combine`)."""
+        prefix = ""
+        if location:
+            prefix += f"{location}: "
+        if path:
+            prefix += f"{path}: "
+        super().__init__(prefix + message)
+
+    @classmethod
+    def combine(cls, errors: Sequence[ConfigError], source: str) -> ConfigError:
+        """One error reporting ``errors`` (not empty): the error itself when there is one, else
+        ``N problems in <source>:`` and one line per problem; ``problems`` lists them."""
+        flat = [p for e in errors for p in e.problems]
+        if len(flat) == 1:
+            return flat[0]
+        combined = cls(f"{len(flat)} problems in {source}:\n" + "\n".join(f"- {e}" for e in flat))
+        combined.problems = flat
+        return combined
