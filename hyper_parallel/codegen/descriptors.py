@@ -38,7 +38,7 @@ from hyper_parallel.codegen import introspect
 from hyper_parallel.codegen import types as T
 from hyper_parallel.codegen.coverage import NewLeaf, Resolved
 from hyper_parallel.codegen.errors import CodegenError
-from hyper_parallel.codegen.yamlsrc import LDict, LList, load, plain
+from hyper_parallel.codegen.yamlsrc import INVALID, LDict, LList, load, plain
 from hyper_parallel.utils.suggest import closest, did_you_mean
 
 MODELS_DIR = "codegen/models"
@@ -115,6 +115,17 @@ def _text(value: Any) -> str:
 def _paragraphs(value: Any) -> str:
     """A folded (``>-``) doc: a line break (a blank line in the YAML) separates paragraphs."""
     return "\n".join(_text(p) for p in str(value).strip().split("\n") if p.strip())
+
+
+def _unreadable(value: Any) -> bool:
+    """Whether ``value`` holds a value the YAML loader could not read (:data:`INVALID`)."""
+    if value is INVALID:
+        return True
+    if isinstance(value, dict):
+        return any(_unreadable(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_unreadable(v) for v in value)
+    return False
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -399,6 +410,9 @@ def _settings(recipe: _RawRecipe, r: Resolved, inherited: dict[str, Any], flavor
             problems.add(line, where, _unknown_path(path, r))
             ok = False
             continue
+        if _unreadable(raw):
+            ok = False  # a value YAML could not read: its problem is reported already
+            continue
         value, problem = check_value(leaf, raw)
         if problem:
             problems.add(line, fwhere, problem)
@@ -479,19 +493,24 @@ def _tree_order(r: Resolved) -> dict[str, int]:
 
 
 def _load_one(path: Path, rel: str, repo: Path, r: Resolved) -> ModelDescriptor:
-    text = path.read_text(encoding="utf-8")
-    data = load(text, rel)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CodegenError(f"{rel}: cannot read the descriptor: {exc}") from None
     problems = _Problems(rel)
-    if not _keys(data, "the descriptor", 1, ("schema_version", "model", "flavors", "recipes"),
-                 ("schema_version", "model", "flavors", "recipes"), problems):
+    # The YAML-level problems (duplicate keys, YAML 1.1 spellings) are reported with the rest.
+    data = load(text, rel, problems.items)
+    parts = ("schema_version", "model", "flavors", "recipes")
+    if not _keys(data, "the descriptor", 1, parts, parts, problems) and not isinstance(data, LDict):
         raise CodegenError(problems.items)
-    if data["schema_version"] != 1:
+    if "schema_version" in data and data["schema_version"] != 1:
         problems.add(data.key_lines["schema_version"], "schema_version",
                      f"this generator reads schema_version 1, got {data['schema_version']!r}")
-    model = _model_section(data, repo, problems)
-    flavors = _flavors(data, model, problems)
+    # A missing part is reported above (``missing key``); the others are still checked.
+    model = _model_section(data, repo, problems) if "model" in data else None
+    flavors = _flavors(data, model, problems) if "flavors" in data else []
     reserved = {model["factory"]} if model else set()
-    raw = _raw_recipes(data, problems, reserved)
+    raw = _raw_recipes(data, problems, reserved) if "recipes" in data else []
     sound = _chain_problems(raw, problems)
     if model is None:  # the recipes cannot be checked without the model's facts
         raise CodegenError(problems.items)

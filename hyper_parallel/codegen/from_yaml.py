@@ -96,7 +96,8 @@ def read_legacy(path: Path, base: Path | None = None) -> LegacySource:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{display!r} is not UTF-8 text: {exc}", location="--from-yaml") from None
-    legacy = load_config(HyperTrainerConfig, text, source=display)
+    # Every problem of the file at once (one ConfigError), and an empty file is one too.
+    legacy = load_config(HyperTrainerConfig, text, source=display, allow_empty=False)
     # The launcher sets the local rank (LOCAL_RANK); it is never part of a recipe.
     legacy.train.local_rank = 0
     located = load_yaml_with_lines(text)

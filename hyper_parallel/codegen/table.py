@@ -18,7 +18,7 @@ from typing import Any
 from hyper_parallel.codegen import types as T
 from hyper_parallel.codegen.errors import CodegenError
 from hyper_parallel.codegen.probes import OBSERVABLES, PROBE_KEYS
-from hyper_parallel.codegen.yamlsrc import LDict, LList, load, plain
+from hyper_parallel.codegen.yamlsrc import INVALID, LDict, LList, load, plain
 from hyper_parallel.utils.suggest import did_you_mean
 
 KINDS = ("rename", "transform", "unsupported", "new_only")
@@ -191,6 +191,8 @@ def _field_spec(obj: LDict, where: str, problems: _Problems, *, root: bool = Fal
     if not _keys(obj, where, getattr(obj, "line", 0), allowed, ("name", "type", "default", "doc"),
                  problems):
         return None
+    if any(value is INVALID for value in obj.values()):
+        return None  # a value YAML could not read: its problem is reported already
     name = obj["name"]
     line = obj.line
     if not isinstance(name, str) or not _IDENT.fullmatch(name) or keyword.iskeyword(name):
@@ -224,30 +226,37 @@ def _check_constraints(
 ) -> None:
     base, _optional = T.split_optional(type_text)
     numeric = base in ("int", "float")
+    wrong: set[str] = set()
+
+    def bad(key: str, message: str) -> None:
+        problems.add(obj.key_lines[key], where, message)
+        wrong.add(key)
+
     for key, value in constraints.items():
-        line = obj.key_lines[key]
         if key in ("min", "max"):
             if not numeric or not T.matches(value, base):
-                problems.add(line, where, f"{key} needs an {base} field and an {base} bound")
+                bad(key, f"{key} needs an {base} field and an {base} bound")
         elif key == "extra_values":
             if not numeric or not isinstance(value, list) or not all(T.matches(v, base) for v in value):
-                problems.add(line, where, "extra_values must list values of the field's type")
+                bad(key, "extra_values must list values of the field's type")
         elif key == "nonempty":
             if value is not True or base not in ("str", "list[str]"):
-                problems.add(line, where, "nonempty: true applies to str and list[str] fields")
+                bad(key, "nonempty: true applies to str and list[str] fields")
         elif key == "pattern":
             if base != "str" or not isinstance(value, str):
-                problems.add(line, where, "pattern applies to str fields")
+                bad(key, "pattern applies to str fields")
             else:
                 try:
                     re.compile(value)
                 except re.error as exc:
-                    problems.add(line, where, f"pattern is not a regular expression: {exc}")
+                    bad(key, f"pattern is not a regular expression: {exc}")
         elif key == "pattern_hint" and "pattern" not in constraints:
-            problems.add(line, where, "pattern_hint needs a pattern")
+            bad(key, "pattern_hint needs a pattern")
         elif key == "items_choices" and (base != "list[str]" or not isinstance(value, list)):
-            problems.add(line, where, "items_choices applies to list[str] fields")
-    if default is not None and not satisfies_constraints(constraints, base, default):
+            bad(key, "items_choices applies to list[str] fields")
+    # The default against the constraints that are themselves right (a wrong one is reported).
+    usable = {k: v for k, v in constraints.items() if k not in wrong}
+    if default is not None and not satisfies_constraints(usable, base, default):
         problems.add(obj.key_lines["default"], where,
                      f"default {default!r} violates the field's own constraints")
 
@@ -301,10 +310,18 @@ def _sections(raw: Any, problems: _Problems) -> list[Section]:
                     problems.add(spec.line, where, f"field {spec.name!r} is declared twice")
                 fields.append(spec)
         checks: list[Check] = []
-        for j, cobj in enumerate(obj.get("checks") or []):
+        raw_checks = obj.get("checks") or LList()
+        if not isinstance(raw_checks, LList):
+            problems.add(obj.key_lines["checks"], where, "checks must be a list of checks")
+            raw_checks = LList()
+        for j, cobj in enumerate(raw_checks):
             cwhere = f"{where}.checks[{j}]"
             if not _keys(cobj, cwhere, obj.line, ("field", "when", "require", "message"),
                          ("field", "require", "message"), problems):
+                continue
+            if not isinstance(cobj["field"], str):
+                problems.add(cobj.key_lines["field"], cwhere,
+                             f"field must name a field of {name}, got {cobj['field']!r}")
                 continue
             for key in ("when", "require"):
                 if key in cobj:
@@ -340,16 +357,28 @@ def _components(raw: Any, problems: _Problems) -> list[Component]:
         if not _keys(obj, where, raw.item_lines[i], ("slot", "class", "slot_type", "doc", "fields"),
                      ("slot", "class", "slot_type", "doc", "fields"), problems):
             continue
+        if not isinstance(obj["slot"], str) or not _IDENT.fullmatch(obj["slot"]):
+            problems.add(obj.key_lines["slot"], where,
+                         f"slot must be an identifier, got {obj['slot']!r}")
+            continue
         where = f"components[{i}] ({obj['slot']})"
         target = _split_target(obj["class"], where, obj.key_lines["class"], problems)
         slot_target = _split_target(obj["slot_type"], where, obj.key_lines["slot_type"], problems)
         if target is None or slot_target is None:
             continue
         expected: list[ExpectedField] = []
-        for j, fobj in enumerate(obj["fields"] or []):
+        raw_fields = obj["fields"] or LList()
+        if not isinstance(raw_fields, LList):
+            problems.add(obj.key_lines["fields"], where, "fields must be a list")
+            continue
+        for j, fobj in enumerate(raw_fields):
             fwhere = f"{where}.fields[{j}]"
             if not _keys(fobj, fwhere, obj.line, ("name", "type", "default"),
                          ("name", "type", "default"), problems):
+                continue
+            if not isinstance(fobj["name"], str) or not _IDENT.fullmatch(fobj["name"]):
+                problems.add(fobj.line, fwhere,
+                             f"name must be a Python identifier, got {fobj['name']!r}")
                 continue
             type_text = _parse_type(fobj["type"], fwhere, fobj.key_lines["type"], problems)
             if type_text is None:
@@ -373,10 +402,17 @@ def _root(raw: Any, sections: list[Section], components: list[Component],
     entries: list[RootEntry] = []
     section_names = {s.name for s in sections}
     slots = {c.slot for c in components}
+    if not isinstance(raw["fields"], LList):
+        problems.add(raw.key_lines["fields"], "root", "fields must be a list of root entries")
+        return _text(raw["doc"]), entries
     for i, obj in enumerate(raw["fields"]):
         where = f"root.fields[{i}]"
         line = raw["fields"].item_lines[i]
-        if isinstance(obj, LDict) and "section" in obj:
+        if isinstance(obj, LDict) and any(not isinstance(obj.get(k, ""), str)
+                                          for k in ("section", "component")):
+            problems.add(line, where, "section / component must name one by its name, got "
+                         f"{obj.get('section', obj.get('component'))!r}")
+        elif isinstance(obj, LDict) and "section" in obj:
             if _keys(obj, where, line, ("section",), ("section",), problems):
                 if obj["section"] not in section_names:
                     problems.add(line, where, f"no section named {obj['section']!r}"
@@ -553,19 +589,24 @@ def load_table(path: Path, rel: str | None = None) -> Table:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CodegenError(f"{rel}: cannot read the field table: {exc}") from None
-    data = load(text, rel)
     problems = _Problems(rel)
-    if not _keys(data, "the table", 1, ("schema_version", "sections", "components", "root",
-                                        "mappings"),
-                 ("schema_version", "sections", "components", "root", "mappings"), problems):
+    # The YAML-level problems (duplicate keys, YAML 1.1 spellings) come first, then the schema's:
+    # all of them are reported together.
+    data = load(text, rel, problems.items)
+    parts = ("schema_version", "sections", "components", "root", "mappings")
+    if not _keys(data, "the table", 1, parts, parts, problems) and not isinstance(data, LDict):
         raise CodegenError(problems.items)
-    if data["schema_version"] != 1:
+    if "schema_version" in data and data["schema_version"] != 1:
         problems.add(data.key_lines["schema_version"], "schema_version",
                      f"this generator reads schema_version 1, got {data['schema_version']!r}")
-    sections = _sections(data["sections"], problems)
-    components = _components(data["components"], problems)
-    root_doc, root = _root(data["root"], sections, components, problems)
-    rows = _rows(data["mappings"], text.splitlines(), problems)
+    # A missing part is reported above; the others are still checked (the root's entries only
+    # when the sections and components they name could be read).
+    sections = _sections(data["sections"], problems) if "sections" in data else []
+    components = _components(data["components"], problems) if "components" in data else []
+    root_doc, root = "", []
+    if "root" in data and "sections" in data and "components" in data:
+        root_doc, root = _root(data["root"], sections, components, problems)
+    rows = _rows(data["mappings"], text.splitlines(), problems) if "mappings" in data else []
     if problems.items:
         raise CodegenError(problems.items)
     return Table(path, rel, text, hashlib.sha256(text.encode()).hexdigest(), sections,

@@ -1,88 +1,52 @@
-"""Load the field table with the line of every mapping and list item.
+"""Load the field table and the model descriptors with the line of every mapping and list item.
 
-Schema errors must say ``codegen/field_table.yaml:123``, so the YAML is composed into nodes
-(LibYAML when available: loading is on the ``make codegen`` critical path) and converted into
-:class:`LDict` / :class:`LList` values that remember their lines. Duplicate keys are errors, and
-so are YAML 1.1 booleans spelled other than ``true`` / ``false`` (``off`` must be quoted: it is a
-legal string value in the table, e.g. an activation-checkpoint mode).
+Schema errors must say ``codegen/field_table.yaml:123``. The loader is the legacy configs' one
+(:mod:`hyper_parallel.utils.yaml_lines`: LibYAML when available, the YAML 1.2 core schema,
+merge keys, duplicate keys are errors, bounded alias expansion), in its strict mode: keys must
+be strings, and a plain scalar that YAML 1.1 would read differently is an error too (``off``
+must be quoted: it is a legal string value in the table, e.g. an activation-checkpoint mode;
+``010`` is ten in YAML 1.2 but eight in YAML 1.1).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from hyper_parallel.codegen.errors import CodegenError
+from hyper_parallel.utils.yaml_lines import (
+    INVALID,
+    LDict,
+    LList,
+    YamlSyntaxError,
+    load_nodes,
+    plain,
+)
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_BOOL_TAG = "tag:yaml.org,2002:bool"
-
-
-class LDict(dict):
-    """A mapping with ``line`` (1-based, of its first key) and ``key_lines``."""
-
-    line: int = 0
-    key_lines: dict[str, int]
-
-
-class LList(list):
-    """A sequence with ``line`` and ``item_lines``."""
-
-    line: int = 0
-    item_lines: list[int]
+__all__ = ["INVALID", "LDict", "LList", "load", "plain"]
 
 
-def load(text: str, source: str) -> Any:
-    """The document as :class:`LDict` / :class:`LList` / scalars."""
+def load(text: str, source: str, problems: list[str] | None = None) -> Any:
+    """The document as :class:`LDict` / :class:`LList` / scalars.
+
+    A text that cannot be loaded at all (not YAML, empty, too large) raises
+    :class:`CodegenError`. The other problems (duplicate keys, YAML 1.1 spellings, ...) are
+    appended to ``problems`` as ``source:line: message`` when it is given, so that the caller
+    reports them with its own (their values load as :data:`INVALID`); without it they raise
+    one :class:`CodegenError` listing them all.
+    """
     try:
-        node = yaml.compose(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        raise CodegenError(f"{where}: not valid YAML: {exc}") from None
-    if node is None:
-        raise CodegenError(f"{source}: the table is empty")
-    constructor = yaml.SafeLoader("")
-    return _convert(node, source, constructor)
-
-
-def plain(value: Any) -> Any:
-    """An :class:`LDict` / :class:`LList` tree as plain ``dict`` / ``list`` (values compare and
-    print like what ``yaml.safe_load`` returns)."""
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
-
-
-def _convert(node: yaml.Node, source: str, constructor: yaml.SafeLoader) -> Any:
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out = LDict()
-        out.line = line
-        out.key_lines = {}
-        for key_node, value_node in node.value:
-            key = _convert(key_node, source, constructor)
-            if not isinstance(key, str):
-                raise CodegenError(f"{source}:{key_node.start_mark.line + 1}: keys must be strings")
-            if key in out:
-                raise CodegenError(
-                    f"{source}:{key_node.start_mark.line + 1}: duplicate key {key!r} (first at "
-                    f"line {out.key_lines[key]})"
-                )
-            out[key] = _convert(value_node, source, constructor)
-            out.key_lines[key] = key_node.start_mark.line + 1
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        out_list = LList(_convert(item, source, constructor) for item in node.value)
-        out_list.line = line
-        out_list.item_lines = [item.start_mark.line + 1 for item in node.value]
-        return out_list
-    if node.tag == _BOOL_TAG and node.value.lower() not in ("true", "false"):
-        raise CodegenError(
-            f"{source}:{line}: {node.value!r} is a YAML 1.1 boolean; write true / false, or quote "
-            f"it ('{node.value}') for the string"
-        )
-    return constructor.construct_object(node, deep=True)
+        data, found = load_nodes(text, string_keys=True, strict_yaml11=True)
+    except YamlSyntaxError as exc:
+        where = f"{source}:{exc.line}" if exc.line else source
+        message = str(exc)
+        if message.startswith("invalid YAML: "):
+            message = "not valid YAML: " + message[len("invalid YAML: "):]
+        raise CodegenError(f"{where}: {message}") from None
+    if data is None:
+        raise CodegenError(f"{source}: the file is empty")
+    messages = [f"{source}:{p.line}: {p.message}" for p in found]
+    if problems is not None:
+        problems.extend(messages)
+    elif messages:
+        raise CodegenError(messages)
+    return data

@@ -3,8 +3,11 @@
 This is the schema users' existing YAML files are written against. Every field is honoured by the
 legacy trainer or rejected by validation; nothing is accepted and ignored. Field docstrings are the
 ``--help`` text. Validation in ``__post_init__`` raises :class:`ConfigValueError` (a ``ValueError``)
-naming the field and the allowed values; the parser turns it into a :class:`ConfigError` carrying
-the dotted path and the file and line the value came from.
+naming the field and the allowed values -- every problem of the section at once, one per field;
+the parser turns each into a :class:`ConfigError` carrying the dotted path and the file and line
+the value came from, and reports all of a file's problems together. Besides each field's own
+rules, every number must be finite and every integer at most :data:`MAX_INT`: a value that cannot
+train is refused before the run starts.
 
 Read a YAML with :func:`parse_args`; print the resolved config with
 ``python -m hyper_parallel.trainer.config old.yaml [--a.b=c ...]``.
@@ -14,13 +17,19 @@ This module imports no framework (no torch, no mindspore).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from hyper_parallel.platform.dtypes import DTYPE_NAMES
+from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.suggest import did_you_mean
 
 __all__ = [
+    "MAX_INT",
     "AcceleratorConfig",
     "CheckpointConfig",
     "ConfigError",
@@ -28,6 +37,7 @@ __all__ = [
     "DataConfig",
     "DebugConfig",
     "EvalConfig",
+    "FieldProblem",
     "GradientCheckpointingConfig",
     "HyperTrainerConfig",
     "LoggingConfig",
@@ -50,51 +60,117 @@ BACKENDS = ("torch", "mindspore")
 INIT_DEVICES = ("meta", "cpu", "cuda", "npu")
 COMM_BACKENDS = ("gloo", "nccl", "hccl", "mpi", "ucc")
 
+MAX_INT = 2**53 - 1
+"""The largest integer any field holds (the new tree's bound too): beyond it a counter or the
+schedule's float arithmetic is no longer exact, and no real run comes near it."""
 
-class ConfigError(ValueError):
-    """A configuration problem a user must fix: unknown key, wrong type or invalid value.
+MAX_TIMEOUT_SECONDS = 604800
+"""The longest collective timeout (a week), as the new tree's ``comm`` section allows."""
 
-    ``path`` is the dotted field path (``train.optimizer.lr``) when known and ``location`` where
-    the value came from (``old.yaml:12`` or ``command line``). ``str(error)`` is the whole
-    message, ready to print.
-    """
 
-    def __init__(self, message: str, *, path: str | None = None, location: str | None = None):
-        self.path = path
-        self.location = location
-        self.message = message
-        prefix = ""
-        if location:
-            prefix += f"{location}: "
-        if path:
-            prefix += f"{path}: "
-        super().__init__(prefix + message)
+@dataclass(frozen=True)
+class FieldProblem:
+    """One problem a section's ``__post_init__`` found: the ``field``, what is wrong, and the
+    other fields of the section the rule ``reads`` (a cross-field rule is moot when one of those
+    is wrong already)."""
+
+    field: str
+    message: str
+    reads: tuple[str, ...] = ()
 
 
 class ConfigValueError(ValueError):
-    """Raised by a section's ``__post_init__``; ``field`` names the offending field."""
+    """Raised by a section's ``__post_init__``; ``problems`` holds every problem it found (at
+    most one per field) and ``field`` names the first one's field."""
 
-    def __init__(self, field_name: str, message: str):
-        self.field = field_name
-        super().__init__(f"{field_name}: {message}")
+    def __init__(self, field_name: str, message: str, *, problems: Sequence[FieldProblem] = ()):
+        self.problems = list(problems) or [FieldProblem(field_name, message)]
+        self.field = self.problems[0].field
+        super().__init__("\n".join(f"{p.field}: {p.message}" for p in self.problems))
 
 
-def _require(condition: bool, field_name: str, message: str) -> None:
-    if not condition:
-        raise ConfigValueError(field_name, message)
+_collecting = threading.local()
+
+
+def _validated(post_init: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Run a ``__post_init__`` whose checks collect their problems instead of stopping at the
+    first; raise one :class:`ConfigValueError` with all of them. A field keeps its first
+    problem only, and a cross-field rule that reads a field already wrong is skipped."""
+
+    @functools.wraps(post_init)
+    def run(self: Any) -> None:
+        stack = _collecting.__dict__.setdefault("stack", [])
+        found: list[FieldProblem] = []
+        stack.append(found)
+        try:
+            _numbers(self)
+            post_init(self)
+        finally:
+            stack.pop()
+        kept: list[FieldProblem] = []
+        wrong: set[str] = set()
+        for problem in found:
+            if problem.field in wrong or wrong.intersection(problem.reads):
+                continue
+            kept.append(problem)
+            wrong.add(problem.field)
+        if kept:
+            raise ConfigValueError(kept[0].field, kept[0].message, problems=kept)
+
+    return run
+
+
+def _require(
+    condition: bool, field_name: str, message: str, *, reads: Sequence[str] = ()
+) -> None:
+    """A rule of ``field_name``; ``reads`` names the other fields a cross-field rule uses."""
+    if condition:
+        return
+    problem = FieldProblem(field_name, message, tuple(reads))
+    stack = getattr(_collecting, "stack", None)
+    if not stack:  # called outside a __post_init__
+        raise ConfigValueError(field_name, message, problems=[problem])
+    stack[-1].append(problem)
+
+
+def _numbers(section: Any) -> None:
+    """Every number of ``section`` is finite and every integer at most :data:`MAX_INT` (also in
+    lists and tuples; mappings are the model's, checked by the parser)."""
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if isinstance(item, bool):
+                continue
+            if isinstance(item, float) and not math.isfinite(item):
+                shown = f"{value!r}" if item is value else f"{list(value)!r}"
+                _require(False, f.name, f"must be a finite number, got {shown}")
+            elif isinstance(item, int) and abs(item) > MAX_INT:
+                _require(False, f.name, f"must be <= {MAX_INT} (2**53 - 1) in magnitude, got "
+                         f"{item}; it is far beyond any real run")
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _one_of(value: Any, choices: Sequence[Any], field_name: str) -> None:
+    if value in choices:
+        return  # (the message, with its did-you-mean, only for a wrong value)
     _require(
-        value in choices,
+        False,
         field_name,
-        f"{value!r} is not allowed{did_you_mean(str(value), map(str, choices))}; "
+        f"{_cut(repr(value))} is not allowed{did_you_mean(str(value), map(str, choices))}; "
         f"choose one of: {', '.join(map(str, choices))}",
     )
 
 
 def _at_least(value: Any, minimum: float, field_name: str) -> None:
     _require(value >= minimum, field_name, f"must be >= {minimum}, got {value!r}")
+
+
+def _at_most(value: Any, maximum: float, field_name: str) -> None:
+    _require(value <= maximum, field_name, f"must be <= {maximum}, got {value!r}")
 
 
 @dataclass
@@ -144,6 +220,7 @@ class ModelConfig:
     ...), merged last. The extra key ``flavor`` picks the base flavor (default ``0.8b``). An
     unknown key is an error."""
 
+    @_validated
     def __post_init__(self) -> None:
         _require(bool(self.name), "name", "must be a non-empty model spec name, e.g. 'qwen3_5'")
         for name in (
@@ -196,6 +273,7 @@ class DataConfig:
     shuffle: bool = True
     """Shuffle samples each epoch (DistributedSampler, seeded with ``train.seed``)."""
 
+    @_validated
     def __post_init__(self) -> None:
         _one_of(self.type, DATA_TYPES, "type")
         if self.type != "dummy":
@@ -203,6 +281,7 @@ class DataConfig:
                 self.train_path is not None,
                 "train_path",
                 f"is required for data.type={self.type!r} (a file or directory to read)",
+                reads=("type",),
             )
         _at_least(self.max_seq_len, 2, "max_seq_len")
         _require(bool(self.text_key), "text_key", "must be a non-empty key")
@@ -213,6 +292,7 @@ class DataConfig:
                 self.num_workers > 0,
                 "prefetch_factor",
                 "only applies with worker processes; set data.num_workers > 0 or remove it",
+                reads=("num_workers",),
             )
 
 
@@ -248,6 +328,7 @@ class AcceleratorConfig:
     reshard_after_forward: bool = True
     """FSDP: free gathered parameters after forward (saves memory, re-gathers in backward)."""
 
+    @_validated
     def __post_init__(self) -> None:
         if self.dp is not None:
             _at_least(self.dp, 1, "dp")
@@ -275,8 +356,10 @@ class MixedPrecisionConfig:
     """Gradient reduce-scatter dtype."""
 
     output_dtype: Optional[str] = None
-    """Dtype of forward outputs at FSDP boundaries; unset inherits ``param_dtype``."""
+    """Dtype of the model's outputs (the logits), applied at the root FSDP unit; unset
+    inherits ``param_dtype``."""
 
+    @_validated
     def __post_init__(self) -> None:
         _one_of(self.param_dtype, DTYPE_NAMES, "param_dtype")
         _one_of(self.reduce_dtype, DTYPE_NAMES, "reduce_dtype")
@@ -292,6 +375,7 @@ class GradientCheckpointingConfig:
     """``off`` / ``none``: keep activations; ``full``: recompute every decoder layer;
     ``selective``: save matmul outputs and recompute the rest."""
 
+    @_validated
     def __post_init__(self) -> None:
         _one_of(self.activation_checkpoint, ACTIVATION_CHECKPOINT_MODES, "activation_checkpoint")
 
@@ -334,6 +418,7 @@ class OptimizerConfig:
     foreach: Optional[bool] = None
     """Use the foreach (multi-tensor) implementation; unset lets torch choose."""
 
+    @_validated
     def __post_init__(self) -> None:
         _one_of(self.type, OPTIMIZER_TYPES, "type")
         _at_least(self.lr, 0.0, "lr")
@@ -344,6 +429,14 @@ class OptimizerConfig:
             "lr_warmup_ratio",
             f"must be within [0, 1], got {self.lr_warmup_ratio}",
         )
+        if self.lr_decay_style != "constant":
+            _require(
+                self.lr_min <= self.lr,
+                "lr_min",
+                f"({self.lr_min}) must be <= lr ({self.lr}): the {self.lr_decay_style} decay "
+                "goes from lr down to lr_min; lower lr_min or raise lr",
+                reads=("lr", "lr_decay_style"),
+            )
         _one_of(self.loss_aggregation, LOSS_AGGREGATIONS, "loss_aggregation")
         _at_least(self.weight_decay, 0.0, "weight_decay")
         _require(self.eps > 0, "eps", f"must be > 0, got {self.eps}")
@@ -376,6 +469,7 @@ class CheckpointConfig:
     save_async: bool = False
     """Write checkpoints in the background (state is snapshotted first, never torn)."""
 
+    @_validated
     def __post_init__(self) -> None:
         _require(bool(self.output_dir), "output_dir", "must be a non-empty directory path")
         _at_least(self.save_steps, 0, "save_steps")
@@ -397,6 +491,7 @@ class LoggingConfig:
     peak_tflops: Optional[float] = None
     """Peak TFLOPS of one device, for MFU (e.g. 989.0 for an H100 in bf16)."""
 
+    @_validated
     def __post_init__(self) -> None:
         _at_least(self.log_steps, 1, "log_steps")
         if self.model_flops_per_token is not None:
@@ -418,6 +513,7 @@ class TensorBoardConfig:
     log_steps: int = 1
     """Write scalars every N steps."""
 
+    @_validated
     def __post_init__(self) -> None:
         _at_least(self.log_steps, 1, "log_steps")
 
@@ -441,6 +537,7 @@ class ProfileConfig:
     active_steps: int = 3
     """Steps recorded."""
 
+    @_validated
     def __post_init__(self) -> None:
         _at_least(self.wait_steps, 0, "wait_steps")
         _at_least(self.warmup_steps, 0, "warmup_steps")
@@ -460,6 +557,7 @@ class MemoryMonitorConfig:
     reset_peak_each_step: bool = False
     """Reset the device peak-memory counter every step (per-step peaks)."""
 
+    @_validated
     def __post_init__(self) -> None:
         _at_least(self.log_steps, 1, "log_steps")
 
@@ -474,6 +572,7 @@ class EvalConfig:
     eval_dataset: Optional[str] = None
     """Validation data, read like ``data.train_path`` with ``data.type``."""
 
+    @_validated
     def __post_init__(self) -> None:
         _at_least(self.eval_steps, 0, "eval_steps")
         if self.eval_steps > 0:
@@ -481,12 +580,14 @@ class EvalConfig:
                 self.eval_dataset is not None,
                 "eval_dataset",
                 "is required when eval_steps > 0",
+                reads=("eval_steps",),
             )
         else:
             _require(
                 self.eval_dataset is None,
                 "eval_dataset",
                 "is set but eval_steps is 0, so it would never be used; set eval_steps",
+                reads=("eval_steps",),
             )
 
 
@@ -506,6 +607,7 @@ class DebugConfig:
     gc_steps: int = 0
     """> 0: disable automatic garbage collection and collect every N steps."""
 
+    @_validated
     def __post_init__(self) -> None:
         _at_least(self.gc_steps, 0, "gc_steps")
 
@@ -544,6 +646,12 @@ class TrainConfig:
     local_rank: int = 0
     """Set by the launcher through ``LOCAL_RANK``; not a YAML key."""
 
+    init_timeout_seconds: int = 300
+    """Collective timeout (seconds) while the job starts and during its first step."""
+
+    train_timeout_seconds: int = 100
+    """Collective timeout (seconds) after the first step."""
+
     accelerator: AcceleratorConfig = field(default_factory=AcceleratorConfig)
     """Parallel layout."""
 
@@ -579,6 +687,7 @@ class TrainConfig:
     debug: DebugConfig = field(default_factory=DebugConfig)
     """Debug switches."""
 
+    @_validated
     def __post_init__(self) -> None:
         _at_least(self.max_steps, 1, "max_steps")
         _at_least(self.num_train_epochs, 1, "num_train_epochs")
@@ -597,10 +706,14 @@ class TrainConfig:
                 " (or a map such as 'cpu:gloo,cuda:nccl')",
             )
         _at_least(self.local_rank, 0, "local_rank")
+        for name in ("init_timeout_seconds", "train_timeout_seconds"):
+            _at_least(getattr(self, name), 1, name)
+            _at_most(getattr(self, name), MAX_TIMEOUT_SECONDS, name)
         _require(
             self.global_batch_size >= self.micro_batch_size,
             "global_batch_size",
             f"({self.global_batch_size}) must be >= micro_batch_size ({self.micro_batch_size})",
+            reads=("micro_batch_size",),
         )
 
 

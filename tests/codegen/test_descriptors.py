@@ -544,3 +544,52 @@ def test_removed_descriptor_removes_its_module(repo_copy):
     assert REGISTRY in write(repo_copy, generate(repo_copy))
     assert not (repo_copy / REGISTRY).exists()
     assert check(repo_copy) == []
+
+
+def _descriptor_problems(repo) -> list[str]:
+    """The descriptors' own problems (the table loads cleanly)."""
+    r = resolve(load_table(repo / "codegen" / "field_table.yaml"), repo)
+    with pytest.raises(CodegenError) as info:
+        load_descriptors(repo, r)
+    return info.value.problems
+
+
+def test_every_problem_of_the_descriptor_is_reported_at_once(repo_copy):
+    """Problems in three recipes plus a duplicate key and a YAML 1.1 boolean: one error lists
+    all five with their lines."""
+    _edit_recipe(repo_copy, "qwen3_5_v2_debugmodel", "training.steps: 10", "training.step: 10")
+    _edit_recipe(repo_copy, "qwen3_5_v2_0_8b", "training.seq_len: 4096", "training.seq_len: 1")
+    _edit_recipe(repo_copy, "qwen3_5_v2_debugmodel_tp2", "base: qwen3_5_v2_debugmodel",
+                 "base: qwen3_5_v2_debugmodle")
+    _edit_recipe(repo_copy, "qwen3_5_v2_4b", "optimizer.lr: 2.0e-4",
+                 "optimizer.lr: 2.0e-4\n      optimizer.lr: 3.0e-4")
+    _edit_recipe(repo_copy, "qwen3_5_v2_debugmodel", "debug.deterministic: true",
+                 "debug.deterministic: yes")
+    problems = _descriptor_problems(repo_copy)
+    assert len(problems) == 5, problems
+    text = "\n".join(problems)
+    step = _line_of(repo_copy, "training.step: 10")
+    seq = _line_of(repo_copy, "training.seq_len: 1", after="  qwen3_5_v2_0_8b:")
+    base = _line_of(repo_copy, "base: qwen3_5_v2_debugmodle")
+    dup = _line_of(repo_copy, "optimizer.lr: 3.0e-4", after="  qwen3_5_v2_4b:")
+    first = _line_of(repo_copy, "optimizer.lr: 2.0e-4", after="  qwen3_5_v2_4b:")
+    yes = _line_of(repo_copy, "debug.deterministic: yes")
+    assert f"{DESCRIPTOR}:{step}: recipes.qwen3_5_v2_debugmodel.set: unknown field " \
+           "'training.step' (did you mean 'training.steps'?)" in text
+    assert f"{DESCRIPTOR}:{seq}: recipes.qwen3_5_v2_0_8b.set.training.seq_len: 1: must be >= 2" \
+        in text
+    assert f"{DESCRIPTOR}:{base}: recipes.qwen3_5_v2_debugmodel_tp2.base: unknown base recipe" \
+        in text
+    assert f"{DESCRIPTOR}:{dup}: duplicate key 'optimizer.lr' (first at line {first})" in text
+    assert f"{DESCRIPTOR}:{yes}: 'yes' is a YAML 1.1 boolean" in text
+
+
+def test_a_missing_part_of_the_descriptor_does_not_hide_the_others(repo_copy):
+    edit(repo_copy / DESCRIPTOR, "\nflavors: [debugmodel, 0.8b, 2b, 4b, 9b, 27b]",
+         "\nflavours: [debugmodel, 0.8b, 2b, 4b, 9b, 27b]")
+    edit(repo_copy / DESCRIPTOR, "  spec_factory: hyper_parallel.models.qwen3_5_v2.spec:",
+         "  spec_factory: hyper_parallel.models.qwen3_5_v2.nospec:")
+    text = "\n".join(_descriptor_problems(repo_copy))
+    assert "unknown key 'flavours' (did you mean 'flavors'?)" in text
+    assert "missing key 'flavors'" in text
+    assert "model.spec_factory" in text

@@ -186,3 +186,26 @@ def test_migration_flags_without_a_migration_are_refused(workdir, capsys):
         main(["--name", "x", "--strict"])
     assert exit_info.value.code == 2
     assert "--name, --strict go with --from-yaml or --to-yaml" in capsys.readouterr().err
+
+
+def test_a_config_overrides_typo_is_refused_with_its_line(workdir, capsys):
+    """Not "nothing lost" and a run that fails later: the key is checked against the model
+    config, with the file's other problems."""
+    bad = workdir / "old.yaml"
+    bad.write_text("model:\n  name: qwen3_5\n  config_overrides:\n    flavor: debugmodel\n"
+                   "    num_hidden_layer: 2\ntrain:\n  max_step: 3\n  optimizer: {lr: .inf}\n")
+    assert main(["--from-yaml", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("codegen: error: 3 problems in old.yaml:\n")
+    assert ("old.yaml:5: model.config_overrides.num_hidden_layer: unknown key 'num_hidden_layer' "
+            "in model.config_overrides of model 'qwen3_5' (did you mean 'num_hidden_layers'?)") in err
+    assert "old.yaml:7: train.max_step" in err and "old.yaml:8: train.optimizer.lr" in err
+    assert not (workdir / "recipes").exists()
+
+
+@pytest.mark.parametrize("text", ["", "# nothing here\n", "null\n"])
+def test_an_empty_yaml_is_refused(workdir, capsys, text):
+    (workdir / "empty.yaml").write_text(text)
+    assert main(["--from-yaml", "empty.yaml"]) == 2
+    assert "empty.yaml: empty configuration" in capsys.readouterr().err
+    assert not (workdir / "recipes").exists()

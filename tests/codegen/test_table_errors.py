@@ -222,3 +222,77 @@ def test_a_malformed_probe_names_the_row(repo_copy, probe, words):
     edit(repo_copy / TABLE, _row(repo_copy, SHUFFLE), f"{SHUFFLE}\n     probe: {probe}}}\n")
     message = _error(repo_copy)
     assert "mappings[" in message and ".probe" in message and words in message, message
+
+
+def _table_error(repo) -> CodegenError:
+    """The table loader's own error (without the coverage checks of a whole generation)."""
+    from hyper_parallel.codegen.table import load_table
+
+    with pytest.raises(CodegenError) as info:
+        load_table(repo / TABLE, TABLE)
+    return info.value
+
+
+def test_every_problem_of_the_table_file_is_reported_at_once(repo_copy):
+    """Three malformed rows, a duplicate key and a YAML 1.1 boolean: one error lists all five,
+    each with its line (the YAML-level problems do not hide the schema's)."""
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle,",
+         "  - {kind: renam, legacy: data.shuffle, new: dataloader.shuffle,")
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: train.seed, new: debug.seed,",
+         "  - {kind: rename, legacy: train.seed, new: debug.seed, reson: x,")
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.num_workers, new: dataloader.num_workers,",
+         "  - {kind: rename, legacy: 'data num_workers', new: dataloader.num_workers,")
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: train.max_steps, new: training.steps,",
+         "  - {kind: rename, kind: rename, legacy: train.max_steps, new: training.steps,")
+    edit(repo_copy / TABLE, '        default: "off"', "        default: off")
+    lines = {needle: _line_of(repo_copy, needle) for needle in (
+        "kind: renam,", "reson: x", "'data num_workers'", "kind: rename, kind: rename",
+        "        default: off")}
+    problems = _table_error(repo_copy).problems
+    assert len(problems) == 5, problems
+    text = "\n".join(problems)
+    assert f"{TABLE}:{lines['kind: renam,']}: mappings[" in text and "(did you mean 'rename'?)" in text
+    assert f"{TABLE}:{lines['reson: x']}: mappings[" in text and "unknown key 'reson'" in text
+    assert f"{TABLE}:{lines[chr(39) + 'data num_workers' + chr(39)]}: mappings[" in text
+    assert "legacy must be a dotted field path, got 'data num_workers'" in text
+    assert (f"{TABLE}:{lines['kind: rename, kind: rename']}: duplicate key 'kind' (first at line "
+            f"{lines['kind: rename, kind: rename']})") in text
+    assert f"{TABLE}:{lines['        default: off']}: 'off' is a YAML 1.1 boolean" in text
+
+
+def test_a_missing_part_does_not_hide_the_other_problems(repo_copy):
+    text = (repo_copy / TABLE).read_text()
+    (repo_copy / TABLE).write_text(text.replace("\ncomponents:", "\ncomponent:", 1))
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle,",
+         "  - {kind: renam, legacy: data.shuffle, new: dataloader.shuffle,")
+    text = "\n".join(_table_error(repo_copy).problems)
+    assert "unknown key 'component' (did you mean 'components'?)" in text
+    assert "missing key 'components'" in text
+    assert "(did you mean 'rename'?)" in text  # the rows are still checked
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "words"),
+    [
+        ("        default: 100\n        min: 1\n", "        default: 100\n        min: 010\n",
+         "'010' reads as 10 in YAML 1.2 but as 8 in YAML 1.1"),
+        ("        default: 100\n        min: 1\n", "        default: 100\n        min: abc\n",
+         "min needs an int field and an int bound"),
+        ("        default: 100\n        min: 1\n", "        default: 100\n        min: !!binary eA==\n",
+         "unsupported tag !!binary"),
+    ],
+)
+def test_yaml_level_problems_of_a_field_are_reported_not_raised(repo_copy, old, new, words):
+    edit(repo_copy / TABLE, old, new)
+    assert words in "\n".join(_table_error(repo_copy).problems)
+
+
+def test_bombs_in_the_table_are_errors(repo_copy):
+    text = (repo_copy / TABLE).read_text()
+    laughs = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    laughs += [f"{chr(97 + i)}: &{chr(97 + i)} [" + ", ".join([f"*{chr(96 + i)}"] * 9) + "]"
+               for i in range(1, 9)]
+    (repo_copy / TABLE).write_text("\n".join(laughs) + "\n" + text)
+    assert "expands to more than 100000 values" in str(_table_error(repo_copy))
+    (repo_copy / TABLE).write_text("")
+    assert str(_table_error(repo_copy)) == f"{TABLE}: the file is empty"

@@ -1,5 +1,5 @@
 """Recipe renames_more, converted from renames_more.yaml
-(sha256 e00d291a84d74aa5bdebaa3187f8e68d535fc54620ab79c40bb4bdad73fc555d).
+(sha256 9f3095cf2bda2afdf77c2d0987b4208cd73b76fd6c460a2aa5007e897a25ed92).
 
 Train it with
 
@@ -36,23 +36,25 @@ def renames_more() -> HyperTrainer.Config:
     config.training.max_epochs = 3  # renames_more.yaml:16 train.num_train_epochs
     config.training.init_device = "cpu"  # renames_more.yaml:17 train.init_device
     config.training.global_batch_size = 64  # renames_more.yaml:18 train.global_batch_size
-    # renames_more.yaml:20 train.accelerator.dp_replicate
+    config.comm.init_timeout_seconds = 600  # renames_more.yaml:19 train.init_timeout_seconds
+    config.comm.train_timeout_seconds = 120  # renames_more.yaml:20 train.train_timeout_seconds
+    # renames_more.yaml:22 train.accelerator.dp_replicate
     config.parallelism.data_parallel_replicate_degree = 2
-    # renames_more.yaml:21 train.accelerator.dp_shard
+    # renames_more.yaml:23 train.accelerator.dp_shard
     config.parallelism.data_parallel_shard_degree = 2
-    config.parallelism.context_parallel_degree = 2  # renames_more.yaml:22 train.accelerator.cp
-    config.parallelism.pipeline_parallel_degree = 2  # renames_more.yaml:23 train.accelerator.pp
-    config.parallelism.expert_parallel_degree = 2  # renames_more.yaml:24 train.accelerator.ep
-    # renames_more.yaml:25 train.accelerator.etp
+    config.parallelism.context_parallel_degree = 2  # renames_more.yaml:24 train.accelerator.cp
+    config.parallelism.pipeline_parallel_degree = 2  # renames_more.yaml:25 train.accelerator.pp
+    config.parallelism.expert_parallel_degree = 2  # renames_more.yaml:26 train.accelerator.ep
+    # renames_more.yaml:27 train.accelerator.etp
     config.parallelism.expert_tensor_parallel_degree = 2
-    # renames_more.yaml:27 train.logging.model_flops_per_token
+    # renames_more.yaml:29 train.logging.model_flops_per_token
     config.metrics.model_flops_per_token = 1500000000
-    config.metrics.peak_tflops = 312.0  # renames_more.yaml:28 train.logging.peak_tflops
-    # renames_more.yaml:30 train.memory_monitor.reset_peak_each_step
+    config.metrics.peak_tflops = 312.0  # renames_more.yaml:30 train.logging.peak_tflops
+    # renames_more.yaml:32 train.memory_monitor.reset_peak_each_step
     config.metrics.reset_peak_memory_each_step = True
-    config.profiler.warmup = 3  # renames_more.yaml:32 train.profile.warmup_steps
-    config.debug.deterministic = True  # renames_more.yaml:34 train.debug.deterministic
-    # renames_more.yaml:35 train.debug.deterministic_warn_only
+    config.profiler.warmup = 3  # renames_more.yaml:34 train.profile.warmup_steps
+    config.debug.deterministic = True  # renames_more.yaml:36 train.debug.deterministic
+    # renames_more.yaml:37 train.debug.deterministic_warn_only
     config.debug.deterministic_warn_only = True
     config.model_spec = None  # model_spec: new-only, at its default in every legacy YAML
     return config

@@ -71,6 +71,8 @@ INT_MIN: dict[str, int] = {
     "train.num_train_epochs": 1,
     "train.global_batch_size": 1,
     "train.micro_batch_size": 1,
+    "train.init_timeout_seconds": 1,
+    "train.train_timeout_seconds": 1,
     "train.accelerator.dp": 1,
     "train.accelerator.dp_replicate": 1,
     "train.accelerator.dp_shard": 1,
@@ -155,6 +157,9 @@ def _fix(path: str, kwargs: dict) -> None:
             kwargs["prefetch_factor"] = None
     elif path == "train":
         kwargs["global_batch_size"] = max(kwargs["global_batch_size"], kwargs["micro_batch_size"])
+    elif path == "train.optimizer":
+        if kwargs["lr_decay_style"] != "constant":
+            kwargs["lr_min"] = min(kwargs["lr_min"], kwargs["lr"])
     elif path == "train.eval":
         if kwargs["eval_steps"] == 0:
             kwargs["eval_dataset"] = None

@@ -35,3 +35,23 @@ def test_legacy_errors_are_unchanged(tmp_path):
     bad.write_text("train:\n  optimizer:\n    lr: -1\n")
     with pytest.raises(ConfigError, match=r"old.yaml:3: train.optimizer.lr: must be >= 0"):
         ConfigManager().parse_args([str(bad)])
+
+
+def test_every_legacy_problem_reaches_the_manager_at_once(tmp_path):
+    bad = tmp_path / "old.yaml"
+    bad.write_text("model:\n  config_overrides: {head_dimm: 64}\ntrain:\n  optimizer:\n    lr: .inf\n")
+    with pytest.raises(ConfigError) as info:
+        ConfigManager().parse_args([str(bad), "--train.sed=1"])
+    assert [(p.path, p.location) for p in info.value.problems] == [
+        ("model.config_overrides.head_dimm", f"{bad}:2"),
+        ("train.optimizer.lr", f"{bad}:5"),
+        ("train.sed", "command line (--train.sed=1)"),
+    ]
+    assert str(info.value).startswith(f"3 problems in {bad}:\n")
+
+
+def test_an_empty_legacy_yaml_is_refused_by_the_manager(tmp_path):
+    empty = tmp_path / "old.yaml"
+    empty.write_text("# nothing\n")
+    with pytest.raises(ConfigError, match="empty configuration"):
+        ConfigManager().parse_args([str(empty)])
