@@ -36,7 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args else 2
     try:
         if is_recipe_command_line(args):
-            config = ConfigManager().parse_args(args)
+            from hyper_parallel.trainer.trainer_config import HyperTrainer
+
+            # A recipe must return the config this entry point builds and trains.
+            config = ConfigManager(root_type=HyperTrainer.Config).parse_args(args)
             trainer = config.build()
         else:
             from hyper_parallel.models.spec import discover_model_spec
@@ -48,6 +51,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, RecipeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        # A rank that cannot build (a file it cannot write, a device it cannot use) says why
+        # once and leaves at once: its peers then fail in their next collective, not after
+        # the timeout.
+        from hyper_parallel.trainer.faults import FAILED_EXIT_CODE, report_failure
+
+        report_failure(exc)
+        return FAILED_EXIT_CODE
     return _train(trainer)
 
 

@@ -21,6 +21,12 @@ Exit status 2: the table, a model descriptor (or a class they describe) is wrong
 is printed. For ``--from-yaml`` / ``--to-yaml``: 2 when the YAML (or the recipe) is invalid or
 cannot be converted, 1 when the output exists (no ``--force``) or the conversion would not be
 exact (nothing is written).
+
+Written files (generated ones, ``--from-yaml`` / ``--to-yaml -o``) get the mode the umask gives
+a new file (``0o666 & ~umask``), also when ``--force`` replaces one. Missing parent folders of
+an output are created. An output path that cannot be written (a read-only folder, a folder in
+the way, a path under a file) is one line, exit 2, and leaves nothing behind. Without
+``--force`` the output is created exclusively: a file that appears meanwhile is never replaced.
 """
 
 from __future__ import annotations
@@ -86,48 +92,74 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         generation = pipeline.generate(root)
         changed = pipeline.write(root, generation, out_root=args.out)
+    except pipeline.WriteError as exc:
+        print(f"codegen: error: {exc}", file=sys.stderr)
+        return 2
     except CodegenError as exc:
         print(f"codegen: error: {exc}", file=sys.stderr)
         print("codegen: nothing was written; fix the file and line named above "
               "(codegen/field_table.yaml, a descriptor in codegen/models/, or the class named) "
               "and run `make codegen` again", file=sys.stderr)
         return 2
-    if args.timings_json is not None:
-        args.timings_json.write_text(json.dumps({"black_seconds": generation.black_seconds,
-                                                 "recipes_seconds": generation.recipes_seconds}))
+    if args.timings_json is not None and not _timings(args.timings_json, {
+            "black_seconds": generation.black_seconds,
+            "recipes_seconds": generation.recipes_seconds}):
+        return 2
     if not args.quiet:
         for rel in changed:
             print(f"codegen: wrote {rel}" if (args.out or root / rel).exists()
                   else f"codegen: deleted {rel}")
         if not changed:
             print(f"codegen: {len(generation.files)} generated files are up to date")
-    _reconvert_recipes(root, changed, args)
-    return 0
+    return _reconvert_recipes(root, generation, changed, args)
 
 
 _RERUN = pipeline.RERUN_ENV
 
 
-def _reconvert_recipes(root: Path, changed: list[str], args: argparse.Namespace) -> None:
+def _timings(path: Path, timings: dict[str, float]) -> bool:
+    """Write ``--timings-json``; False (the error printed) when the path cannot be written."""
+    try:
+        pipeline.atomic_write(path, json.dumps(timings))
+    except pipeline.WriteError as exc:
+        print(f"codegen: error: --timings-json: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def _reconvert_recipes(root: Path, generation: pipeline.Generation, changed: list[str],
+                       args: argparse.Namespace) -> int:
     """The recipes of the example YAMLs were converted with the configuration modules this
-    process imported; when this run rewrote those modules, convert the recipes once more in a
-    fresh process so that one ``make codegen`` always reaches the fixed point."""
-    rewritten = {o.path for o in pipeline.OUTPUTS if o.python} & set(changed)
-    if not rewritten or args.out is not None or os.environ.get(_RERUN) \
+    process imported; when this run rewrote those modules (or could not convert a recipe with
+    the broken ones it found), convert the recipes once more in a fresh process, which imports
+    the modules just written, so that one ``make codegen`` always reaches the fixed point.
+    Returns the exit status."""
+    rewritten = set(generation.modules) & set(changed)
+    if not (rewritten or generation.unverified) or os.environ.get(_RERUN) \
             or not pipeline.example_recipes(root):
-        return
+        return 0
+    if args.out is not None:
+        for rel, why in generation.unverified.items():
+            print(f"codegen: not written: {rel} (its conversion needs the configuration modules "
+                  f"just written under {args.out}: {why}); run the generator on the repository",
+                  file=sys.stderr)
+        return 1 if generation.unverified else 0
     command = [sys.executable, "-m", "hyper_parallel.codegen", "--root", str(root)]
     if args.quiet:
         command.append("-q")
-    subprocess.run(command, env={**os.environ, _RERUN: "1"}, check=True)
+    return subprocess.run(command, env={**os.environ, _RERUN: "1"}, check=False).returncode
 
 
 def _write_output(path: Path, text: str, force: bool) -> str | None:
-    """Write atomically; the error text when ``path`` exists and ``force`` is not set."""
-    if path.exists() and not force:
+    """Write ``path`` atomically, with its umask mode; without ``force`` only if it does not
+    exist, decided atomically (no window between the check and the write). Returns the error
+    text when it exists and ``force`` is not set; a path that cannot be written raises
+    :class:`pipeline.WriteError` (nothing is left behind)."""
+    try:
+        pipeline.atomic_write(path, text, exclusive=not force)
+    except FileExistsError:
         return (f"{path} exists; nothing was written (pass --force to replace it, or -o to "
                 "choose another path)")
-    pipeline.atomic_write(path, text)
     return None
 
 
@@ -158,13 +190,18 @@ def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
             recipe, output = from_yaml.convert(args.from_yaml, args.name, args.output, root,
                                                strict=args.strict)
             problem = _write_output(output, recipe.text, args.force)
-            if args.timings_json is not None:
-                args.timings_json.write_text(json.dumps({"proof_seconds": recipe.proof_seconds}))
+            if args.timings_json is not None \
+                    and not _timings(args.timings_json, {"proof_seconds": recipe.proof_seconds}):
+                return 2
             if not args.quiet or problem:
                 print(from_yaml.report(recipe, output, wrote=problem is None))
     except from_yaml.ConversionError as exc:
         print(f"codegen: error: {exc}", file=sys.stderr)
         return 1
+    except pipeline.WriteError as exc:
+        print(f"codegen: error: {exc}; nothing was written (choose another path with -o)",
+              file=sys.stderr)
+        return 2
     except (ConfigError, RecipeError, CodegenError) as exc:
         print(f"codegen: error: {exc}", file=sys.stderr)
         return 2

@@ -22,16 +22,23 @@ the recorded part hashes say why: the table or a template changed (inputs), the 
 changed, black changed, the schema the table is checked against changed, or -- when all inputs
 still match but the body no longer matches its own hash -- the file was edited by hand. Missing
 files and *extra* files (files carrying the header that the generator no longer produces) are
-reported too. Writes are atomic (temporary file + ``os.replace``).
+reported too. Writes are atomic (temporary file + ``os.replace``, see :func:`atomic_write`).
+
+Generating never imports a generated module before rewriting it, so a broken one (conflict
+markers, a truncated file) is simply regenerated; only the recipe conversion of the example
+YAMLs imports them, and it is rerun in a fresh process once they are rewritten (``RERUN_ENV``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
 import hashlib
 import os
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -205,6 +212,12 @@ class Generation:
     sources: dict[str, str] = field(default_factory=dict)  # path -> its main input
     recipes_seconds: float = 0.0
     """Time spent converting the example YAMLs into their recipes (imports torch)."""
+    modules: list[str] = field(default_factory=list)
+    """The generated Python modules the recipe conversion imports (every Python output but the
+    recipes): when one of them changes, the recipes are converted again in a fresh process."""
+    unverified: dict[str, str] = field(default_factory=dict)
+    """Recipes whose conversion failed while those modules were stale (path -> the error):
+    neither written nor deleted; the fresh-process rerun converts them."""
 
 
 def _environment(repo: Path):
@@ -267,23 +280,28 @@ def generate(repo: Path) -> Generation:
         all_parts[out.path] = parts
         sources[out.path] = out.source
     start = time.perf_counter()
-    # The recipes are converted with the configuration modules this process imported. When
-    # this run rewrites those modules, a conversion may fail only because the imported ones
-    # are stale: keep the recipe as it is, the fresh-process rerun (__main__) converts it.
-    stale_modules = any(
-        _read_text(repo / o.path) != files[o.path] for o in OUTPUTS if o.python
-    )
+    # Nothing above imported a generated module (the table, the descriptors and the classes
+    # they describe are read; the outputs are rendered from them), so a broken generated file --
+    # conflict markers, truncation -- is simply rewritten. The recipes are converted with the
+    # configuration modules this process imports: when this run rewrites one of them, a
+    # conversion may fail only because the imported ones are stale (or broken). Such a recipe
+    # is left as it is (unverified); the fresh-process rerun (__main__) converts it.
+    modules = [o.path for o in OUTPUTS + model_outputs(models) if o.python]
+    stale_modules = any(_read_text(repo / rel) != files[rel] for rel in modules)
+    unverified: dict[str, str] = {}
     for rel, yaml_rel in example_recipes(repo).items():
         try:
             files[rel] = _example_recipe(repo, rel, yaml_rel)
-        except Exception:
+        except Exception as exc:
             if not stale_modules or os.environ.get(RERUN_ENV):
                 raise
             files[rel] = _read_text(repo / rel) or ""
+            unverified[rel] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         sources[rel] = yaml_rel
         all_parts[rel] = {"yaml": _sha((repo / yaml_rel).read_bytes())}
     return Generation(files, timer.black_seconds, all_parts, sources,
-                      recipes_seconds=time.perf_counter() - start)
+                      recipes_seconds=time.perf_counter() - start, modules=modules,
+                      unverified=unverified)
 
 
 #: Set in the fresh process that re-converts the recipes after the configuration modules changed.
@@ -291,9 +309,10 @@ RERUN_ENV = "_HYPER_PARALLEL_CODEGEN_RERUN"
 
 
 def _read_text(path: Path) -> str | None:
+    """The file's text; None when it cannot be read or is not UTF-8 (a broken file)."""
     try:
         return path.read_text(encoding="utf-8")
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return None
 
 
@@ -310,18 +329,147 @@ def _example_recipe(repo: Path, rel: str, yaml_rel: str) -> str:
     return recipe.text
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+class WriteError(CodegenError):
+    """An output path that cannot be written: a read-only folder, a folder in the way, a file
+    where a folder should be. One line naming the path and why; nothing was left behind."""
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the system tells (Linux:
+    ``/proc/self/status``); elsewhere set and restored at once under a lock, with a restrictive
+    mask in between so that a file another thread creates meanwhile is never too open."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def _why(path: Path, exc: OSError) -> str:
+    """One line: which output cannot be written and why."""
+    folder = path.parent
+    if isinstance(exc, IsADirectoryError) or path.is_dir():
+        return f"cannot write {path}: it is a folder (give a file path)"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return (f"cannot write {path}: the folder {folder} is not writable "
+                f"({exc.strerror or exc})")
+    if isinstance(exc, NotADirectoryError):
+        return f"cannot write {path}: a part of {folder} is a file, not a folder"
+    return f"cannot write {path}: {exc.strerror or exc}"
+
+
+def _make_parents(path: Path) -> list[Path]:
+    """Create the missing folders above ``path`` (``mkdir -p``); returns those created,
+    deepest last. A file where a folder should be is a :class:`WriteError`."""
+    missing = []
+    folder = path.parent
+    while not folder.exists() and not folder.is_symlink():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    if folder.exists() and not folder.is_dir():
+        raise WriteError(f"cannot write {path}: {folder} is a file, not a folder")
+    created = []
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            if not folder.is_dir():
+                _remove_folders(created)
+                raise WriteError(f"cannot write {path}: {folder} is a file, not a folder") \
+                    from None
+            continue  # made meanwhile by someone else: not ours to remove
+        except OSError as exc:
+            _remove_folders(created)
+            raise WriteError(_why(folder / path.name, exc)) from None
+        created.append(folder)
+    return created
+
+
+def _remove_folders(created: list[Path]) -> None:
+    for folder in reversed(created):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+#: ``os.link`` errors meaning "this file system has no hard links": fall back to O_EXCL.
+_NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS,
+                  getattr(errno, "ENOTSUP", errno.EOPNOTSUPP), errno.EOPNOTSUPP}
+
+
+def _place_exclusively(tmp: str, path: Path, data: bytes, mode: int) -> None:
+    """Put the written ``tmp`` at ``path`` only if nothing is there, with no window between
+    the check and the write: a hard link (``FileExistsError`` when ``path`` exists), or where
+    the file system has none, an ``O_EXCL`` create of ``path`` written in place."""
+    try:
+        os.link(tmp, path)
+        return
+    except FileExistsError:
         raise
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(path, mode)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+
+
+def atomic_write(path: Path, text: str, *, exclusive: bool = False) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename it
+    into place (``exclusive``: only if ``path`` does not exist, else ``FileExistsError``,
+    decided atomically by :func:`_place_exclusively`).
+
+    The file gets the mode a new file gets under the umask (``0o666 & ~umask``), also when it
+    replaces an existing one. Missing parent folders are created. Any failure leaves nothing
+    behind -- no temporary file, no folder this call created -- and a path problem (read-only
+    folder, a folder in the way, a file where a folder should be) is a :class:`WriteError`
+    with one line saying which and why.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise WriteError(f"cannot write {path}: it is a folder (give a file path)")
+    created = _make_parents(path)
+    data = text.encode("utf-8")
+    mode = 0o666 & ~current_umask()
+    tmp = None
+    done = False
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, mode)
+        if exclusive:
+            _place_exclusively(tmp, path, data, mode)
+        else:
+            os.replace(tmp, path)
+            tmp = None
+        done = True
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise WriteError(_why(path, exc)) from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if not done:
+            _remove_folders(created)
 
 
 def _first_line(path: Path) -> str | None:
@@ -355,8 +503,10 @@ def write(repo: Path, generation: Generation, out_root: Path | None = None) -> l
     target = Path(out_root).resolve() if out_root is not None else repo
     changed = []
     for rel, text in generation.files.items():
+        if rel in generation.unverified:
+            continue  # left as it is; the fresh-process rerun converts it
         path = target / rel
-        if path.is_file() and path.read_text(encoding="utf-8") == text:
+        if path.is_file() and _read_text(path) == text:
             continue
         atomic_write(path, text)
         changed.append(rel)
@@ -381,6 +531,9 @@ class Stale:
     reasons: list[str]
     diff: str
     fix: str
+    verdict: str = "stale"
+    """``stale``, or ``not verified`` for a recipe that could not be converted while the
+    configuration modules are stale."""
 
 
 _PART_REASONS = {
@@ -443,12 +596,18 @@ def check(repo: Path) -> list[Stale]:
     with tempfile.TemporaryDirectory(prefix="hyper-parallel-codegen-") as tmp:
         write(repo, generation, out_root=Path(tmp))
         for rel in generation.files:
+            if rel in generation.unverified:
+                why = ("its recipe could not be converted with the configuration modules "
+                       f"reported stale above ({generation.unverified[rel]}); `{REGENERATE}` "
+                       "regenerates them and then converts it again")
+                stale.append(Stale(rel, [why], "", REGENERATE, verdict="not verified"))
+                continue
             expected = (Path(tmp) / rel).read_text(encoding="utf-8")
             path = repo / rel
             if not path.is_file():
                 stale.append(Stale(rel, ["missing: the file does not exist"], "", REGENERATE))
                 continue
-            committed = path.read_text(encoding="utf-8")
+            committed = path.read_bytes().decode("utf-8", errors="replace")
             if committed == expected:
                 continue
             diff = "".join(difflib.unified_diff(
@@ -472,7 +631,7 @@ def format_report(stale: list[Stale]) -> str:
     """The human report of :func:`check` (empty when clean)."""
     chunks = []
     for item in stale:
-        chunks.append(f"codegen-check: {item.path} is stale")
+        chunks.append(f"codegen-check: {item.path} is {item.verdict}")
         chunks.extend(f"  reason: {reason}" for reason in item.reasons)
         if item.diff:
             chunks.append(item.diff.rstrip("\n"))

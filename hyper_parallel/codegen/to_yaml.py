@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from hyper_parallel.codegen.errors import CodegenError
 from hyper_parallel.codegen.from_yaml import ConversionError, differences
+from hyper_parallel.utils.yaml_lines import dump as yaml_dump
 
 
 def blocking_fields(config: Any) -> list[str]:
@@ -60,8 +59,9 @@ def legacy_yaml(module: str, config_name: str) -> str:
     """The YAML text of recipe ``config_name`` in ``module``; raises :class:`CodegenError` when
     the recipe cannot be expressed in the legacy schema."""
     from hyper_parallel.config.manager import load_recipe
+    from hyper_parallel.trainer.trainer_config import HyperTrainer
 
-    config = load_recipe(module, config_name)
+    config = load_recipe(module, config_name, root_type=HyperTrainer.Config)
     header = (f"# Legacy YAML of the recipe {config_name} ({module}), written by\n"
               f"#   python -m hyper_parallel.codegen --to-yaml --module {module} "
               f"--config {config_name}\n")
@@ -72,8 +72,8 @@ def config_yaml(config: Any, where: str, header: str = "") -> str:
     """The legacy YAML text of a ``HyperTrainer.Config`` (``where`` names it in errors); read
     back by the legacy parser and compared before it is returned."""
     from hyper_parallel.config.legacy_adapter import _trainer_config_to_legacy
-    from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
     from hyper_parallel.config.transforms import without_registered_spec
+    from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
     from hyper_parallel.trainer.config_parser import config_to_dict, load_config
 
     config = without_registered_spec(config)  # once: the checks below then find it unset
@@ -93,8 +93,10 @@ def config_yaml(config: Any, where: str, header: str = "") -> str:
     # The model's name always shows, even at its default: it is what the YAML trains.
     data["model"] = {"name": legacy.model.name, **data.get("model", {})}
     data = {key: data[key] for key in ("model", "data", "train") if key in data}
-    body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False,
-                          width=100)
+    # The dumper of the loader that reads it back: a string such as '1e-4' or '010' is quoted
+    # (YAML 1.2 would read it as a number), as YAML 1.1 readers need too.
+    body = yaml_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False,
+                     width=100)
     text = header + "# Keys not listed have their legacy defaults.\n" + body
     back = load_config(HyperTrainerConfig, text, source=f"<{where}>")
     back.train.local_rank = legacy.train.local_rank

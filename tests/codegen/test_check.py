@@ -186,3 +186,21 @@ def test_recipe_of_a_removed_example_is_extra_and_user_recipes_are_left_alone(wi
     pipeline.write(with_examples, pipeline.generate(with_examples))
     assert not (with_examples / "recipes" / "train_qwen3_5_hsdp.py").exists()
     assert mine.exists()
+
+
+def test_broken_generated_files_are_reported_not_crashed_on(repo_copy):
+    """Conflict markers and bytes that are not UTF-8 are just stale files (the generator reads
+    the table and the classes it describes, never the files it writes)."""
+    path = repo_copy / CONFIGS
+    path.write_text(path.read_text() + "<<<<<<< HEAD\nx = 1\n=======\nx = 2\n>>>>>>> other\n")
+    (repo_copy / REGISTRY).write_bytes(b"\xff\xfe\x00 not utf-8\n")
+    stale = _by_path(check(repo_copy))
+    assert sorted(stale) == sorted([CONFIGS, REGISTRY])
+    assert "+>>>>>>> other" not in stale[CONFIGS].diff and "->>>>>>> other" in stale[CONFIGS].diff
+    pipeline.write(repo_copy, pipeline.generate(repo_copy))
+    assert check(repo_copy) == []
+
+
+def test_a_recipe_that_could_not_be_verified_is_said_so():
+    item = pipeline.Stale("recipes/x.py", ["why"], "", "make codegen", verdict="not verified")
+    assert pipeline.format_report([item]).startswith("codegen-check: recipes/x.py is not verified")

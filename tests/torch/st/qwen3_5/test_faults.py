@@ -230,3 +230,15 @@ def test_faults_end_fast_and_lose_at_most_the_steps_since_the_last_checkpoint(tm
     job = Job(out, "finish", *resume)
     assert job.wait() == 0, job.text()[-4000:]
     assert _losses(out) == dict(enumerate(reference, start=1))
+
+
+def test_a_file_one_rank_cannot_write_ends_the_job_at_once(tmp_path):
+    """The issue's own example: rank 0 cannot write metrics.jsonl (a folder of that name is in
+    the way) while rank 1 waits in a collective; once this hung for the 600 s timeout."""
+    out = tmp_path / "run"
+    (out / "metrics.jsonl").mkdir(parents=True)
+    job = Job(out, "blocked")
+    assert job.wait(timeout=120) != 0
+    assert job.end - job.start < 60, job.text()[-4000:]  # start-up included
+    first = _first_error(job.text())
+    assert "rank 0" in first and "IsADirectoryError" in first and "metrics.jsonl" in first, first

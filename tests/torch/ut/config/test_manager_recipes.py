@@ -84,3 +84,22 @@ def test_legacy_path_keeps_legacy_errors(tmp_path):
     bad.write_text("train:\n  max_step: 3\n")
     with pytest.raises(ConfigError, match=r"old.yaml:2: train.max_step: unknown key .*did you mean 'train.max_steps'"):
         ConfigManager().parse_args([str(bad)])
+
+
+def test_available_recipes_are_zero_argument_functions_of_the_module():
+    import importlib
+
+    from hyper_parallel.config.manager import available_recipes
+
+    assert available_recipes(importlib.import_module(f"{BROKEN}.needs_argument")) == [
+        "sized_with_default"]
+    wrong = importlib.import_module(f"{BROKEN}.returns_wrong_type")
+    assert "NotARecipe" not in available_recipes(wrong) and "Other" not in available_recipes(wrong)
+    assert available_recipes(importlib.import_module(f"{BROKEN}.private_base")) == ["derived"]
+
+
+def test_import_failures_keep_their_file_and_line():
+    with pytest.raises(RecipeError, match=r"raises_on_import\.py:3\)$"):
+        load_recipe(f"{BROKEN}.raises_on_import", "x")
+    with pytest.raises(RecipeError, match=r"missing_dependency\.py:3\)$"):
+        load_recipe(f"{BROKEN}.missing_dependency", "x")

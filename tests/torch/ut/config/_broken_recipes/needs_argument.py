@@ -1,0 +1,17 @@
+"""A function that needs an argument is not a recipe; one with defaults is."""
+
+from hyper_parallel.trainer.trainer_config import HyperTrainer
+
+
+def sized(steps: int) -> HyperTrainer.Config:
+    config = HyperTrainer.Config()
+    config.training.steps = steps
+    return config
+
+
+def sized_with_default(steps: int = 4) -> HyperTrainer.Config:
+    return sized(steps)
+
+
+def keyword_only(*, steps: int) -> HyperTrainer.Config:
+    return sized(steps)

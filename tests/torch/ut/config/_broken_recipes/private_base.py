@@ -1,0 +1,15 @@
+"""A private base recipe (``_base``) and a public recipe derived from it."""
+
+from hyper_parallel.trainer.trainer_config import HyperTrainer
+
+
+def _base() -> HyperTrainer.Config:
+    config = HyperTrainer.Config()
+    config.training.steps = 2
+    return config
+
+
+def derived() -> HyperTrainer.Config:
+    config = _base()
+    config.training.steps = 3
+    return config
