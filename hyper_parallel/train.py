@@ -21,7 +21,8 @@ os.environ.setdefault("HYPER_PARALLEL_PLATFORM", "torch")
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, build the trainer, train, tear down; returns the exit code."""
-    from hyper_parallel.config.manager import ConfigManager, RecipeError, is_recipe_command_line
+    from hyper_parallel.config.manager import ConfigManager, is_recipe_command_line
+    from hyper_parallel.config.recipes import RecipeError
     from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
     from hyper_parallel.trainer.config import parse_args as parse_legacy
     from hyper_parallel.utils.logging import init_logger

@@ -165,7 +165,7 @@ def _write_output(path: Path, text: str, force: bool) -> str | None:
 
 def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path) -> int:
     from hyper_parallel.codegen import from_yaml, to_yaml
-    from hyper_parallel.config.manager import RecipeError
+    from hyper_parallel.config.recipes import RecipeError
     from hyper_parallel.trainer.config import ConfigError
 
     if args.from_yaml is not None and args.to_yaml:

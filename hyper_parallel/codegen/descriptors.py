@@ -38,8 +38,9 @@ from hyper_parallel.codegen import introspect
 from hyper_parallel.codegen import types as T
 from hyper_parallel.codegen.coverage import NewLeaf, Resolved
 from hyper_parallel.codegen.errors import CodegenError
-from hyper_parallel.codegen.yamlsrc import INVALID, LDict, LList, load, plain
+from hyper_parallel.codegen.yamlsrc import LDict, LList, load, plain
 from hyper_parallel.utils.suggest import closest, did_you_mean
+from hyper_parallel.utils.yaml_lines import holds_invalid
 
 MODELS_DIR = "codegen/models"
 REGISTRY = "hyper_parallel/models/{name}/config_registry.py"
@@ -115,17 +116,6 @@ def _text(value: Any) -> str:
 def _paragraphs(value: Any) -> str:
     """A folded (``>-``) doc: a line break (a blank line in the YAML) separates paragraphs."""
     return "\n".join(_text(p) for p in str(value).strip().split("\n") if p.strip())
-
-
-def _unreadable(value: Any) -> bool:
-    """Whether ``value`` holds a value the YAML loader could not read (:data:`INVALID`)."""
-    if value is INVALID:
-        return True
-    if isinstance(value, dict):
-        return any(_unreadable(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_unreadable(v) for v in value)
-    return False
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -410,7 +400,7 @@ def _settings(recipe: _RawRecipe, r: Resolved, inherited: dict[str, Any], flavor
             problems.add(line, where, _unknown_path(path, r))
             ok = False
             continue
-        if _unreadable(raw):
+        if holds_invalid(raw):
             ok = False  # a value YAML could not read: its problem is reported already
             continue
         value, problem = check_value(leaf, raw)

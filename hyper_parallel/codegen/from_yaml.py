@@ -142,7 +142,7 @@ def _registry_baselines(legacy: Any) -> list[Baseline]:
     """The registry recipes of the model the YAML names (``hyper_parallel.models.<name>.
     config_registry``), when that module exists."""
     from hyper_parallel import models
-    from hyper_parallel.config.manager import available_recipes
+    from hyper_parallel.config.recipes import available_recipes
 
     name = legacy.model.name
     module_name = f"hyper_parallel.models.{name}.config_registry"

@@ -319,7 +319,7 @@ def _read_text(path: Path) -> str | None:
 def _example_recipe(repo: Path, rel: str, yaml_rel: str) -> str:
     """The recipe ``--from-yaml <yaml_rel>`` writes, run from the repository root."""
     from hyper_parallel.codegen import from_yaml
-    from hyper_parallel.config.manager import RecipeError
+    from hyper_parallel.config.recipes import RecipeError
     from hyper_parallel.trainer.config import ConfigError
 
     try:

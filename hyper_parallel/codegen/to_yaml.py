@@ -58,7 +58,7 @@ def _minimal(value: dict, default: dict) -> dict:
 def legacy_yaml(module: str, config_name: str) -> str:
     """The YAML text of recipe ``config_name`` in ``module``; raises :class:`CodegenError` when
     the recipe cannot be expressed in the legacy schema."""
-    from hyper_parallel.config.manager import load_recipe
+    from hyper_parallel.config.recipes import load_recipe
     from hyper_parallel.trainer.trainer_config import HyperTrainer
 
     config = load_recipe(module, config_name, root_type=HyperTrainer.Config)

@@ -5,7 +5,7 @@ what is allowed, so it points at the field to fix wherever the Config sits in a 
 
 The rules are those of the generated sections (:mod:`hyper_parallel.config.validation`): a
 number must be finite (an infinite or NaN learning rate cannot train) and an integer is bounded
-by :data:`~hyper_parallel.config.validation.MAX_INT` unless a field says otherwise.
+by :data:`~hyper_parallel.utils.numbers.MAX_INT` unless a field says otherwise.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hyper_parallel.config.validation import MAX_INT, is_finite_number
+from hyper_parallel.utils.numbers import MAX_INT, is_finite_number
 from hyper_parallel.utils.suggest import did_you_mean
 
 __all__ = [

@@ -4,7 +4,7 @@ List and tuple fields (``list[str]``, ``tuple[str, ...]``, ``tuple[float, float]
 written as one comma-separated token (``--compile.components model,loss``, ``--optimizer.betas
 0.9,0.95``) instead of tyro's default space-separated ``nargs``: that is how torchtitan users
 write lists, and it keeps every override a single shell word (which
-:func:`hyper_parallel.config.manager.normalize_overrides` relies on). ``dict[str, Any]`` fields
+:func:`hyper_parallel.config.overrides.normalize_overrides` relies on). ``dict[str, Any]`` fields
 (``model.config_overrides``) are one YAML flow mapping.
 
 The rules live in one module-level registry that :func:`install_tyro_rules` fills once;

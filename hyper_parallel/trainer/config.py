@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from hyper_parallel.platform.dtypes import DTYPE_NAMES
 from hyper_parallel.utils.errors import ConfigError
+from hyper_parallel.utils.numbers import MAX_INT
 from hyper_parallel.utils.suggest import did_you_mean
 
 __all__ = [
@@ -60,9 +61,6 @@ BACKENDS = ("torch", "mindspore")
 INIT_DEVICES = ("meta", "cpu", "cuda", "npu")
 COMM_BACKENDS = ("gloo", "nccl", "hccl", "mpi", "ucc")
 
-MAX_INT = 2**53 - 1
-"""The largest integer any field holds (the new tree's bound too): beyond it a counter or the
-schedule's float arithmetic is no longer exact, and no real run comes near it."""
 
 MAX_TIMEOUT_SECONDS = 604800
 """The longest collective timeout (a week), as the new tree's ``comm`` section allows."""

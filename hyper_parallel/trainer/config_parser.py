@@ -55,6 +55,7 @@ from hyper_parallel.utils.yaml_lines import (
     INVALID,
     YamlSyntaxError,
     dump,
+    holds_invalid,
     load_yaml_located,
     parse_scalar,
 )
@@ -281,17 +282,6 @@ def _coerce(value: Any, tp: Any) -> Any:
             out[key] = _coerce(v, value_type)
         return out
     raise TypeError(f"the schema uses an unsupported type {tp!r}")  # a bug in the schema
-
-
-def _unreadable(value: Any) -> bool:
-    """Whether ``value`` holds a value the YAML loader could not read (already reported)."""
-    if value is INVALID:
-        return True
-    if isinstance(value, dict):
-        return any(_unreadable(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_unreadable(v) for v in value)
-    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -539,7 +529,7 @@ def _build(root: type, cls: type, raw: Any, path: tuple, ctx: _Context) -> Any:
         if key not in names:
             ctx.add(_unknown_key_message(root, cls, key, path), key_path)
             continue
-        if _unreadable(value):
+        if holds_invalid(value):
             bad.add(key)  # reported by the YAML loader
             continue
         tp = hints[key]

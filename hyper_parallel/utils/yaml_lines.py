@@ -154,6 +154,19 @@ INVALID = _Invalid()
 """Stands for a value that could not be read (its problem is in the load's ``problems``)."""
 
 
+def holds_invalid(value: Any) -> bool:
+    """Whether ``value`` is, or contains, :data:`INVALID` (a value that could not be read and
+    whose problem was already reported)."""
+    if value is INVALID:
+        return True
+    if isinstance(value, dict):
+        return any(holds_invalid(v) for v in value.values())
+    if isinstance(value, list):
+        return any(holds_invalid(v) for v in value)
+    return False
+
+
+
 class LDict(dict):
     """A mapping with ``line`` (1-based, of the mapping) and ``key_lines`` (of each key)."""
 

@@ -356,7 +356,7 @@ def _differences(a: Any, b: Any) -> set[str]:
 
 
 def test_the_registry_lists_exactly_the_descriptor_recipes(registry, descriptor):
-    from hyper_parallel.config.manager import available_recipes
+    from hyper_parallel.config.recipes import available_recipes
 
     names = [r.name for r in descriptor.recipes]
     assert sorted(registry.__all__) == sorted(names) == available_recipes(registry)
@@ -373,7 +373,7 @@ def test_the_registry_lists_exactly_the_descriptor_recipes(registry, descriptor)
     "qwen3_5_v2_4b_tp2_fsdp4", "qwen3_5_v2_9b_fsdp8",
 ])
 def test_every_call_returns_a_fresh_config(registry, name):
-    from hyper_parallel.config.manager import revalidate
+    from hyper_parallel.config.recipes import revalidate
     from hyper_parallel.trainer.trainer_config import HyperTrainer
 
     recipe = getattr(registry, name)

@@ -30,7 +30,7 @@ def test_default_output_is_recipes_name_py_and_it_imports(workdir, capsys):
     report = capsys.readouterr().out
     assert "nothing lost" in report and "normalisations: none" in report
     assert "--module recipes.train_qwen3_5_demo --config train_qwen3_5_demo" in path.read_text()
-    from hyper_parallel.config.manager import load_recipe
+    from hyper_parallel.config.recipes import load_recipe
 
     config = load_recipe("recipes.train_qwen3_5_demo", "train_qwen3_5_demo")
     assert config.training.steps == 20 and config.parallelism.data_parallel_shard_degree == 2

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from hyper_parallel.utils.errors import ConfigError
+from hyper_parallel.utils.numbers import is_finite_number
 from hyper_parallel.utils.suggest import did_you_mean
 
 FULL_ATTENTION = "full_attention"
@@ -140,7 +140,7 @@ class Qwen3_5Config:
                 )
         for name in (*_POSITIVE_FLOAT_FIELDS, "partial_rotary_factor"):
             value = getattr(self, name)
-            if not _is_finite_number(value):
+            if not is_finite_number(value):
                 raise ValueError(f"Qwen3_5Config.{name} must be a finite number, got {value!r}.")
         if self.hidden_act != "silu":
             raise ValueError(
@@ -320,16 +320,6 @@ def _suggest_mrope(half: int) -> list[int]:
     t = h = -(-half * 11 // 32)  # ceil(11/32 * half)
     t, h = min(t, half), min(h, max(half - t, 0))
     return [t, h, half - t - h]
-
-
-def _is_finite_number(value: Any) -> bool:
-    """An int or float (not a bool) that is neither NaN nor infinite."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int beyond the float range
-        return False
 
 
 def _field_names() -> list[str]:

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from hyper_parallel.codegen import pipeline
-from hyper_parallel.config.manager import ConfigManager, RecipeError, load_recipe
+from hyper_parallel.config.manager import ConfigManager
+from hyper_parallel.config.recipes import RecipeError, load_recipe
 from hyper_parallel.trainer.config import ConfigError
 from hyper_parallel.trainer.trainer_config import HyperTrainer
 

@@ -22,13 +22,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from hyper_parallel.config.manager import (
-    ConfigManager,
-    RecipeError,
-    cli_spec,
-    load_recipe,
-    normalize_overrides,
-)
+from hyper_parallel.config.manager import ConfigManager
+from hyper_parallel.config.overrides import cli_spec, normalize_overrides
+from hyper_parallel.config.recipes import RecipeError, load_recipe
 from hyper_parallel.trainer.config import ConfigError
 from hyper_parallel.trainer.trainer_config import HyperTrainer
 

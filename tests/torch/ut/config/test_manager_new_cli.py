@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hyper_parallel.config.manager import ConfigManager, RecipeError
+from hyper_parallel.config.manager import ConfigManager
+from hyper_parallel.config.recipes import RecipeError
 from hyper_parallel.trainer.config import ConfigError
 from hyper_parallel.trainer.trainer_config import HyperTrainer
 

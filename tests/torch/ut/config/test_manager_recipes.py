@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hyper_parallel.config.manager import (
-    ConfigManager,
-    RecipeError,
-    extract_module_and_config,
-    load_recipe,
-    revalidate,
-)
+from hyper_parallel.config.manager import ConfigManager, extract_module_and_config
+from hyper_parallel.config.recipes import RecipeError, load_recipe, revalidate
 
 BROKEN = "tests.torch.ut.config._broken_recipes"
 
@@ -89,7 +84,7 @@ def test_legacy_path_keeps_legacy_errors(tmp_path):
 def test_available_recipes_are_zero_argument_functions_of_the_module():
     import importlib
 
-    from hyper_parallel.config.manager import available_recipes
+    from hyper_parallel.config.recipes import available_recipes
 
     assert available_recipes(importlib.import_module(f"{BROKEN}.needs_argument")) == [
         "sized_with_default"]

@@ -63,7 +63,7 @@ def base_config():
 
 def apply(config: Any, settings: dict, fixtures: Any) -> Any:
     """``config`` with the probe's dotted settings (fixture names resolved), re-validated."""
-    from hyper_parallel.config.manager import revalidate
+    from hyper_parallel.config.recipes import revalidate
 
     config = copy.deepcopy(config)
     for path, value in settings.items():
