@@ -144,7 +144,7 @@ class BaseTrainer:
         """
         self.callbacks.on_train_begin()
         first_step_done = False
-        with StopSignal(self.world_size) as stop:
+        with StopSignal(self.world_size, self.device) as stop:
             for epoch in range(self.state.epoch, self.max_epochs):
                 if self.state.global_step >= self.state.max_steps:
                     break

@@ -58,7 +58,8 @@ class TrainingStopped(Exception):
         self.step = step
         self.checkpoint = checkpoint
         saved = (
-            f"checkpoint saved to {checkpoint}; run the same command again to resume from it"
+            f"checkpoint saved to {checkpoint}; resume with checkpoint.load_path={checkpoint} "
+            "or 'latest' (legacy: train.checkpoint.load_path)"
             if checkpoint
             else "no checkpoint written (checkpointing is off)"
         )
@@ -72,7 +73,7 @@ class StopSignal:
     and restores the previous one on exit) and call :meth:`should_stop` after every step.
     """
 
-    def __init__(self, world_size: int) -> None:
+    def __init__(self, world_size: int, device: torch.device | str = "cpu") -> None:
         self.world_size = world_size
         self.reason: str | None = None
         self._signum = 0
@@ -80,7 +81,8 @@ class StopSignal:
         self._installed = False
         self._watcher: threading.Thread | None = None
         self._done = threading.Event()
-        self._flag = torch.zeros(1, dtype=torch.int32)
+        # On the trainer's device: the default group's backend (NCCL on GPU) reduces there.
+        self._flag = torch.zeros(1, dtype=torch.int32, device=device)
 
     # ------------------------------------------------------------------ requests
 

@@ -322,17 +322,14 @@ class HyperTrainer(BaseTrainer):
         self.dist.set_timeout(self.config.comm.train_timeout_seconds)
 
     def _save_for_stop(self) -> str | None:
-        path = self.checkpointer.maybe_save(
-            self.state.global_step, {"epoch": self.state.epoch}, last_step=True
-        )
+        step = self.state.global_step
+        # Saves unless checkpointing is off or the cadence just saved this very step.
+        self.checkpointer.maybe_save(step, {"epoch": self.state.epoch}, last_step=True)
         self.checkpointer.wait()
-        self.metrics.close(self.state.global_step)
-        return path or (
-            ckpt_step_dir(self.config.checkpoint.folder, self.state.global_step)
-            if self.checkpointer.last_saved_step == self.state.global_step
-            and self.config.checkpoint.interval > 0
-            else None
-        )
+        self.metrics.close(step)
+        if self.checkpointer.last_saved_step != step:
+            return None
+        return ckpt_step_dir(self.config.checkpoint.folder, step)
 
     def _step_options(self) -> dict:
         return {

@@ -1,12 +1,12 @@
 """The fault suite: a fault ends the job fast, says why, and costs at most the steps since the
 last checkpoint.
 
-One 8-step run of the debug model on 2 CPU ranks (FSDP 2, gloo, a checkpoint every 2 steps) is
+One 10-step run of the debug model on 2 CPU ranks (FSDP 2, gloo, a checkpoint every 2 steps) is
 interrupted by one fault after another; each launch resumes from what the previous one left and
 is itself the next fault's victim. After every launch the test asserts how fast the job ended,
 what it said first, which checkpoints exist, and that every step trained so far has the loss of
 the uninterrupted run bit for bit. The last launch finishes the run: ``metrics.jsonl`` then holds
-each of the 8 steps exactly once, with the uninterrupted run's losses.
+each of the 10 steps exactly once, with the uninterrupted run's losses.
 
     fault                                   left behind        resumed from
     rank 1 raises at step 3                 step_2             step_2
@@ -15,7 +15,7 @@ each of the 8 steps exactly once, with the uninterrupted run's losses.
     killed while saving step 8              .step_8.tmp        step_6
     step_6's shard truncated                (clear error)      step_4 (load_path)
     the launcher gets SIGTERM               step_N (on stop)   latest
-    the launcher is SIGKILLed               step_M (on stop)   latest -> finishes 8 steps
+    the launcher is SIGKILLed               step_M (on stop)   latest -> finishes 10 steps
 """
 
 from __future__ import annotations
@@ -37,13 +37,10 @@ from .conftest import EXAMPLES, TRAIN_SCRIPT, read_metrics
 
 pytestmark = pytest.mark.slow
 
-STEPS = 8
-COMMON = (
-    "--train.accelerator.dp_shard=2",
-    f"--train.max_steps={STEPS}",
-    "--train.checkpoint.save_steps=2",
-    "--train.logging.log_steps=1",
-)
+#: The debug YAML's 10 steps in FSDP 2: the uninterrupted run is the one the layout test makes.
+STEPS = 10
+LAYOUT = ("--train.accelerator.dp_shard=2",)
+COMMON = (*LAYOUT, "--train.checkpoint.save_steps=2", "--train.logging.log_steps=1")
 #: How long a job may take to end after its fault (the issue's bar).
 EXIT_BAR_S = 30
 FAULT = "HYPER_PARALLEL_FAULT_INJECT"
@@ -154,7 +151,7 @@ def _first_error(text: str) -> str:
 
 
 def test_faults_end_fast_and_lose_at_most_the_steps_since_the_last_checkpoint(tmp_path, cached_train):
-    reference = cached_train("train_qwen3_5_debug.yaml", *COMMON, nproc=2).losses
+    reference = cached_train("train_qwen3_5_debug.yaml", *LAYOUT, nproc=2).losses
     assert len(reference) == STEPS
     out = tmp_path / "run"
     resume = (f"--train.checkpoint.load_path={out}",)

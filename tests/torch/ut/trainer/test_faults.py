@@ -50,7 +50,7 @@ def test_sigterm_stops_after_the_step_with_a_checkpoint_and_resumes_bit_identica
     trainer.close()
     assert stopped.value.step == 2 and stopped.value.reason == "SIGTERM"
     assert stopped.value.checkpoint == str(tmp_path / "out" / "step_2")
-    assert "run the same command again to resume" in str(stopped.value)
+    assert f"resume with checkpoint.load_path={tmp_path / 'out' / 'step_2'}" in str(stopped.value)
     assert signal.getsignal(signal.SIGTERM) == handler_before  # restored after the loop
 
     monkeypatch.delenv(FAULT_ENV)
