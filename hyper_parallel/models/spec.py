@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 
 from hyper_parallel.protocols.model_spec import ModelSpec, get_spec, registered_names
 from hyper_parallel.protocols.model_spec import register_spec as _register
@@ -63,6 +64,10 @@ def _unknown_model(name: str, why: str) -> ConfigError:
     )
 
 
+#: A name that can be imported: dotted Python identifiers (``qwen3_5``, ``my_pkg.my_model``).
+_MODULE_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
 def discover_model_spec(name: str) -> ModelSpec:
     """Import the package that registers ``name`` and return its spec.
 
@@ -75,6 +80,8 @@ def discover_model_spec(name: str) -> ModelSpec:
     the closest known name. A module that exists but fails to import raises its own error.
     """
     if name not in registered_names():
+        if not isinstance(name, str) or not _MODULE_PATH.fullmatch(name):
+            raise _unknown_model(str(name), "a model name is a registered name or a module path")
         module = name if "." in name else f"hyper_parallel.models.{name}"
         try:
             importlib.import_module(module)
