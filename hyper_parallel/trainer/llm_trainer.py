@@ -62,25 +62,29 @@ def legacy_path(path: str) -> str | None:
     """The legacy key(s) a recipe field comes from (``parallelism.tensor_parallel_degree`` ->
     ``train.accelerator.tp``; several, comma-separated, when a transform reads several); None
     when no legacy field maps to it (``hf_assets_path``) or ``path`` is not a recipe field."""
+    found = _legacy_keys(path)
+    return None if found is None else found[0]
+
+
+def _legacy_keys(path: str) -> tuple[str, bool] | None:
+    """``(legacy key(s), whether they hold the very value of path)`` of a recipe field."""
     found = _lookup(path)
     if found is None:
         return None
     row, rest = found
     if _same_value(row):
-        return row.legacy[0] + rest
-    return ", ".join(row.legacy)
+        return row.legacy[0] + rest, True
+    return ", ".join(row.legacy), False
 
 
 def _legacy_name(match: re.Match) -> str:
     name = match.group(0)
-    found = _lookup(name)
+    found = _legacy_keys(name)
     if found is None:
         return name
-    row, rest = found
-    if _same_value(row):
-        return row.legacy[0] + rest
+    legacy, same = found
     # Another value (a warmup ratio, not steps): keep the recipe name, say where it comes from.
-    return f"{name} (from {', '.join(row.legacy)})"
+    return legacy if same else f"{name} (from {legacy})"
 
 
 def legacy_config_error(error: ConfigError) -> ConfigError:
