@@ -59,21 +59,26 @@ test-mindspore:
 DEMO_OUT := outputs/demo
 DEMO_YAML := examples/yaml/train_qwen3_5_demo.yaml
 DEMO_NAME := train_qwen3_5_demo
+DEMO_REGISTRY := $(DEMO_OUT)/config_registry.py
 DEMO_TORCHRUN := $(PY) -m torch.distributed.run --standalone --nproc_per_node 2
 
 # The migration story on the debug model and the shipped corpus, FSDP over 2 CPU ranks:
-# 1. convert the legacy YAML into a recipe module (into $(DEMO_OUT), never over the tracked
-#    recipes/ copy) and print it; 2. train the recipe with HyperTrainer (`--checkpoint.folder`
-#    puts its checkpoints and metrics.jsonl under $(DEMO_OUT)/recipe); 3. train the YAML with the
-#    legacy LLMTrainer ($(DEMO_OUT)/legacy); 4. overlay the two loss curves in
-#    $(DEMO_OUT)/loss_curves.png, merge the metrics into $(DEMO_OUT)/metrics.jsonl and fail
-#    unless the two runs are bit-identical.
+# 1. convert the whole fleet, every examples/yaml/*.yaml, into one registry module (into
+#    $(DEMO_OUT), never over the tracked recipes/), print it and its size against the one-file
+#    recipes of the same YAMLs in recipes/; 2. train its demo recipe with HyperTrainer
+#    (`--checkpoint.folder` puts its checkpoints and metrics.jsonl under $(DEMO_OUT)/recipe);
+#    3. train the demo YAML with the legacy LLMTrainer ($(DEMO_OUT)/legacy); 4. overlay the two
+#    loss curves in $(DEMO_OUT)/loss_curves.png, merge the metrics into $(DEMO_OUT)/metrics.jsonl
+#    and fail unless the two runs are bit-identical.
 demo: install
 	rm -rf $(DEMO_OUT)
 	mkdir -p $(DEMO_OUT)
-	$(PY) -m hyper_parallel.codegen --from-yaml $(DEMO_YAML) -o $(DEMO_OUT)/$(DEMO_NAME).py
-	cat $(DEMO_OUT)/$(DEMO_NAME).py
-	$(DEMO_TORCHRUN) -m hyper_parallel.train --module $(subst /,.,$(DEMO_OUT)).$(DEMO_NAME) \
+	$(PY) -m hyper_parallel.codegen --from-yaml examples/yaml -o $(DEMO_REGISTRY)
+	cat $(DEMO_REGISTRY)
+	@printf 'fleet module: %s lines for %s YAMLs; their one-file recipes in recipes/: %s lines\n' \
+		"$$(wc -l < $(DEMO_REGISTRY))" "$$(ls examples/yaml/*.yaml | wc -l)" \
+		"$$(cat $$(ls examples/yaml/*.yaml | sed 's|examples/yaml/\(.*\)\.yaml|recipes/\1.py|') | wc -l)"
+	$(DEMO_TORCHRUN) -m hyper_parallel.train --module $(subst /,.,$(DEMO_REGISTRY:.py=)) \
 		--config $(DEMO_NAME) --checkpoint.folder=$(DEMO_OUT)/recipe
 	$(DEMO_TORCHRUN) scripts/train_lm.py $(DEMO_YAML) \
 		--train.checkpoint.output_dir=$(DEMO_OUT)/legacy

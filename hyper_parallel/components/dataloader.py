@@ -2,28 +2,33 @@
 
 It is the legacy data pipeline, called the way ``BaseTrainer._build_dataset`` /
 ``_build_dataloader`` and ``LLMTrainer._build_collate_fn`` call it:
-:func:`hyper_parallel.data.build_dataset` (``dummy`` random tokens, or ``jsonl`` / ``text``
-documents tokenized and packed into samples of ``seq_len`` tokens), then
-:func:`hyper_parallel.data.build_dataloader` (a torchdata ``StatefulDataLoader`` over a
-``DistributedSampler`` seeded with ``seed``, ``local_batch_size`` samples per batch, tail
-dropped) with ``collate`` padding ``input_ids`` with the tokenizer's pad id (0 without a
-tokenizer). Same settings, same batches, in the same order.
+:func:`hyper_parallel.data.build_dataset` (``dummy`` random tokens; ``jsonl`` / ``text``
+documents tokenized and packed into samples of ``seq_len`` tokens; ``hf_datasets`` /
+``json_file`` records tokenized one sample each, truncated to ``seq_len``; ``preset_pt``
+pre-tokenized batches replayed in file order), then :func:`hyper_parallel.data.build_dataloader`
+(a torchdata ``StatefulDataLoader`` over a ``DistributedSampler`` seeded with ``seed``,
+``local_batch_size`` samples per batch, tail dropped) with ``collate`` padding ``input_ids``
+with the tokenizer's pad id (0 without a tokenizer), ``labels`` with -100, to the batch's
+longest sample rounded up to ``pad_to_multiple_of``. Same settings, same batches, in the same
+order.
 
 Resumable: ``state_dict()`` is the ``StatefulDataLoader`` state (position, epoch and layout);
 ``load_state_dict`` on a freshly built loader continues with the very next batch. Call
 ``set_epoch(epoch)`` (or ``loader.sampler.set_epoch``) at the start of every epoch.
 
-Defaults equal the legacy ``data`` section: ``dummy``, no path, ``text_key: text``, no workers,
-shuffle on, pin memory on, no prefetch factor. What the legacy config keeps elsewhere is passed
-to ``build``: ``seq_len`` (``data.max_seq_len``), ``local_batch_size``
-(``train.micro_batch_size``), ``seed`` (``train.seed``), ``num_samples`` (dummy only:
-``train.max_steps * train.global_batch_size``) and ``vocab_size`` (the model's).
+Defaults equal the legacy ``data`` section: ``dummy``, no path, no subset, ``text_key: text``,
+``template: empty``, all samples, no workers, shuffle on, pin memory on, no prefetch factor.
+What the legacy config keeps elsewhere is passed to ``build``: ``seq_len``
+(``data.max_seq_len``), ``local_batch_size`` (``train.micro_batch_size``), ``seed``
+(``train.seed``), ``num_samples`` (dummy only: ``train.max_steps * train.global_batch_size``),
+``vocab_size`` (the model's) and ``pad_to_multiple_of`` (``cp * tp`` in later snapshots).
+The data type choices and their needs come from :mod:`hyper_parallel.utils.data_types`.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,8 +36,25 @@ from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from hyper_parallel.components._validate import integer_at_least, one_of, require
-from hyper_parallel.data import DATA_TYPES, build_dataloader, build_dataset, collate
+from hyper_parallel.data import build_dataloader, build_dataset, collate
 from hyper_parallel.protocols.configurable import Configurable
+from hyper_parallel.utils.data_types import (
+    DATA_TYPES,
+    ORDERED_TYPES,
+    REFUSED_DATA_TYPES,
+    TEMPLATES,
+    TYPES_NEEDING_PATH,
+    TYPES_NEEDING_TOKENIZER,
+)
+
+# What dataset_path names, per type (for the "is required" message).
+_PATH_HINTS = {
+    "jsonl": "a file, directory or glob; e.g. pkg://corpus/train.jsonl",
+    "text": "a file, directory or glob; e.g. pkg://corpus/train.txt",
+    "hf_datasets": "a local data file or folder, or a Hub dataset name in the local cache",
+    "json_file": "a JSON / JSON lines file of Alpaca records, a directory or a glob",
+    "preset_pt": "a torch.save file: a list of batch dicts",
+}
 
 
 class BaseDataLoader(Configurable):
@@ -45,24 +67,48 @@ class BaseDataLoader(Configurable):
 
     @dataclass(kw_only=True, slots=True)
     class Config(Configurable.Config):
-        dataset: Literal["dummy", "jsonl", "text"] = "dummy"
-        """``dummy`` (random token ids, no files), ``jsonl`` (one JSON object per line, the
-        document under ``text_key``) or ``text`` (plain text, documents separated by blank
-        lines)."""
+        dataset: Literal["dummy", "jsonl", "text", "hf_datasets", "json_file", "preset_pt"] = "dummy"
+        """The data type. ``dummy``: random token ids, no files. ``jsonl``: one JSON object per
+        line, the document under ``text_key``; ``text``: plain text, documents separated by
+        blank lines (both packed into samples of exactly ``seq_len`` tokens). ``hf_datasets``:
+        a local file or folder (or a Hub dataset already in the local cache) read with the
+        ``datasets`` library, one sample per record truncated to ``seq_len``. ``json_file``:
+        Alpaca records (``instruction``, optional ``input``, ``output``) for supervised
+        fine-tuning, see ``template``. ``preset_pt``: pre-tokenized batches written with
+        ``torch.save``, replayed in file order. (``megatron`` and ``vl_dummy`` are refused.)"""
 
         dataset_path: str | None = None
-        """File, directory or glob of the documents (required for ``jsonl`` and ``text``;
-        ignored by ``dummy``). ``pkg://corpus/train.jsonl`` is the corpus shipped with
-        hyper_parallel."""
+        """Where the data is; required by every type but ``dummy``. ``jsonl`` / ``text`` /
+        ``json_file``: a file, directory or glob (``pkg://corpus/train.jsonl`` is the corpus
+        shipped with hyper_parallel). ``hf_datasets``: a ``.jsonl`` / ``.json`` / ``.txt`` /
+        ``.parquet`` / ``.csv`` file, a data folder, a folder written by ``save_to_disk``, or
+        the name of a Hub dataset in the local cache (nothing is downloaded). ``preset_pt``:
+        the ``torch.save`` file (a list of dicts of ``[B, S]`` tensors)."""
+
+        dataset_subset: str | None = None
+        """``hf_datasets`` only: the dataset configuration, passed as ``load_dataset(...,
+        name=...)``; for a folder or a cached Hub dataset that defines several (a single file
+        has none)."""
 
         text_key: str = "text"
-        """JSON key holding the document text (``jsonl``)."""
+        """The key (``jsonl``) or column (``hf_datasets``) holding the document text."""
+
+        template: Literal["empty", "human_assistant"] = "empty"
+        """``json_file`` only. ``empty``: the sample is prompt (instruction + input) followed by
+        the response (output) and its eos, trained on the response only (the prompt's labels
+        are -100). ``human_assistant``: the record as the text ``Human: {prompt}\\n\\nAssistant:
+        {output}``, trained on every token."""
+
+        max_samples: int | None = None
+        """Use only the first N samples of the dataset, for every type (``dummy``: the dataset
+        has N samples). More than the dataset holds is an error. Unset: all of them."""
 
         num_workers: int = 0
         """Data-loading worker processes (0 loads in the training process)."""
 
         shuffle: bool = True
-        """Shuffle the samples every epoch (seeded with ``build(seed=...)`` and the epoch)."""
+        """Shuffle the samples every epoch (seeded with ``build(seed=...)`` and the epoch).
+        Must be false for ``preset_pt``, which replays its batches in file order."""
 
         pin_memory: bool = True
         """Pin host memory of batches (only takes effect when an accelerator is present)."""
@@ -71,14 +117,30 @@ class BaseDataLoader(Configurable):
         """Batches prefetched per worker; only valid with ``num_workers > 0``."""
 
         def __post_init__(self) -> None:
+            reason = (REFUSED_DATA_TYPES.get(self.dataset) if isinstance(self.dataset, str)
+                      else None)
+            require(reason is None, self, "dataset", f"is not supported: {reason}")
             one_of(self, "dataset", DATA_TYPES)
-            if self.dataset != "dummy":
+            if self.dataset in TYPES_NEEDING_PATH:
                 require(
                     isinstance(self.dataset_path, str) and self.dataset_path != "",
                     self,
                     "dataset_path",
-                    f"is required for dataset={self.dataset!r} (a file, directory or glob; "
-                    "e.g. pkg://corpus/train.jsonl)",
+                    f"is required for dataset={self.dataset!r} ({_PATH_HINTS[self.dataset]})",
+                )
+            if self.dataset_subset is not None:
+                require(
+                    isinstance(self.dataset_subset, str) and self.dataset_subset != "",
+                    self,
+                    "dataset_subset",
+                    "must be a non-empty configuration name, or None",
+                )
+                require(
+                    self.dataset == "hf_datasets",
+                    self,
+                    "dataset_subset",
+                    f"only applies to dataset='hf_datasets' (this is dataset={self.dataset!r}); "
+                    "unset it",
                 )
             require(
                 isinstance(self.text_key, str) and self.text_key != "",
@@ -86,6 +148,24 @@ class BaseDataLoader(Configurable):
                 "text_key",
                 "must be a non-empty JSON key",
             )
+            one_of(self, "template", TEMPLATES)
+            if self.template != "empty":
+                require(
+                    self.dataset == "json_file",
+                    self,
+                    "template",
+                    f"only applies to dataset='json_file' (this is dataset={self.dataset!r}); "
+                    "leave it at 'empty'",
+                )
+            if self.max_samples is not None:
+                integer_at_least(self, "max_samples", 1)
+            if self.dataset in ORDERED_TYPES:
+                require(
+                    self.shuffle is False,
+                    self,
+                    "shuffle",
+                    f"{self.dataset} replays the file's batches in file order; set shuffle=False",
+                )
             integer_at_least(self, "num_workers", 0)
             if self.prefetch_factor is not None:
                 integer_at_least(self, "prefetch_factor", 1)
@@ -108,27 +188,44 @@ class BaseDataLoader(Configurable):
         tokenizer: Any | None = None,
         vocab_size: int | None = None,
         num_samples: int | None = None,
+        pad_to_multiple_of: int = 1,
+        field_names: Mapping[str, str] | None = None,
     ) -> None:
         """
         Args:
             dp_world_size, dp_rank: this rank's place in the data-parallel group (ranks with the
                 same ``dp_rank``, e.g. tensor-parallel peers, get identical batches).
             local_batch_size: samples per batch on this rank (legacy ``micro_batch_size``).
-            seq_len: tokens per sample (legacy ``data.max_seq_len``).
+            seq_len: tokens per sample (legacy ``data.max_seq_len``; ``training.seq_len``):
+                the packing length of ``jsonl`` / ``text``, the truncation length of
+                ``hf_datasets`` / ``json_file``, and what ``preset_pt`` samples must have.
             seed: shuffle seed (legacy ``train.seed``, default 42).
             tokenizer: a :class:`~hyper_parallel.components.tokenizer.BaseTokenizer` (or the
-                legacy ``TextTokenizer``); required by ``jsonl`` / ``text``, unused by ``dummy``
-                except for its pad id.
+                legacy ``TextTokenizer``); required by ``jsonl`` / ``text`` / ``hf_datasets`` /
+                ``json_file``, unused by ``dummy`` / ``preset_pt`` except for its pad id.
             vocab_size: the model's vocabulary: ``dummy`` draws ids below it (None: 32000), the
-                text datasets check that the tokenizer fits.
-            num_samples: ``dummy`` only: the dataset length.
+                text datasets check that the tokenizer fits, ``preset_pt`` that its ids do.
+            num_samples: ``dummy`` only: the dataset length (``max_samples`` wins when set).
+            pad_to_multiple_of: collate pads each batch to its longest sample rounded up to a
+                multiple of this (later legacy snapshots: ``cp * tp``); 1 = no rounding. Only
+                the variable-length types (``hf_datasets``, ``json_file``) have samples shorter
+                than ``seq_len``.
+            field_names: how data errors name the settings, by role (``type``, ``path``,
+                ``subset``, ``text_key``, ``template``, ``max_samples``, ``max_seq_len``), e.g.
+                ``{"path": "validation.dataset_path"}``; the roles not given are named
+                ``<Config class>.<field>`` (and ``training.seq_len``).
         """
         self.config = config
-        if config.dataset != "dummy" and tokenizer is None:
+        self.field_names = dict(field_names or {})
+        if config.dataset in TYPES_NEEDING_TOKENIZER and tokenizer is None:
             raise ValueError(
                 f"{type(config).__qualname__}.dataset={config.dataset!r} tokenizes text: build the "
                 "data loader with tokenizer=<a tokenizer> (e.g. HuggingFaceTokenizer.Config().build())"
             )
+        if (not isinstance(pad_to_multiple_of, int) or isinstance(pad_to_multiple_of, bool)
+                or pad_to_multiple_of < 1):
+            raise ValueError(f"BaseDataLoader: pad_to_multiple_of must be a positive int, got "
+                             f"{pad_to_multiple_of!r}")
         self.tokenizer = tokenizer
         self.dataset = self.build_dataset(
             tokenizer=tokenizer, seq_len=seq_len, vocab_size=vocab_size, num_samples=num_samples
@@ -145,7 +242,8 @@ class BaseDataLoader(Configurable):
             num_workers=config.num_workers,
             pin_memory=config.pin_memory,
             prefetch_factor=config.prefetch_factor,
-            collate_fn=functools.partial(collate, pad_id=pad_id),
+            collate_fn=functools.partial(collate, pad_id=pad_id,
+                                         pad_to_multiple_of=pad_to_multiple_of),
         )
 
     def build_dataset(
@@ -158,6 +256,7 @@ class BaseDataLoader(Configurable):
     ) -> Dataset:
         """The map-style dataset of ``self.config`` (override for another data source)."""
         c = self.config
+        owner = type(c).__qualname__
         return build_dataset(
             c.dataset,
             train_path=c.dataset_path,
@@ -166,7 +265,19 @@ class BaseDataLoader(Configurable):
             tokenizer=tokenizer,
             vocab_size=vocab_size,
             num_samples=num_samples,
-            path_field=f"{type(c).__qualname__}.dataset_path",
+            subset=c.dataset_subset,
+            template=c.template,
+            max_samples=c.max_samples,
+            fields={
+                "type": f"{owner}.dataset",
+                "path": f"{owner}.dataset_path",
+                "subset": f"{owner}.dataset_subset",
+                "text_key": f"{owner}.text_key",
+                "template": f"{owner}.template",
+                "max_samples": f"{owner}.max_samples",
+                "max_seq_len": "training.seq_len",
+                **getattr(self, "field_names", {}),
+            },
         )
 
     # ------------------------------------------------------------------ iteration

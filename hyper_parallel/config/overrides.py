@@ -17,6 +17,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
+from hyper_parallel.utils.data_types import DATA_TYPES, REFUSED_DATA_TYPES
 from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.suggest import closest, did_you_mean
 
@@ -244,9 +245,12 @@ def normalize_overrides(argv: Sequence[str], spec: CliSpec) -> list[str]:
         if field.optional and value.strip().lower() in _NONE:
             value = "None"
         elif field.choices is not None and value not in field.choices:
+            refused = (REFUSED_DATA_TYPES.get(value)
+                       if tuple(field.choices) == DATA_TYPES else None)
+            why = f" ({value} is not supported: {refused})" if refused else ""
             raise _config_error(
                 f"--{field.path}={value}: not one of {', '.join(field.choices)}"
-                f"{did_you_mean(value, field.choices)}", field.path)
+                f"{did_you_mean(value, field.choices)}{why}", field.path)
         values[field.path] = value
     return [f"--{path}={value}" for path, value in values.items()] + passthrough
 

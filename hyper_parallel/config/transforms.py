@@ -32,6 +32,7 @@ import math
 from typing import Any
 
 from hyper_parallel.platform.dtypes import canonical_dtype_name
+from hyper_parallel.utils.data_types import ORDERED_TYPES, TEMPLATES
 
 Changes = dict[str, tuple[Any, str]]
 
@@ -274,6 +275,52 @@ def empty_is_unset_canonical(*, path: str | None) -> Changes:
     return {}
 
 
+
+
+# ----------------------------------------------------------------------------------------------
+# data.template  <->  dataloader.template
+# ----------------------------------------------------------------------------------------------
+
+#: The legacy trainer formats a ``json_file`` record as prompt-masked SFT for ``empty`` and as
+#: ``Human: ...`` / ``Assistant: ...`` text for every other template name.
+MASKED_TEMPLATE, HUMAN_ASSISTANT = TEMPLATES
+
+
+def template_forward(*, template: str) -> dict[str, Any]:
+    return {"template": MASKED_TEMPLATE if template == MASKED_TEMPLATE else HUMAN_ASSISTANT}
+
+
+def template_backward(*, template: str) -> dict[str, Any]:
+    return {"template": template}
+
+
+def template_canonical(*, template: str) -> Changes:
+    if template in TEMPLATES:
+        return {}
+    why = (f"the legacy trainer formats every template but {MASKED_TEMPLATE!r} as "
+           f"Human/Assistant text, written {HUMAN_ASSISTANT!r}")
+    return {"template": (HUMAN_ASSISTANT, why)}
+
+
+# ----------------------------------------------------------------------------------------------
+# data.shuffle (+ data.type)  <->  dataloader.shuffle
+# ----------------------------------------------------------------------------------------------
+
+
+def shuffle_forward(*, shuffle: bool, type: str) -> dict[str, Any]:
+    """Replayed batches keep their file order: the legacy trainer never shuffles them."""
+    return {"shuffle": shuffle and type not in ORDERED_TYPES}
+
+
+def shuffle_backward(*, shuffle: bool) -> dict[str, Any]:
+    return {"shuffle": shuffle}
+
+
+def shuffle_canonical(*, shuffle: bool, type: str) -> Changes:
+    if shuffle and type in ORDERED_TYPES:
+        return {"shuffle": (False, f"data.type {type} replays the file's batches in order; the "
+                                   "legacy trainer never shuffles them")}
+    return {}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,12 +1,21 @@
-"""Map-style training datasets: synthetic tokens and packed text.
+"""Map-style training datasets: the factory, synthetic tokens and packed text.
 
-``data.type`` selects one of:
+``data.type`` selects one of (:data:`~hyper_parallel.utils.data_types.DATA_TYPES`):
 
 * ``dummy`` -- :class:`DummyDataset`, random token ids (legacy behaviour, no files needed);
 * ``jsonl`` -- one JSON object per line, the document text under ``data.text_key``;
 * ``text``  -- plain UTF-8 text. Within a file, **documents are separated by one or more blank
   (empty or whitespace-only) lines**; a file without blank lines is one document. Lines inside a
-  document keep their ``\\n`` (CRLF is read as LF).
+  document keep their ``\\n`` (CRLF is read as LF);
+* ``hf_datasets`` -- a local dataset read with the ``datasets`` library, one truncated sample
+  per record (:mod:`hyper_parallel.data.hf`);
+* ``json_file`` -- Alpaca instruction records for prompt-masked SFT (:mod:`hyper_parallel.data.sft`);
+* ``preset_pt`` -- pre-tokenized batches replayed in file order (:mod:`hyper_parallel.data.preset`).
+
+``megatron`` and ``vl_dummy`` (legacy registry entries) are refused with the reason
+(:data:`~hyper_parallel.utils.data_types.REFUSED_DATA_TYPES`). Each of the last three types lives
+in its own module, imported only when used (``hf_datasets`` pulls in the ``datasets`` library).
+``max_samples`` (legacy ``data.train_size``) keeps the first N samples of any type.
 
 For ``jsonl`` and ``text``, ``data.train_path`` may be a file, a directory (its ``*.jsonl`` /
 ``*.txt`` files, not recursive, in name order) or a glob pattern (matches in sorted order), and
@@ -25,15 +34,30 @@ from __future__ import annotations
 import glob
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, Subset
 
 from hyper_parallel import assets
 from hyper_parallel.data.tokenizer import TextTokenizer, load_tokenizer
+from hyper_parallel.utils.data_types import (
+    DATA_TYPES,
+    TEMPLATES,
+    unsupported_type_message,
+)
 
-DATA_TYPES = ("dummy", "jsonl", "text")
+#: The config fields named in errors, legacy names by default; ``build_dataset(fields=...)``
+#: replaces them (the component passes its own, e.g. ``BaseDataLoader.Config.dataset_path``).
+LEGACY_FIELDS: dict[str, str] = {
+    "type": "data.type",
+    "path": "data.train_path",
+    "subset": "data.subset",
+    "text_key": "data.text_key",
+    "template": "data.template",
+    "max_samples": "data.train_size",
+    "max_seq_len": "data.max_seq_len",
+}
 # Legacy: the dummy vocabulary comes from the model config, else 32000.
 DEFAULT_DUMMY_VOCAB_SIZE = 32000
 DUMMY_BASE_SEED = 42
@@ -121,6 +145,13 @@ class PackedTextDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         ids = self.samples[index].to(torch.long)  # a fresh tensor: callers may modify it
         return {"input_ids": ids, "labels": ids.clone()}
+
+    def head(self, n: int) -> PackedTextDataset:
+        """The first ``n`` samples (``max_samples``), sharing this dataset's storage."""
+        out = object.__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        out.samples = self.samples[:n]
+        return out
 
     def describe(self) -> str:
         """One line for the training log."""
@@ -234,6 +265,31 @@ def read_text_documents(files: Sequence[str]) -> list[str]:
 # ----------------------------------------------------------------------------------------------
 
 
+def first_samples(dataset: Dataset, max_samples: int | None, *,
+                  field: str = "data.train_size") -> Dataset:
+    """The first ``max_samples`` samples of ``dataset`` (all of them for None).
+
+    More than the dataset holds is an error naming both numbers (silently training on fewer
+    samples than asked would change the run's length and schedule).
+    """
+    if max_samples is None:
+        return dataset
+    _check_max_samples(max_samples, field)
+    if max_samples > len(dataset):
+        raise ValueError(f"{field}={max_samples} is more than the dataset's {len(dataset)} "
+                         f"samples; lower {field} or unset it to use them all")
+    if max_samples == len(dataset):
+        return dataset
+    head = getattr(dataset, "head", None)
+    return head(max_samples) if callable(head) else Subset(dataset, range(max_samples))
+
+
+def _check_max_samples(max_samples: object, field: str) -> None:
+    if not isinstance(max_samples, int) or isinstance(max_samples, bool) or max_samples < 1:
+        raise ValueError(f"{field}={max_samples!r}: must be an integer >= 1 (or unset for the "
+                         "whole dataset)")
+
+
 def build_dataset(
     type: str,
     *,
@@ -244,36 +300,73 @@ def build_dataset(
     vocab_size: int | None = None,
     num_samples: int | None = None,
     path_field: str = "data.train_path",
+    subset: str | None = None,
+    template: str = "empty",
+    max_samples: int | None = None,
+    fields: Mapping[str, str] | None = None,
 ) -> Dataset:
     """Build the dataset selected by ``data.type``.
 
     Args:
         type: ``data.type``, one of :data:`DATA_TYPES`.
         train_path: ``data.train_path`` (ignored by ``dummy``); see the module docstring.
-        max_seq_len: ``data.max_seq_len``: sample length (dummy) / packing length (text types).
-        text_key: ``data.text_key`` (``jsonl`` only).
-        tokenizer: for the text types; None loads the shipped tokenizer (the same default as an
-            unset ``model.tokenizer_path``). Unused by ``dummy``.
+        max_seq_len: ``data.max_seq_len``: sample length (dummy, preset_pt: must equal the
+            file's), packing length (jsonl, text), truncation length (hf_datasets, json_file).
+        text_key: ``data.text_key`` (``jsonl``, ``hf_datasets``).
+        tokenizer: for the text types (jsonl, text, hf_datasets, json_file); None loads the
+            shipped tokenizer (the same default as an unset ``model.tokenizer_path``). Unused
+            by ``dummy`` and ``preset_pt``. Anything with ``encode_batch`` / ``eos_id`` /
+            ``vocab_size`` / ``path`` works (a ``TextTokenizer`` or a ``BaseTokenizer``).
         vocab_size: the model's vocabulary size. ``dummy`` draws ids below it (None: 32000, the
-            legacy default); the text types check the tokenizer fits into it.
-        num_samples: ``dummy`` only: dataset length, legacy ``max_steps * global_batch_size``.
+            legacy default); the text types check the tokenizer fits into it; ``preset_pt``
+            checks the file's ids are below it.
+        num_samples: ``dummy`` only: dataset length, legacy ``max_steps * global_batch_size``
+            (not needed when ``max_samples`` is set).
         path_field: the config field ``train_path`` came from, named in errors (use
             ``"train.eval.eval_dataset"`` when building the evaluation set).
+        subset: ``data.subset``: the ``hf_datasets`` configuration (``load_dataset(name=)``);
+            only for a folder or a cached Hub dataset.
+        template: ``data.template``: ``json_file`` only, one of :data:`TEMPLATES`.
+        max_samples: ``data.train_size``: keep the first N samples (dummy: the dataset length
+            is N); more than the dataset holds is an error.
+        fields: config field names for the errors, keyed like :data:`LEGACY_FIELDS` (missing
+            keys keep the legacy names; ``"path"`` defaults to ``path_field``).
     """
+    names = {**LEGACY_FIELDS, "path": path_field, **(fields or {})}
+    path_field = names["path"]
     if type not in DATA_TYPES:
-        raise ValueError(f"data.type={type!r} is not supported; choose one of "
-                         f"{', '.join(DATA_TYPES)}")
+        raise ValueError(unsupported_type_message(type, names["type"]))
+    if max_samples is not None:
+        _check_max_samples(max_samples, names["max_samples"])
+    if subset is not None and type != "hf_datasets":
+        raise ValueError(f"{names['subset']}={subset!r} only applies to "
+                         f"{names['type']}='hf_datasets' (this is {type!r}); unset it")
+    if template not in TEMPLATES:
+        raise ValueError(f"{names['template']}={template!r} is not supported; choose one of "
+                         f"{', '.join(TEMPLATES)}")
+    if template != "empty" and type != "json_file":
+        raise ValueError(f"{names['template']}={template!r} only applies to "
+                         f"{names['type']}='json_file' (this is {type!r})")
     if type == "dummy":
-        if num_samples is None:
+        if max_samples is None and num_samples is None:
             raise ValueError("the dummy dataset needs num_samples "
                              "(train.max_steps * train.global_batch_size)")
-        return DummyDataset(num_samples, max_seq_len,
+        return DummyDataset(num_samples if max_samples is None else max_samples, max_seq_len,
                             DEFAULT_DUMMY_VOCAB_SIZE if vocab_size is None else vocab_size)
 
     if not train_path:
-        example = "pkg://corpus/train.jsonl" if type == "jsonl" else "pkg://corpus/train.txt"
-        raise ValueError(f"data.type={type!r} needs {path_field} (a file, directory or glob; "
-                         f"e.g. {example} for the shipped corpus)")
+        examples = {"jsonl": " (e.g. pkg://corpus/train.jsonl for the shipped corpus)",
+                    "text": " (e.g. pkg://corpus/train.txt for the shipped corpus)"}
+        raise ValueError(f"{names['type']}={type!r} needs {path_field} (a file, directory or "
+                         f"glob{examples.get(type, '')})")
+    if type == "preset_pt":
+        from hyper_parallel.data.preset import PresetBatchesDataset
+
+        dataset: Dataset = PresetBatchesDataset(train_path, max_seq_len=max_seq_len,
+                                                vocab_size=vocab_size, fields=names)
+        return first_samples(dataset, max_samples, field=names["max_samples"])
+
+    # The remaining types tokenize text (TYPES_NEEDING_TOKENIZER).
     if tokenizer is None:
         tokenizer = load_tokenizer(None)
     if vocab_size is not None and tokenizer.vocab_size > vocab_size:
@@ -283,8 +376,21 @@ def build_dataset(
             f"or set model.vocab_size >= {tokenizer.vocab_size}"
         )
     if type == "jsonl":
-        return PackedTextDataset.from_jsonl(train_path, tokenizer=tokenizer,
-                                            max_seq_len=max_seq_len, text_key=text_key,
-                                            path_field=path_field)
-    return PackedTextDataset.from_text(train_path, tokenizer=tokenizer, max_seq_len=max_seq_len,
-                                       path_field=path_field)
+        dataset = PackedTextDataset.from_jsonl(train_path, tokenizer=tokenizer,
+                                               max_seq_len=max_seq_len, text_key=text_key,
+                                               path_field=path_field)
+    elif type == "text":
+        dataset = PackedTextDataset.from_text(train_path, tokenizer=tokenizer,
+                                              max_seq_len=max_seq_len, path_field=path_field)
+    elif type == "hf_datasets":
+        from hyper_parallel.data.hf import build_hf_dataset
+
+        dataset = build_hf_dataset(train_path, tokenizer=tokenizer, max_seq_len=max_seq_len,
+                                   text_key=text_key, subset=subset, limit=max_samples,
+                                   fields=names)
+    else:
+        from hyper_parallel.data.sft import build_sft_dataset
+
+        dataset = build_sft_dataset(train_path, tokenizer=tokenizer, max_seq_len=max_seq_len,
+                                    template=template, limit=max_samples, fields=names)
+    return first_samples(dataset, max_samples, field=names["max_samples"])

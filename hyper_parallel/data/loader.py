@@ -64,15 +64,22 @@ class ResumableDistributedSampler(StatefulDistributedSampler):
             self.set_epoch(state_dict["epoch"])
 
 
-def collate(batch: list[dict[str, torch.Tensor]], pad_id: int) -> dict[str, torch.Tensor]:
+def collate(batch: list[dict[str, torch.Tensor]], pad_id: int, pad_to_multiple_of: int = 1
+            ) -> dict[str, torch.Tensor]:
     """Right-pad 1-D samples to the longest one and stack them.
 
     ``input_ids`` are padded with ``pad_id``, ``labels`` with -100 (ignored by the loss),
-    ``attention_mask`` / ``position_ids`` (optional) with 0. Use
+    ``attention_mask`` / ``position_ids`` (optional) with 0. The padded length is the longest
+    sample rounded up to a multiple of ``pad_to_multiple_of`` (later legacy snapshots: ``cp * tp``,
+    so every batch splits evenly over the sequence-sharded ranks; 1 = no rounding). Use
     ``functools.partial(collate, pad_id=tokenizer.pad_id)`` as a ``collate_fn``.
     """
     if not batch:
         raise ValueError("collate: empty batch")
+    if (not isinstance(pad_to_multiple_of, int) or isinstance(pad_to_multiple_of, bool)
+            or pad_to_multiple_of < 1):
+        raise ValueError(f"collate: pad_to_multiple_of must be a positive int, got "
+                         f"{pad_to_multiple_of!r}")
     keys = list(batch[0])
     unknown = [k for k in keys if k not in _PAD_VALUES]
     if unknown or "input_ids" not in keys:
@@ -80,7 +87,8 @@ def collate(batch: list[dict[str, torch.Tensor]], pad_id: int) -> dict[str, torc
                          f"got keys {keys}")
     if any(list(sample) != keys for sample in batch):
         raise ValueError("collate: all samples must have the same keys")
-    length = max(sample["input_ids"].shape[0] for sample in batch)
+    longest = max(sample["input_ids"].shape[0] for sample in batch)
+    length = -(-longest // pad_to_multiple_of) * pad_to_multiple_of
     out: dict[str, torch.Tensor] = {}
     for key in keys:
         pad = pad_id if _PAD_VALUES[key] is None else _PAD_VALUES[key]
@@ -123,7 +131,8 @@ def build_dataloader(
         dp_rank, dp_size: this rank's position in the data-parallel group (ranks sharing a
             ``dp_rank`` -- e.g. TP peers -- get identical batches).
         shuffle, seed: ``data.shuffle`` and ``train.seed``; the order also depends on the epoch,
-            so call ``loader.sampler.set_epoch(epoch)`` at the start of every epoch.
+            so call ``loader.sampler.set_epoch(epoch)`` at the start of every epoch. A dataset
+            with ``replay_in_order = True`` (``preset_pt``) refuses ``shuffle=True``.
         num_workers, prefetch_factor: ``data.num_workers``; ``data.prefetch_factor`` is only
             passed when there are workers (torch rejects it otherwise).
         pin_memory: ``data.pin_memory``; pinning needs an accelerator, so on a CPU-only host it
@@ -137,6 +146,11 @@ def build_dataloader(
         raise ValueError(f"dp_rank={dp_rank!r} must lie in [0, dp_size={dp_size!r})")
     if not isinstance(micro_batch_size, int) or micro_batch_size < 1:
         raise ValueError(f"train.micro_batch_size must be a positive int, got {micro_batch_size!r}")
+    if shuffle and getattr(dataset, "replay_in_order", False):
+        raise ValueError(
+            f"{type(dataset).__name__} replays its file's batches in file order and must not be "
+            "shuffled; set data.shuffle / dataloader.shuffle to false"
+        )
     per_rank = len(dataset) // dp_size  # DistributedSampler(drop_last=True)
     if per_rank < micro_batch_size:
         raise ValueError(

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from hyper_parallel.platform.dtypes import DTYPE_NAMES
+from hyper_parallel.utils.data_types import DATA_TYPES, REFUSED_DATA_TYPES
 from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.numbers import MAX_INT
 from hyper_parallel.utils.suggest import did_you_mean
@@ -45,14 +46,15 @@ __all__ = [
     "MemoryMonitorConfig",
     "MixedPrecisionConfig",
     "ModelConfig",
+    "MoeMonitorConfig",
     "OptimizerConfig",
     "ProfileConfig",
     "TensorBoardConfig",
     "TrainConfig",
+    "WandbConfig",
     "parse_args",
 ]
 
-DATA_TYPES = ("dummy", "jsonl", "text")
 ACTIVATION_CHECKPOINT_MODES = ("off", "none", "full", "selective")
 LR_DECAY_STYLES = ("cosine", "linear", "constant")
 LOSS_AGGREGATIONS = ("token_weighted", "rank_average")
@@ -192,6 +194,15 @@ class ModelConfig:
     """Substrings of parameter names to freeze (``requires_grad=False``; stored in
     ``param_dtype`` when mixed precision is on)."""
 
+    tp_plan: Optional[dict[str, Any]] = None
+    """Reserved by the legacy schema for a tensor-parallel plan; never read there. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    cp_modules: Optional[list[str]] = None
+    """Reserved by the legacy schema for context-parallel modules; never read there. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    ep_modules: Optional[list[str]] = None
+    """Reserved by the legacy schema for expert-parallel modules; never read there. Refused unless at its default (the reason is in the error and the migration guide)."""
+
     num_hidden_layers: Optional[int] = None
     """Architecture override; wins over the flavor, loses to ``config_overrides``."""
 
@@ -247,17 +258,53 @@ class DataConfig:
 
     type: str = "dummy"
     """``dummy`` (synthetic random tokens), ``jsonl`` (JSON lines, one document per line under
-    ``text_key``) or ``text`` (plain text files)."""
+    ``text_key``, packed), ``text`` (plain text files, packed), ``hf_datasets`` (a local dataset
+    read with the ``datasets`` library, one truncated sample per record), ``json_file``
+    (Alpaca-style instruction records, see ``template``) or ``preset_pt`` (pre-tokenized batches
+    written with ``torch.save``, replayed in file order). ``megatron`` and ``vl_dummy`` are
+    refused with the reason."""
 
     train_path: Optional[str] = None
-    """Dataset file or directory (required for ``jsonl`` and ``text``). ``pkg://corpus/...``
-    names the corpus shipped with hyper_parallel."""
+    """Dataset file, directory or glob (required for every type but ``dummy``).
+    ``pkg://corpus/...`` names the corpus shipped with hyper_parallel."""
+
+    subset: Optional[str] = None
+    """``hf_datasets``: the dataset configuration (``load_dataset(..., name=subset)``)."""
 
     max_seq_len: int = 2048
     """Tokens per training sample (documents are packed into samples of exactly this length)."""
 
     text_key: str = "text"
-    """The JSON key holding the document text (``jsonl``)."""
+    """The key (column) holding the document text (``jsonl``, ``hf_datasets``)."""
+
+    train_size: Optional[int] = None
+    """Use only the first N samples of the dataset (all of them when unset)."""
+
+    template: str = "empty"
+    """``json_file``: ``empty`` trains on the response only (prompt tokens masked with -100);
+    any other value formats each record as ``Human: ...\\n\\nAssistant: ...`` text, as the legacy
+    trainer did (written ``human_assistant`` in a recipe)."""
+
+    image_key: str = "image"
+    """Vision-language data: the image column. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    messages_key: str = "messages"
+    """Vision-language data: the chat-messages column. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    image_token_id: int = 151655
+    """Vision-language synthetic data: the image placeholder token. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    vl_grid_t: int = 2
+    """Vision-language synthetic data: temporal patch grid. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    vl_grid_h: int = 2
+    """Vision-language synthetic data: patch grid height. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    vl_grid_w: int = 2
+    """Vision-language synthetic data: patch grid width. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    streaming: bool = False
+    """Stream the dataset instead of loading it. Refused unless at its default (the reason is in the error and the migration guide)."""
 
     num_workers: int = 0
     """DataLoader worker processes."""
@@ -273,7 +320,13 @@ class DataConfig:
 
     @_validated
     def __post_init__(self) -> None:
-        _one_of(self.type, DATA_TYPES, "type")
+        if self.type in REFUSED_DATA_TYPES:
+            _require(False, "type", f"{self.type!r} is not supported: "
+                     f"{REFUSED_DATA_TYPES[self.type]}")
+        else:
+            _one_of(self.type, DATA_TYPES, "type")
+        if self.train_size is not None:
+            _at_least(self.train_size, 1, "train_size")
         if self.type != "dummy":
             _require(
                 self.train_path is not None,
@@ -323,8 +376,41 @@ class AcceleratorConfig:
     etp: int = 1
     """Expert tensor-parallel degree; with ``ep > 1`` it must be 1 or ``tp``."""
 
+    zero_stage: int = 0
+    """Never read by the legacy trainer; FSDP shards parameters, gradients and optimizer state
+    over ``dp_shard``. Refused unless at its default (the reason is in the error and the migration guide)."""
+
     reshard_after_forward: bool = True
     """FSDP: free gathered parameters after forward (saves memory, re-gathers in backward)."""
+
+    async_cp: bool = False
+    """Asynchronous context-parallel communication. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    ulysses_degree: Optional[int] = None
+    """Ulysses sub-degree of ``cp``. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    comm_fusion: bool = True
+    """One bucketed all-gather / reduce-scatter per FSDP unit, which is how torch's
+    ``fully_shard`` always communicates; ``false`` is refused."""
+
+    pp_micro_batch_num: int = 1
+    """Pipeline micro-batches per step. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    pp_schedule: str = "1f1b"
+    """Pipeline schedule (``1f1b``, ``gpipe``). Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    pp_vpp: int = 1
+    """Virtual pipeline stages per rank. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    pp_layer_split: Optional[list[int]] = None
+    """Decoder layers per pipeline stage. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    cpu_offload: bool = False
+    """FSDP keeps parameters, gradients and optimizer state in host memory and copies each unit
+    to the device for its forward and backward (the optimizer steps on the CPU)."""
+
+    linear_attention_cp_mode: str = "ulysses"
+    """How the Gated DeltaNet layers split the sequence under context parallelism. Refused unless at its default (the reason is in the error and the migration guide)."""
 
     @_validated
     def __post_init__(self) -> None:
@@ -407,6 +493,9 @@ class OptimizerConfig:
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this value; ``<= 0`` disables clipping."""
 
+    bsz_warmup_ratio: float = 0.0
+    """Batch-size warmup; never read by the legacy trainer. Refused unless at its default (the reason is in the error and the migration guide)."""
+
     eps: float = 1e-8
     """Adam epsilon."""
 
@@ -477,6 +566,13 @@ class CheckpointConfig:
 class LoggingConfig:
     """``train.logging``: console and metrics-file logging."""
 
+    report_to: str = "none"
+    """Never read by the legacy trainer (TensorBoard is ``train.tensorboard``). Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    report_global_loss: bool = False
+    """Read but never acted on by the legacy trainer; the logged loss is always the global one.
+    Refused unless at its default (the reason is in the error and the migration guide)."""
+
     log_steps: int = 10
     """Log every N optimizer steps."""
 
@@ -514,6 +610,23 @@ class TensorBoardConfig:
     @_validated
     def __post_init__(self) -> None:
         _at_least(self.log_steps, 1, "log_steps")
+
+
+@dataclass
+class WandbConfig:
+    """``train.wandb``: Weights & Biases logging. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    enabled: bool = False
+    """Log to Weights & Biases. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    project: str = "hyper-parallel"
+    """Weights & Biases project. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    run_name: Optional[str] = None
+    """Weights & Biases run name. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    log_steps: int = 1
+    """Log every N steps. Refused unless at its default (the reason is in the error and the migration guide)."""
 
 
 @dataclass
@@ -558,6 +671,20 @@ class MemoryMonitorConfig:
     @_validated
     def __post_init__(self) -> None:
         _at_least(self.log_steps, 1, "log_steps")
+
+
+@dataclass
+class MoeMonitorConfig:
+    """``train.moe_monitor``: the expert-bias updater of MoE models. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    enabled: bool = False
+    """Update the experts' routing bias from their load. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    lr: float = 1e-3
+    """Update rate of the routing bias. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    num_recomputations: int = 1
+    """Forward passes per step that count the load (2 with activation checkpointing). Refused unless at its default (the reason is in the error and the migration guide)."""
 
 
 @dataclass
@@ -673,11 +800,17 @@ class TrainConfig:
     tensorboard: TensorBoardConfig = field(default_factory=TensorBoardConfig)
     """TensorBoard."""
 
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    """Weights & Biases (not supported)."""
+
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     """Profiler."""
 
     memory_monitor: MemoryMonitorConfig = field(default_factory=MemoryMonitorConfig)
     """Memory monitor."""
+
+    moe_monitor: MoeMonitorConfig = field(default_factory=MoeMonitorConfig)
+    """MoE expert-bias updater (not supported)."""
 
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Evaluation."""

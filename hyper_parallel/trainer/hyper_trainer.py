@@ -63,12 +63,38 @@ from hyper_parallel.trainer.model_setup import (
 )
 from hyper_parallel.trainer.optim import clip_grad_norm_
 from hyper_parallel.trainer.trainer_config import HyperTrainer as _ConfigOwner
+from hyper_parallel.utils.data_types import TYPES_NEEDING_TOKENIZER
 from hyper_parallel.utils.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
 #: The launcher's per-node rank variable (torchrun sets it); it fills ``comm.local_rank``.
 LOCAL_RANK_ENV = "LOCAL_RANK"
+
+
+#: How data errors name the settings: by their recipe fields, which the legacy entry rewrites
+#: to its keys (``dataloader.dataset_path`` -> ``data.train_path``).
+_DATA_FIELDS = {
+    "type": "dataloader.dataset",
+    "path": "dataloader.dataset_path",
+    "subset": "dataloader.dataset_subset",
+    "text_key": "dataloader.text_key",
+    "template": "dataloader.template",
+    "max_samples": "dataloader.max_samples",
+    "max_seq_len": "training.seq_len",
+}
+
+
+def _data_errors_as_config_errors(build: Any, **kwargs: Any) -> Any:
+    """``build(**kwargs)``; the data layer reports what is wrong with the data a configuration
+    names (a missing file, a malformed record, too few batches) as ``ValueError`` /
+    ``OSError`` naming the setting, and to the user that is bad input: a ``ConfigError``."""
+    try:
+        return build(**kwargs)
+    except ConfigError:
+        raise
+    except (ValueError, OSError) as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def resolve_output_folder(dump_folder: str, folder: str) -> str:
@@ -206,8 +232,8 @@ class HyperTrainer(BaseTrainer):
         self.mesh = self.dist.mesh
 
     def _build_tokenizer(self) -> None:
-        if self.config.dataloader.dataset == "dummy":
-            self.tokenizer = None
+        if self.config.dataloader.dataset not in TYPES_NEEDING_TOKENIZER:
+            self.tokenizer = None  # synthetic ids, or batches tokenized already
             return
         # Without tokenizer.path the tokenizer is looked for among the model's HF assets.
         c = self.config
@@ -223,13 +249,18 @@ class HyperTrainer(BaseTrainer):
             "seed": c.debug.seed,
             "tokenizer": self.tokenizer,
             "vocab_size": getattr(self.model_config, "vocab_size", None),
+            # Sequence- and context-parallel splits need a length they divide.
+            "pad_to_multiple_of": self.parallel_dims.tp * self.parallel_dims.cp,
         }
         self.parallel_dims.validate_training(c.training)
         self.grad_accum = grad_accum_steps(
             c.training.global_batch_size, c.training.local_batch_size, self.dist.dp_size
         )
-        self.train_dataloader = c.dataloader.build(
-            num_samples=c.training.steps * c.training.global_batch_size, **common
+        self.train_dataloader = _data_errors_as_config_errors(
+            c.dataloader.build,
+            num_samples=c.training.steps * c.training.global_batch_size,
+            field_names=_DATA_FIELDS,
+            **common,
         )
         if c.validation.freq > 0:
             if c.dataloader.dataset == "dummy":
@@ -239,10 +270,16 @@ class HyperTrainer(BaseTrainer):
                     "to 0 or train on a dataset",
                     path="validation.freq",
                 )
+            # The same data type on another path; max_samples limits the training set only.
             eval_config = dataclasses.replace(
-                c.dataloader, dataset_path=c.validation.dataset_path, shuffle=False
+                c.dataloader, dataset_path=c.validation.dataset_path, shuffle=False,
+                max_samples=None,
             )
-            self.eval_dataloader = eval_config.build(**common)
+            self.eval_dataloader = _data_errors_as_config_errors(
+                eval_config.build,
+                field_names={**_DATA_FIELDS, "path": "validation.dataset_path"},
+                **common,
+            )
 
     def _build_model(self) -> None:
         c = self.config

@@ -79,7 +79,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     checkpoint_wrapper,
 )
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
@@ -513,6 +513,7 @@ def apply_fsdp(
     *,
     mp_policy: MixedPrecisionPolicy | None = None,
     reshard_after_forward: bool = True,
+    cpu_offload: bool = False,
 ) -> nn.Module:
     """FSDP2: ``fully_shard`` every decoder layer, then the root (embedding, final norm,
     ``lm_head`` and any tied weight form the root unit). Returns ``model``.
@@ -522,7 +523,9 @@ def apply_fsdp(
     sub-mesh of the same root mesh (FSDP x TP). Each unit reduces its gradients with one bucketed
     reduce-scatter (FSDP2 always fuses per unit, which is what legacy ``comm_fusion`` asked for).
     ``mp_policy.output_dtype`` applies to the root unit only (the logits), see
-    :func:`split_mp_policy`.
+    :func:`split_mp_policy`. ``cpu_offload`` gives every unit FSDP2's ``CPUOffloadPolicy``
+    (parameters, gradients and optimizer state live in host memory; pinned when a GPU is
+    present).
     """
     if dp_mesh.ndim not in (1, 2):
         raise ValueError(
@@ -530,6 +533,8 @@ def apply_fsdp(
             f"{dp_mesh.ndim}-D {dp_mesh.mesh_dim_names}"
         )
     kwargs: dict[str, Any] = {"mesh": dp_mesh, "reshard_after_forward": reshard_after_forward}
+    if cpu_offload:
+        kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
     layer_policy, root_policy = split_mp_policy(mp_policy)
     for layer in model.model.layers:
         fully_shard(layer, **kwargs, **({} if layer_policy is None else {"mp_policy": layer_policy}))

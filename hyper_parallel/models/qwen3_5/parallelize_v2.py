@@ -11,7 +11,8 @@ Inputs (the attribute names of the generated sections; anything with those attri
 * ``parallel_dims``: ``tp``, ``cp``, ``pp``, ``ep`` (degrees), ``world_mesh`` (its dim names say
   which axes exist) and ``get_mesh(name)``.
 * ``training.mixed_precision_param`` / ``mixed_precision_reduce`` / ``mixed_precision_output``
-  (dtype names; ``output`` may be absent = ``None``).
+  (dtype names; ``output`` may be absent = ``None``) and ``training.enable_cpu_offload``
+  (absent = off).
 * ``parallelism.reshard_after_forward``.
 * ``activation_checkpoint.mode``: ``off`` / ``none`` / ``full`` / ``selective``.
 * ``compile.enable``, ``compile.backend`` (default ``inductor``), ``compile.components``
@@ -240,6 +241,7 @@ def parallelize_qwen3_5_v2(
     compile_model = _compile_model_requested(compile)
     backend = getattr(compile, "backend", None) or "inductor"
     reshard = bool(getattr(parallelism, "reshard_after_forward", True))
+    cpu_offload = bool(getattr(training, "enable_cpu_offload", False))
     dp_mesh = data_parallel_mesh(parallel_dims)
     names = _mesh_names(parallel_dims)
     if dp_mesh is None and mp_policy is not None:
@@ -256,9 +258,17 @@ def parallelize_qwen3_5_v2(
     if compile_model:
         apply_compile(model, backend=backend)
     if dp_mesh is not None:
-        apply_fsdp(model, dp_mesh, mp_policy=mp_policy, reshard_after_forward=reshard)
+        apply_fsdp(model, dp_mesh, mp_policy=mp_policy, reshard_after_forward=reshard,
+                   cpu_offload=cpu_offload)
+    elif cpu_offload:
+        raise ValueError(
+            "training.enable_cpu_offload is FSDP2's offload policy, but the mesh "
+            f"{names} has no dp_shard / dp_replicate axis (pure tensor parallel); turn it off "
+            "or give the mesh a data-parallel axis"
+        )
     logger.info(
-        "qwen3_5_v2 parallelized: mesh dims=%s tp=%s ac=%s compile=%s fsdp=%s mp=%s reshard=%s",
+        "qwen3_5_v2 parallelized: mesh dims=%s tp=%s ac=%s compile=%s fsdp=%s mp=%s reshard=%s "
+        "cpu_offload=%s",
         names,
         getattr(parallel_dims, "tp", 1),
         ac_mode,
@@ -266,5 +276,6 @@ def parallelize_qwen3_5_v2(
         dp_mesh.mesh_dim_names if dp_mesh is not None else None,
         mp_policy,
         reshard,
+        cpu_offload,
     )
     return model

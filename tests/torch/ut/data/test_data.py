@@ -268,8 +268,8 @@ def test_build_dataset_types_and_errors(tmp_path, tok):
     assert ds[0]["input_ids"].shape == (8,)
     with pytest.raises(ValueError, match="num_samples"):
         build_dataset("dummy", train_path=None, max_seq_len=8)
-    with pytest.raises(ValueError, match=r"data\.type='hf_datasets'.*dummy, jsonl, text"):
-        build_dataset("hf_datasets", train_path="x", max_seq_len=8)
+    with pytest.raises(ValueError, match=r"data\.type='megatron' is not supported: Megatron"):
+        build_dataset("megatron", train_path="x", max_seq_len=8)
     with pytest.raises(ValueError, match=r"needs data\.train_path"):
         build_dataset("jsonl", train_path=None, max_seq_len=8, tokenizer=tok)
     with pytest.raises(FileNotFoundError, match=r"data\.train_path: .*absent\.txt"):

@@ -206,7 +206,8 @@ def _fsdp_settings(model: Any) -> list:
         if isinstance(module, FSDPModule):
             group = module._get_fsdp_state()._fsdp_param_group
             if group is not None:
-                out.append((name, group.post_forward_mesh_info is not None, repr(group.mp_policy)))
+                out.append((name, group.post_forward_mesh_info is not None, repr(group.mp_policy),
+                            type(group.offload_policy).__name__))
     return out
 
 
@@ -304,6 +305,29 @@ class Fixtures:
     def make_tiny_other_jsonl(self) -> str:
         """Like ``tiny_jsonl``, from another document."""
         return self.make_tiny_jsonl(document=1, name="tiny_other.jsonl")
+
+    def make_hf_configs_folder(self) -> str:
+        """A local Hugging Face dataset folder with two configurations (``first``, ``second``)
+        of different documents, declared in its README the way the hub does."""
+        texts = self._corpus_texts()
+        folder = self.root / "hf_configs"
+        folder.mkdir()
+        for name, docs in (("first", texts), ("second", list(reversed(texts)))):
+            (folder / f"{name}.jsonl").write_text("".join(json.dumps({"text": d}) + "\n"
+                                                          for d in docs))
+        (folder / "README.md").write_text(
+            "---\nconfigs:\n- config_name: first\n  data_files: first.jsonl\n"
+            "- config_name: second\n  data_files: second.jsonl\n---\n")
+        return str(folder)
+
+    def make_alpaca_json(self) -> str:
+        """Alpaca records (a JSON list): instruction, input, output from the corpus."""
+        texts = self._corpus_texts()
+        records = [{"instruction": " ".join(t.split()[:6]), "input": "",
+                    "output": " ".join(t.split()[6:30])} for t in texts[:12]]
+        path = self.root / "alpaca.json"
+        path.write_text(json.dumps(records))
+        return str(path)
 
     def make_spec_tiny_lm(self) -> Any:
         from hyper_parallel.protocols.model_spec import ModelSpec
