@@ -55,14 +55,15 @@ PRESET_MASKED = 3
 PRESET_SEED = 1234
 
 
-def preset_batches() -> list[dict]:
+def preset_batches(num_batches: int = PRESET_BATCHES, batch: int = PRESET_BATCH,
+                   seq_len: int = PRESET_SEQ_LEN, vocab: int = PRESET_VOCAB) -> list[dict]:
     """The ``preset_pt`` batches: seeded ids, labels = ids with the first positions -100."""
     import torch
 
     gen = torch.Generator().manual_seed(PRESET_SEED)
     batches = []
-    for _ in range(PRESET_BATCHES):
-        ids = torch.randint(0, PRESET_VOCAB, (PRESET_BATCH, PRESET_SEQ_LEN), generator=gen)
+    for _ in range(num_batches):
+        ids = torch.randint(0, vocab, (batch, seq_len), generator=gen)
         labels = ids.clone()
         labels[:, :PRESET_MASKED] = -100
         batches.append({"input_ids": ids, "labels": labels})

@@ -3,8 +3,10 @@
 The steps, each its own function:
 
 1. :func:`read_legacy` -- the legacy parser reads the YAML (its errors: unknown keys with
-   ``file:line`` and did-you-mean, wrong types, unsupported values); the document is loaded
-   again with key lines and comments for provenance.
+   ``file:line`` and did-you-mean, wrong types, unsupported values), with the command-line
+   overrides (``-- --train.max_steps=100``, or those of a pasted launch command, see
+   :mod:`.launch`) applied on top; the document is loaded again with key lines and comments for
+   provenance (an override's line says ``command line: --train.max_steps=100``).
 2. ``canonicalize_legacy`` rewrites equivalent spellings (reported as normalisations) and the
    generated adapter converts the result to a ``HyperTrainer.Config`` (the *target*).
 3. :func:`choose_baseline` -- :func:`~hyper_parallel.config.baselines.flavor_baseline` of the
@@ -16,7 +18,8 @@ The steps, each its own function:
 5. The module is rendered from ``templates/recipe_from_yaml.py.j2`` and formatted by black.
 6. :func:`prove` executes it in a fresh namespace and requires
    ``_trainer_config_to_legacy(NAME()) == canonicalize_legacy(legacy)`` (and ``NAME()`` equal to
-   the target); nothing is written otherwise.
+   the target); nothing is written otherwise. :func:`prove_module` does it for every recipe of a
+   module at once (the fleet of :mod:`.fleet` shares it).
 
 The text depends only on the YAML's bytes, the path it is named by and the generator, so the
 recipes of ``examples/yaml/`` are regenerated and checked like every other generated file.
@@ -66,6 +69,11 @@ class LegacySource:
     lines: dict[tuple, int]
     comments: DocumentComments
     sha256: str
+    overrides: tuple[str, ...] = ()
+    """The command-line overrides applied on top of the file (``--train.max_steps=100``)."""
+    cli: dict[tuple, tuple[str, Any]] = field(default_factory=dict)
+    """Key path of each override -> (the override as written, its parsed value); the last of a
+    repeated key wins, as in the legacy parser."""
 
 
 def display_path(path: Path, base: Path | None = None) -> str:
@@ -78,9 +86,25 @@ def display_path(path: Path, base: Path | None = None) -> str:
         return resolved.as_posix()
 
 
-def read_legacy(path: Path, base: Path | None = None) -> LegacySource:
-    """Parse ``path`` with the legacy parser (raises its ``ConfigError``); ``base`` as in
-    :func:`display_path`."""
+def _override_paths(overrides: tuple[str, ...]) -> dict[tuple, tuple[str, Any]]:
+    """Key path -> (as written, parsed value) of each override, read with the legacy parser's
+    own syntax (its errors are reported by ``load_config``, which reads them again)."""
+    from hyper_parallel.trainer.config_parser import _Context, _split_overrides
+    from hyper_parallel.utils.yaml_lines import parse_scalar
+
+    found: dict[tuple, tuple[str, Any]] = {}
+    for key, value, written in _split_overrides(overrides, _Context("command line")):
+        path = tuple(key.split("."))
+        found.pop(path, None)  # a repeated key: the last one wins, in its place
+        found[path] = (written, parse_scalar(value))
+    return found
+
+
+def read_legacy(path: Path, base: Path | None = None,
+                overrides: tuple[str, ...] | list[str] = ()) -> LegacySource:
+    """Parse ``path`` with the legacy parser, ``overrides`` (``--a.b=c`` tokens, as
+    ``scripts/train_lm.py`` takes them) applied on top (raises its ``ConfigError``); ``base`` as
+    in :func:`display_path`."""
     from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
     from hyper_parallel.trainer.config_parser import load_config
     from hyper_parallel.utils.yaml_lines import load_yaml_with_lines
@@ -97,12 +121,15 @@ def read_legacy(path: Path, base: Path | None = None) -> LegacySource:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{display!r} is not UTF-8 text: {exc}", location="--from-yaml") from None
     # Every problem of the file at once (one ConfigError), and an empty file is one too.
-    legacy = load_config(HyperTrainerConfig, text, source=display, allow_empty=False)
+    overrides = tuple(overrides)
+    legacy = load_config(HyperTrainerConfig, text, source=display, overrides=overrides,
+                         allow_empty=False)
     # The launcher sets the local rank (LOCAL_RANK); it is never part of a recipe.
     legacy.train.local_rank = 0
     located = load_yaml_with_lines(text)
     return LegacySource(path, display, legacy, located.lines,
-                        find_comments(text, located.lines), hashlib.sha256(data).hexdigest())
+                        find_comments(text, located.lines), hashlib.sha256(data).hexdigest(),
+                        overrides, _override_paths(overrides) if overrides else {})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,8 +295,30 @@ class RecipeLine:
         return "\n" not in self.code and len(f"    {self.code}  # {self.provenance}") <= LINE_LENGTH
 
 
+#: Where lines that come from the command line only sort (after the YAML's lines, in the order
+#: the overrides were written).
+CLI_ANCHOR = 1_000_000
+
+
+def _covers(cli_path: tuple, value: Any, key: tuple) -> bool:
+    """Whether an override of ``cli_path`` (with parsed ``value``) decides the value of the
+    legacy key ``key``: the same key, or a section or dict above it that the override replaces
+    (a mapping override merges into the YAML's, so the YAML's other entries stay its own)."""
+    if cli_path == key:
+        return True
+    if key[:len(cli_path)] != cli_path:
+        return False
+    for step in key[len(cli_path):]:
+        if not isinstance(value, dict):
+            return True
+        if step not in value:
+            return False
+        value = value[step]
+    return True
+
+
 class _Provenance:
-    """New-tree paths -> the legacy keys (and their lines) they come from."""
+    """New-tree paths -> the legacy keys (and their lines, or the overrides) they come from."""
 
     def __init__(self, source: LegacySource):
         from hyper_parallel.config.legacy_adapter import FIELD_MAP
@@ -277,6 +326,7 @@ class _Provenance:
         self.source = source
         self.rows = FIELD_MAP
         self.file = Path(source.display).name
+        self.order = list(source.cli)
 
     def legacy_keys(self, change: Change) -> list[str]:
         attr = change.attr_path
@@ -292,34 +342,79 @@ class _Provenance:
     def line(self, key: str) -> int | None:
         return self.source.lines.get(tuple(key.split(".")))
 
+    def overrides_of(self, key: str) -> list[tuple[int, str, bool]]:
+        """``(position, as written, decides)`` of each override that sets ``key`` or a part of
+        it (``decides``: the override, not the YAML, gives the key its value)."""
+        parts = tuple(key.split("."))
+        found = []
+        for position, (path, (written, value)) in enumerate(self.source.cli.items()):
+            if _covers(path, value, parts):
+                found.append((position, written, True))
+            elif path[:len(parts)] == parts:
+                found.append((position, written, False))
+        return found
+
+    def locate(self, keys: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]],
+                                              list[tuple[int, str]]]:
+        """``(written, overridden, cli)``: ``(line, key)`` of the keys the YAML gives their
+        value, ``(line, key)`` of the YAML's keys an override replaces, and ``(position, as
+        written)`` of those overrides, in the order written."""
+        written, overridden, cli = [], [], []
+        for k in keys:
+            line = self.line(k)
+            decided = False
+            for position, text, decides in self.overrides_of(k):
+                decided = decided or decides
+                if (position, text) not in cli:
+                    cli.append((position, text))
+            if line is not None:
+                (overridden if decided else written).append((line, k))
+        return sorted(written), sorted(overridden), sorted(cli)
+
     def describe(self, keys: list[str], what: str) -> tuple[str, float, tuple[tuple, ...]]:
-        written = [(self.line(k), k) for k in keys if self.line(k) is not None]
-        if not written and not keys:
+        written, overridden, cli = self.locate(keys)
+        if not written and not cli and not keys:
             return (comment_text(f"{what}: new-only, at its default in every legacy YAML"),
                     float("inf"), ())
-        if not written:
+        if not written and not cli:
             return (comment_text(f"{what}: follows from the legacy default of {', '.join(keys)} "
                                  "and the YAML's other keys"), float("inf"), ())
-        written.sort()
-        first, last = written[0][0], written[-1][0]
-        span = f"{first}" if first == last else f"{first}-{last}"
-        if len(written) == 1:
-            text = f"{self.file}:{first} {written[0][1]}"
-        else:
-            # One row reading several keys of a section (mixed precision, say).
-            parents = {k.rsplit(".", 1)[0] for _, k in written}
-            if len(parents) == 1:
-                names = ", ".join(k.rsplit(".", 1)[1] for _, k in written)
-                text = f"{self.file}:{span} {parents.pop()}.{{{names}}}"
-            else:
-                text = f"{self.file}:{span} " + ", ".join(k for _, k in written)
-        return comment_text(text), first, tuple(tuple(k.split(".")) for _, k in written)
+        parts = []
+        if written:
+            parts.append(f"{self.file}:{_key_list(written)}")
+        if cli:
+            parts.append("command line: " + " ".join(text for _, text in cli))
+        anchors = [line for line, _ in written + overridden]
+        anchor = min(anchors) if anchors else CLI_ANCHOR + cli[0][0]
+        paths = tuple(tuple(k.split(".")) for _, k in sorted(written + overridden))
+        return comment_text(", ".join(parts)), anchor, paths
 
 
-def _attach_comments(source: LegacySource, lines: list[RecipeLine]) -> list[str]:
+def _key_list(written: list[tuple[int, str]]) -> str:
+    """``LINE key`` / ``FIRST-LAST section.{a, b}`` / ``FIRST-LAST a, b`` of sorted ``(line,
+    key)`` pairs."""
+    first, last = written[0][0], written[-1][0]
+    span = f"{first}" if first == last else f"{first}-{last}"
+    if len(written) == 1:
+        return f"{first} {written[0][1]}"
+    # One row reading several keys of a section (mixed precision, say).
+    parents = {k.rsplit(".", 1)[0] for _, k in written}
+    if len(parents) == 1:
+        names = ", ".join(k.rsplit(".", 1)[1] for _, k in written)
+        return f"{span} {parents.pop()}.{{{names}}}"
+    return f"{span} " + ", ".join(k for _, k in written)
+
+
+def _attach_comments(source: LegacySource, lines: list[RecipeLine],
+                     inherited: list[RecipeLine] = ()) -> list[str]:
     """Give each line the comments of its keys; a comment of a key without a line of its own
-    goes to the next line below it in the YAML. Returns the comments left for the end."""
-    owner = {key: line for line in lines for key in line.keys}
+    goes to the next line below it in the YAML. Returns the comments left for the end.
+
+    ``inherited``: the lines of the recipes this one calls (a fleet's base, a sibling): a key
+    one of them sets keeps its comment there (added once, when that line lacks it)."""
+    owner = {key: line for line in inherited for key in line.keys}
+    owner.update({key: line for line in lines for key in line.keys})
+    mine = {id(line) for line in lines}
 
     def owner_of(path: tuple) -> RecipeLine | None:
         # A line that sets a whole dict (config_overrides) owns the comments of its entries.
@@ -336,7 +431,8 @@ def _attach_comments(source: LegacySource, lines: list[RecipeLine]) -> list[str]
         text = [comment_text(c) for c in comments.all()]
         line = owner_of(path)
         if line is not None:
-            line.comments += text
+            line.comments += text if id(line) in mine else [
+                t for t in text if t not in line.comments]
             continue
         after = next((line for line in by_anchor if line.anchor > key_line), None)
         (after.comments if after is not None else tail).extend(text)
@@ -348,21 +444,32 @@ def _attach_comments(source: LegacySource, lines: list[RecipeLine]) -> list[str]
 # ---------------------------------------------------------------------------------------------
 
 
-def check_name(name: str, stem_hint: str | None = None) -> str:
-    """``name`` when it is a usable function name; else a ``CodegenError`` with the fix."""
-    reserved = {BASELINE_FUNCTION[1], TRAINER[1], "config", "annotations"}
+RESERVED_NAMES = frozenset({BASELINE_FUNCTION[1], TRAINER[1], "config", "annotations"})
+
+
+def name_problem(name: str) -> tuple[str, str] | None:
+    """``(why, a usable name)`` when ``name`` cannot be a recipe function's name, else None."""
+    reserved = RESERVED_NAMES
     if not name.isidentifier() or keyword.iskeyword(name) or name in reserved \
             or name.startswith("_"):
         fixed = re.sub(r"\W", "_", name).strip("_") or "recipe"
         if fixed[0].isdigit() or keyword.iskeyword(fixed) or fixed in reserved:
             fixed = f"recipe_{fixed}"
-        origin = f" (from the file name {stem_hint!r})" if stem_hint else ""
         why = ("is a Python keyword" if keyword.iskeyword(name) else
                "is a name the recipe module uses itself" if name in reserved else
                "starts with an underscore (private names are not recipes)"
                if name.startswith("_") and name.isidentifier() else
                "is not a Python identifier")
-        raise CodegenError(f"recipe name {name!r}{origin} {why}; pass --name {fixed}")
+        return why, fixed
+    return None
+
+
+def check_name(name: str, stem_hint: str | None = None) -> str:
+    """``name`` when it is a usable function name; else a ``CodegenError`` with the fix."""
+    problem = name_problem(name)
+    if problem is not None:
+        origin = f" (from the file name {stem_hint!r})" if stem_hint else ""
+        raise CodegenError(f"recipe name {name!r}{origin} {problem[0]}; pass --name {problem[1]}")
     return name
 
 
@@ -389,29 +496,87 @@ def module_name_for(output: Path, base: Path | None = None) -> str | None:
     return ".".join(parts) if all(p.isidentifier() for p in parts) else None
 
 
-def _world_size(legacy: Any) -> int:
+def parallel_size(legacy: Any) -> tuple[int, bool]:
+    """``(product of the parallel degrees, whether one of them is inferred (-1))``: the ranks a
+    run of ``legacy`` needs (any multiple of it when a degree is inferred)."""
     acc = legacy.train.accelerator
-    size = 1
+    size, inferred = 1, False
     for degree in (acc.dp_replicate, acc.dp_shard, acc.tp, acc.cp, acc.pp):
         size *= degree if degree and degree > 0 else 1
+        inferred = inferred or degree == -1
+    return size, inferred
+
+
+def nproc_of(legacy: Any, launch: Any = None) -> int:
+    """The ``--nproc_per_node`` of the recipe's ``torchrun`` line: the launch command's when it
+    gives one that fits the config (a degree of -1 takes what the launch gives), else the
+    product of the degrees."""
+    from hyper_parallel.codegen.launch import nproc_problem
+
+    size, inferred = parallel_size(legacy)
+    nproc = getattr(launch, "nproc", None)
+    if nproc is not None and nproc_problem(nproc, size, inferred) is None:
+        return int(nproc)
     return size
 
 
+def launch_warnings(source: LegacySource, launch: Any) -> list[str]:
+    """The report's warning lines about ``launch`` (None: no launch command) for ``source``."""
+    from hyper_parallel.codegen.launch import nproc_problem
+
+    if launch is None:
+        return []
+    problem = nproc_problem(launch.nproc, *parallel_size(source.legacy))
+    return [f"{source.display}: {problem}"] if problem else []
+
+
+def codegen_command(display: str, overrides: tuple[str, ...] = (), launch: Any = None) -> str:
+    """The ``--from-yaml`` command that converts ``display`` with ``overrides`` (the launch
+    command's own overrides come first in them) as one line."""
+    import shlex
+
+    head = "python -m hyper_parallel.codegen --from-yaml"
+    if launch is not None:
+        extra = tuple(overrides[len(launch.overrides):])
+        text = f"{head} {shlex.quote(launch.text)}"
+    else:
+        extra = tuple(overrides)
+        text = f"{head} {shlex.quote(display)}"
+    return text + (f" -- {shlex.join(extra)}" if extra else "")
+
+
 def _docstring(source: LegacySource, name: str, module: str | None, output: Path,
-               baseline: Baseline) -> str:
+               baseline: Baseline, launch: Any = None) -> str:
     module = module or f"<the module path of {output.name[:-3]}>"
-    nproc = _world_size(source.legacy)
-    about = textwrap.fill(
-        f"Written by ``python -m hyper_parallel.codegen --from-yaml {source.display}``. It starts "
-        f"from {baseline.described} and sets, one line each, the fields the YAML changes, "
-        "commented with the legacy key and the line they come from. Before writing, the "
-        f"converter executed this module and checked that ``_trainer_config_to_legacy({name}())`` "
-        "equals the canonical form of the YAML.",
-        width=LINE_LENGTH - 4, break_on_hyphens=False, break_long_words=False,
-    )
+    nproc = nproc_of(source.legacy, launch)
+    if source.overrides or launch is not None:
+        command = codegen_command(source.display, source.overrides, launch)
+        about = (
+            f"Written by ``{command}``. It starts from {baseline.described} and sets, one line "
+            "each, the fields the YAML and the command-line overrides change, commented with the "
+            "legacy key and the line they come from (``command line: --a.b=c`` for an override). "
+            "Before writing, the converter executed this module and checked that "
+            f"``_trainer_config_to_legacy({name}())`` equals the canonical form of the YAML with "
+            "the overrides applied."
+        )
+        overridden = ("\n" + textwrap.fill(
+            f"with the command-line overrides {' '.join(source.overrides)}",
+            width=LINE_LENGTH - 4, break_on_hyphens=False, break_long_words=False)
+            if source.overrides else "")
+    else:
+        about = (
+            f"Written by ``python -m hyper_parallel.codegen --from-yaml {source.display}``. It "
+            f"starts from {baseline.described} and sets, one line each, the fields the YAML "
+            "changes, commented with the legacy key and the line they come from. Before writing, "
+            "the converter executed this module and checked that "
+            f"``_trainer_config_to_legacy({name}())`` equals the canonical form of the YAML."
+        )
+        overridden = ""
+    about = textwrap.fill(about, width=LINE_LENGTH - 4, break_on_hyphens=False,
+                          break_long_words=False)
     text = (
         f"Recipe {name}, converted from {source.display}\n"
-        f"(sha256 {source.sha256}).\n\n"
+        f"(sha256 {source.sha256}){',' if overridden else ''}{overridden}.\n\n"
         f"Train it with\n\n"
         f"    torchrun --nproc_per_node {nproc} -m hyper_parallel.train "
         f"--module {module} --config {name}\n\n"
@@ -448,6 +613,9 @@ class Recipe:
     target: Any = None
     """``_legacy_to_trainer_config(canonical)``: what the recipe must build."""
     proof_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    """Lines the report prints as warnings (a launch command's ``--nproc_per_node`` that does
+    not fit the config)."""
 
 
 def _leaf_keys(data_lines: dict[tuple, int]) -> list[tuple]:
@@ -465,28 +633,61 @@ def _located(source: LegacySource, fn: Any, *args: Any) -> Any:
     key's ``file:line``."""
     from hyper_parallel.trainer.config import ConfigError
 
+    def locate(error: ConfigError) -> ConfigError:
+        if error.location or not error.path:
+            return error
+        key = tuple(error.path.split("."))
+        written = [text for path, (text, value) in source.cli.items() if _covers(path, value, key)]
+        if written:
+            return ConfigError(error.message, path=error.path,
+                               location=f"command line ({written[-1]})")
+        line = source.lines.get(key)
+        if line is None:
+            return error
+        return ConfigError(error.message, path=error.path, location=f"{source.display}:{line}")
+
     try:
         return fn(*(args or (source.legacy,)))
     except ConfigError as exc:
-        line = source.lines.get(tuple(exc.path.split("."))) if exc.path else None
-        if line is None or exc.location:
+        located = [locate(problem) for problem in exc.problems]
+        if all(new is old for new, old in zip(located, exc.problems)):
             raise
-        raise ConfigError(exc.message, path=exc.path, location=f"{source.display}:{line}") from None
+        # In file order, as the legacy parser reports a file's problems.
+        order = {id(e): source.lines.get(tuple((e.path or "").split(".")), float("inf"))
+                 for e in located}
+        located.sort(key=lambda e: order[id(e)])
+        raise ConfigError.combine(located, source.display) from None
+
+
+def target_of(source: LegacySource) -> tuple[Any, list, Any]:
+    """``(canonical legacy config, normalisations, HyperTrainer.Config)`` of ``source``."""
+    from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config, canonicalize_legacy
+
+    canon, notes = _located(source, canonicalize_legacy)
+    return canon, notes, _located(source, _legacy_to_trainer_config, canon)
+
+
+def key_counts(source: LegacySource) -> tuple[int, int, list[str]]:
+    """``(keys the YAML writes, keys with a new field, 'key (reason)' of the others)``."""
+    from hyper_parallel.config.legacy_adapter import FIELD_MAP
+
+    leaves = _leaf_keys(source.lines)
+    mapped_paths = {k for row in FIELD_MAP if row.new for k in row.legacy}
+    mapped = [p for p in leaves
+              if ".".join(p) in mapped_paths or ".".join(p[:2]) == "model.config_overrides"]
+    reasons = {k: row.detail for row in FIELD_MAP if not row.new for k in row.legacy}
+    unmapped = [f"{'.'.join(p)} ({reasons.get('.'.join(p), 'no row in the field table')})"
+                for p in leaves if p not in mapped]
+    return len(leaves), len(mapped), unmapped
 
 
 def render(source: LegacySource, name: str, output: Path, repo: Path,
-           base: Path | None = None) -> Recipe:
+           base: Path | None = None, launch: Any = None) -> Recipe:
     """Canonicalise, convert, pick the baseline, render and format (nothing is executed)."""
     from hyper_parallel.codegen import render as render_module
     from hyper_parallel.codegen.pipeline import _environment
-    from hyper_parallel.config.legacy_adapter import (
-        FIELD_MAP,
-        _legacy_to_trainer_config,
-        canonicalize_legacy,
-    )
 
-    canon, notes = _located(source, canonicalize_legacy)
-    target = _located(source, _legacy_to_trainer_config, canon)
+    canon, notes, target = target_of(source)
     baseline = choose_baseline(canon, target)
     target = _on_baseline_spec(target, baseline)
     if name in {imported for _, imported in baseline.imports}:
@@ -507,7 +708,8 @@ def render(source: LegacySource, name: str, output: Path, repo: Path,
     head = RecipeLine(f"config = {baseline.code}", base_text, base_anchor, base_paths)
     tail = _attach_comments(source, [head] + lines)
     context = {
-        "docstring": _docstring(source, name, module_name_for(output, base), output, baseline),
+        "docstring": _docstring(source, name, module_name_for(output, base), output, baseline,
+                                launch),
         "imports": _import_lines(imports),
         "name": name,
         "baseline": head,
@@ -522,15 +724,9 @@ def render(source: LegacySource, name: str, output: Path, repo: Path,
         text = render_module.format_python(raw)
     except Exception as exc:  # a bug here, never the user's input: values are checked literals
         raise CodegenError(f"{TEMPLATE}: the rendered recipe is not valid Python ({exc})") from exc
-    leaves = _leaf_keys(source.lines)
-    mapped_paths = {k for row in FIELD_MAP if row.new for k in row.legacy}
-    mapped = [p for p in leaves
-              if ".".join(p) in mapped_paths or ".".join(p[:2]) == "model.config_overrides"]
-    reasons = {k: row.detail for row in FIELD_MAP if not row.new for k in row.legacy}
-    unmapped = [f"{'.'.join(p)} ({reasons.get('.'.join(p), 'no row in the field table')})"
-                for p in leaves if p not in mapped]
-    return Recipe(name, text, source, baseline, len(lines), len(leaves), len(mapped), notes,
-                  unmapped, canon, target)
+    written, mapped, unmapped = key_counts(source)
+    return Recipe(name, text, source, baseline, len(lines), written, mapped, notes,
+                  unmapped, canon, target, warnings=launch_warnings(source, launch))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,57 +750,99 @@ def differences(expected: Any, actual: Any) -> list[str]:
             for k in sorted(set(a) | set(b)) if not _same(a.get(k), b.get(k))]
 
 
-def prove(recipe: Recipe, filename: str) -> None:
-    """Execute the module text in a fresh namespace; raise :class:`ConversionError` naming every
-    field unless it reproduces the YAML exactly."""
+@dataclass(frozen=True)
+class Obligation:
+    """What one recipe function of a module must build: ``target`` (the YAML's
+    ``HyperTrainer.Config``), converting back to ``canonical`` (the YAML's canonical form)."""
+
+    name: str
+    display: str
+    target: Any
+    canonical: Any
+
+
+def recipe_problems(config: Any, target: Any, canonical: Any) -> list[str]:
+    """Every way ``config`` (what a recipe built) falls short of ``target`` and ``canonical``."""
     from hyper_parallel.config.legacy_adapter import _trainer_config_to_legacy
     from hyper_parallel.trainer.config import ConfigError
 
-    start = time.perf_counter()
-    namespace: dict[str, Any] = {"__name__": f"_hyper_parallel_from_yaml_.{recipe.name}",
-                                 "__file__": filename}
-    exec(compile(recipe.text, filename, "exec"), namespace)  # noqa: S102 -- our own output
-    config = namespace[recipe.name]()
-    problems = differences(recipe.target, config)
+    problems = differences(target, config)
     try:
         back = _trainer_config_to_legacy(config)
     except ConfigError as exc:
         problems.append(f"converting the recipe back to the legacy schema failed: {exc}")
     else:
-        problems += differences(recipe.canonical, back)
-    recipe.proof_seconds = time.perf_counter() - start
-    if problems:
-        raise ConversionError(
-            f"{recipe.source.display}: the emitted recipe does not reproduce the YAML, so nothing "
-            "was written (this is a bug in the converter or the field table; please report it):\n"
-            + "\n".join(f"  {p}" for p in problems)
-        )
+        problems += differences(canonical, back)
+    return problems
+
+
+def prove_module(text: str, filename: str, obligations: list[Obligation],
+                 module: str = "_hyper_parallel_from_yaml_") -> float:
+    """Execute ``text`` once in a fresh namespace, call every recipe of ``obligations`` (all of
+    them before checking any: one recipe changing what another returned would show), and
+    raise :class:`ConversionError` naming every field of every recipe that does not reproduce
+    its YAML exactly. Returns the seconds it took."""
+    start = time.perf_counter()
+    namespace: dict[str, Any] = {"__name__": module, "__file__": filename}
+    exec(compile(text, filename, "exec"), namespace)  # noqa: S102 -- our own output
+    built = [(item, namespace[item.name]()) for item in obligations]
+    failed = []
+    for item, config in built:
+        problems = recipe_problems(config, item.target, item.canonical)
+        if problems:
+            failed.append(
+                f"{item.display}: the emitted recipe{'' if len(obligations) == 1 else ' ' + item.name}"
+                " does not reproduce the YAML, so nothing was written (this is a bug in the "
+                "converter or the field table; please report it):\n"
+                + "\n".join(f"  {p}" for p in problems))
+    if failed:
+        raise ConversionError("\n".join(failed))
+    return time.perf_counter() - start
+
+
+def prove(recipe: Recipe, filename: str) -> None:
+    """Execute the module text in a fresh namespace; raise :class:`ConversionError` naming every
+    field unless it reproduces the YAML exactly."""
+    recipe.proof_seconds = prove_module(
+        recipe.text, filename,
+        [Obligation(recipe.name, recipe.source.display, recipe.target, recipe.canonical)],
+        f"_hyper_parallel_from_yaml_.{recipe.name}")
+
+
+def strict_error(source: LegacySource, normalisations: list) -> ConversionError:
+    """``--strict``'s refusal of a YAML that needs ``normalisations``."""
+    return ConversionError(
+        f"{source.display}: --strict refuses the conversion; the YAML needs "
+        f"{len(normalisations)} normalisation(s):\n"
+        + "\n".join(f"  {n.field}: {n.old!r} -> {n.new!r} ({n.why})" for n in normalisations)
+        + "\nwrite those keys as shown (the new value) and convert again, or drop --strict"
+    )
 
 
 def convert(path: Path, name: str | None = None, output: Path | None = None,
             repo: Path | None = None, strict: bool = False,
-            base: Path | None = None) -> tuple[Recipe, Path]:
+            base: Path | None = None, overrides: tuple[str, ...] | list[str] = (),
+            launch: Any = None) -> tuple[Recipe, Path]:
     """Read, convert, render and prove ``path``; returns the recipe and its output path
     (``recipes/<name>.py`` under ``base`` by default). Writes nothing.
 
     ``base`` (default: the working directory) is what the paths in the recipe are shown
     relative to -- the source YAML, and the module path of the output in the ``torchrun`` line
     -- so that the text does not depend on where the command runs from.
+
+    ``overrides``: legacy ``--a.b=c`` tokens applied on top of the YAML (their lines say
+    ``command line: --a.b=c``); ``launch``: the :class:`~hyper_parallel.codegen.launch.Launch`
+    they came from, if any (its own overrides first in ``overrides``), recorded in the docstring
+    and checked against the config's world size.
     """
     repo = repo or Path(__file__).resolve().parents[2]
     stem = Path(path).name.rsplit(".", 1)[0]
     name = check_name(name, None) if name is not None else check_name(stem, Path(path).name)
     output = Path(output) if output is not None else (base or Path()) / "recipes" / f"{name}.py"
-    source = read_legacy(Path(path), base)
-    recipe = render(source, name, output, repo, base)
+    source = read_legacy(Path(path), base, overrides)
+    recipe = render(source, name, output, repo, base, launch)
     if strict and recipe.normalisations:
-        raise ConversionError(
-            f"{source.display}: --strict refuses the conversion; the YAML needs "
-            f"{len(recipe.normalisations)} normalisation(s):\n"
-            + "\n".join(f"  {n.field}: {n.old!r} -> {n.new!r} ({n.why})"
-                        for n in recipe.normalisations)
-            + "\nwrite those keys as shown (the new value) and convert again, or drop --strict"
-        )
+        raise strict_error(source, recipe.normalisations)
     prove(recipe, str(output))
     return recipe, output
 
@@ -626,6 +864,9 @@ def report(recipe: Recipe, output: Path, wrote: bool = True, base: Path | None =
         lines += [f"    {n.field}: {n.old!r} -> {n.new!r} ({n.why})" for n in recipe.normalisations]
     else:
         lines.append("  normalisations: none")
+    if recipe.source.overrides:
+        lines.append(f"  command-line overrides: {' '.join(recipe.source.overrides)}")
     lines.append(f"  proof: _trainer_config_to_legacy({recipe.name}()) == canonicalize(YAML): "
                  "nothing lost")
+    lines += [f"  warning: {w}" for w in recipe.warnings]
     return "\n".join(lines)

@@ -63,7 +63,7 @@ from hyper_parallel.trainer.model_setup import (
 )
 from hyper_parallel.trainer.optim import clip_grad_norm_
 from hyper_parallel.trainer.trainer_config import HyperTrainer as _ConfigOwner
-from hyper_parallel.utils.data_types import TYPES_NEEDING_TOKENIZER
+from hyper_parallel.utils.data_types import ORDERED_TYPES, TYPES_NEEDING_TOKENIZER
 from hyper_parallel.utils.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -262,6 +262,7 @@ class HyperTrainer(BaseTrainer):
             field_names=_DATA_FIELDS,
             **common,
         )
+        self._check_replay_length()
         if c.validation.freq > 0:
             if c.dataloader.dataset == "dummy":
                 raise ConfigError(
@@ -279,6 +280,26 @@ class HyperTrainer(BaseTrainer):
                 eval_config.build,
                 field_names={**_DATA_FIELDS, "path": "validation.dataset_path"},
                 **common,
+            )
+
+    def _check_replay_length(self) -> None:
+        """A replayed file (``preset_pt``) is the data of a run batch for batch, so a file too
+        short for ``training.steps`` is an error rather than a run that quietly ends early."""
+        c = self.config
+        if c.dataloader.dataset not in ORDERED_TYPES:
+            return
+        needed = c.training.steps * c.training.global_batch_size
+        held = len(self.train_dataloader.dataset)
+        if held * c.training.max_epochs < needed:
+            batches = getattr(self.train_dataloader.dataset, "num_batches", None)
+            what = f"{held} samples" + (f" ({batches} batches)" if batches is not None else "")
+            epochs = (f" x training.max_epochs={c.training.max_epochs}"
+                      if c.training.max_epochs > 1 else "")
+            raise ConfigError(
+                f"holds {what}{epochs}, fewer than the run needs: training.steps="
+                f"{c.training.steps} x training.global_batch_size={c.training.global_batch_size}"
+                f" = {needed} samples; write more batches, or lower training.steps",
+                path="dataloader.dataset_path",
             )
 
     def _build_model(self) -> None:

@@ -1,5 +1,5 @@
 """Recipe unsupported_at_default, converted from unsupported_at_default.yaml
-(sha256 4e13738f694173876af1ccb4e0560237d74267cbe26d6d33496042fd553991f6).
+(sha256 5dff1aaf588ff18aad73cb46155f4fd7c1515f983515ff77e49d5563c675a9a2).
 
 Train it with
 
@@ -21,6 +21,8 @@ __all__ = ["unsupported_at_default"]
 
 
 def unsupported_at_default() -> HyperTrainer.Config:
-    # An unsupported row at its legacy default converts: the report names it, nothing is lost.
-    config = flavor_baseline("qwen3_5")  # unsupported_at_default.yaml:3 model.name
+    # Unsupported rows at their legacy defaults convert: the report names them, nothing is lost.
+    # (A real alignment YAML of the legacy code base writes its accelerator keys out like this.)
+    config = flavor_baseline("qwen3_5")  # unsupported_at_default.yaml:4 model.name
+    # what fully_shard does: one all-gather / reduce-scatter per unit
     return config

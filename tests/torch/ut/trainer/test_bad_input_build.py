@@ -482,3 +482,42 @@ def test_cli_recipe_lr_min_above_lr_exits_2(tmp_path):
     # Raised late (the LR scheduler, after the model is built and parallelized).
     proc = _train([*RECIPE, "--training.steps=2", "--lr_scheduler.lr_min=0.1"], tmp_path)
     _assert_config_exit(proc, "error: lr_scheduler.lr_min: 0.1 is above", "optimizer.lr=0.001")
+
+
+# ------------------------------------------------------------------ data
+
+
+def _preset_file(tmp_path: Path, batches: int) -> Path:
+    path = tmp_path / "batches.pt"
+    ids = torch.arange(2 * 16).reshape(2, 16) % 100
+    torch.save([{"input_ids": ids.clone()} for _ in range(batches)], path)
+    return path
+
+
+def test_a_replay_file_too_short_for_the_run_names_both_numbers(tmp_path):
+    """preset_pt holding 3 batches of 2 samples for 2 steps x 4 samples: a clear error before
+    training, never a run that quietly stops early (both entries, in their own names)."""
+    path = _preset_file(tmp_path, batches=3)
+    args = ("--data.type=preset_pt", f"--data.train_path={path}", "--data.max_seq_len=16",
+            "--train.global_batch_size=4", "--train.micro_batch_size=2")
+    with pytest.raises(ConfigError) as info:
+        LLMTrainer(legacy(*args))
+    message = str(info.value)
+    assert info.value.path == "data.train_path"
+    assert "holds 6 samples (3 batches)" in message
+    assert "train.max_steps=2 x train.global_batch_size=4 = 8 samples" in message
+    assert_no_recipe_names(message, "training.", "dataloader.")
+
+    config = converted(*args)
+    with pytest.raises(ConfigError) as info:
+        config.build()
+    assert info.value.path == "dataloader.dataset_path"
+    assert "training.steps=2 x training.global_batch_size=4" in str(info.value)
+
+
+def test_a_missing_data_file_is_a_config_error_in_the_entry_s_names(tmp_path):
+    args = ("--data.type=jsonl", f"--data.train_path={tmp_path / 'nope.jsonl'}")
+    with pytest.raises(ConfigError, match=r"data\.train_path: .*nope\.jsonl does not exist"):
+        LLMTrainer(legacy(*args))
+    with pytest.raises(ConfigError, match=r"dataloader\.dataset_path: .*nope\.jsonl does not exist"):
+        converted(*args).build()
