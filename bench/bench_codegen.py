@@ -16,11 +16,15 @@ directory instead of the repository (identical work; the checkout is left alone)
   imports torch: a recipe is proven by executing it and building its ``HyperTrainer.Config``);
 * ``--from-yaml`` on each example YAML: a fresh ``python -m hyper_parallel.codegen --from-yaml``
   process per run (writing into a temporary directory), its wall time and the share of it that
-  is the proof step (executing the recipe and converting it back), measured in the child.
+  is the proof step (executing the recipe and converting it back), measured in the child;
+* the fleet: one ``--from-yaml examples/yaml`` process converting the six example YAMLs into one
+  registry module, against the six single-file processes above (their median walls summed), as
+  a ratio to one single-file conversion; and the module's line count against the six recipes'.
 
 Targets: 1.0 s for the table part of ``make codegen`` (the recipes of the examples come on top),
-2.5 s whole process per ``--from-yaml`` file (importing torch alone takes about 1.7 s here). Medians over ``--runs`` runs (after one warm-up run that fills the
-OS file cache and black's grammar cache).
+2.5 s whole process per ``--from-yaml`` file (importing torch alone takes about 1.7 s here), and
+the fleet of six in less than 2 single-file conversions. Medians over ``--runs`` runs (after one
+warm-up run that fills the OS file cache and black's grammar cache).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TARGET_SECONDS = 1.0
 FROM_YAML_TARGET_SECONDS = 2.5
+#: The fleet of the six examples, in single-file conversions: less than two.
+FLEET_TARGET_SINGLES = 2.0
 
 
 def one_run(out_dir: Path, timings: Path) -> dict[str, float]:
@@ -86,6 +92,47 @@ def bench_from_yaml(runs: int, tmp: Path) -> dict:
     return results
 
 
+def one_fleet(out: Path, timings: Path) -> dict[str, float]:
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "hyper_parallel.codegen", "--from-yaml",
+         str(REPO / "examples" / "yaml"), "-o", str(out), "--force", "-q",
+         "--timings-json", str(timings)],
+        cwd=REPO, check=True,
+    )
+    wall = time.perf_counter() - start
+    return {"wall_s": wall, "proof_s": json.loads(timings.read_text())["proof_seconds"]}
+
+
+def bench_fleet(runs: int, tmp: Path, from_yaml: dict) -> dict:
+    """Median whole-process time of the fleet conversion of the six examples, against the six
+    single-file conversions measured by :func:`bench_from_yaml` (written into ``tmp``)."""
+    timings, out = tmp / "fleet_timings.json", tmp / "config_registry.py"
+    one_fleet(out, timings)  # warm-up
+    per_run = [one_fleet(out, timings) for _ in range(runs)]
+    wall = statistics.median(r["wall_s"] for r in per_run)
+    proof = statistics.median(r["proof_s"] for r in per_run)
+    singles = sum(r["wall_s"] for r in from_yaml.values())
+    one_single = singles / len(from_yaml)
+    module_lines = len(out.read_text().splitlines())
+    single_lines = sum(len((tmp / f"{Path(name).stem}.py").read_text().splitlines())
+                       for name in from_yaml)
+    result = {"files": len(from_yaml), "wall_s": round(wall, 3), "proof_s": round(proof, 4),
+              "six_single_wall_s": round(singles, 3),
+              "in_single_conversions": round(wall / one_single, 3),
+              "share_of_six_singles": round(wall / singles, 3),
+              "target_single_conversions": FLEET_TARGET_SINGLES,
+              "meets_target": wall / one_single < FLEET_TARGET_SINGLES,
+              "module_lines": module_lines, "single_lines": single_lines,
+              "lines_ratio": round(module_lines / single_lines, 3)}
+    print(f"--from-yaml fleet of {len(from_yaml)}: {wall:.3f} s whole process (median of {runs}) "
+          f"= {wall / one_single:.2f} single-file conversions (target < "
+          f"{FLEET_TARGET_SINGLES:.0f}); the {len(from_yaml)} single-file processes take "
+          f"{singles:.3f} s ({wall / singles:.0%}); one module of {module_lines} lines vs "
+          f"{single_lines} lines of single-file recipes")
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
@@ -105,6 +152,7 @@ def main() -> None:
     recipes = statistics.median(r["recipes_s"] for r in runs)
     with tempfile.TemporaryDirectory(prefix="bench-from-yaml-") as tmp:
         from_yaml = bench_from_yaml(opts.runs, Path(tmp))
+        fleet = bench_fleet(opts.runs, Path(tmp), from_yaml)
     results = {
         "runs": opts.runs,
         "whole_process_wall_s": round(wall, 3),
@@ -118,6 +166,7 @@ def main() -> None:
         "meets_target_table_part": wall - recipes <= TARGET_SECONDS,
         "from_yaml": from_yaml,
         "from_yaml_target_s": FROM_YAML_TARGET_SECONDS,
+        "fleet": fleet,
         "formatted_python_files": len(python_files),
         "formatted_python_lines": lines,
         "target_s": TARGET_SECONDS,

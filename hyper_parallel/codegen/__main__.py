@@ -2,10 +2,21 @@
 
 Migration commands (:mod:`.from_yaml`, :mod:`.to_yaml`):
 
-* ``--from-yaml old.yaml [--name NAME] [-o PATH] [--force] [--strict]``: write the recipe module
-  of a legacy YAML (default ``recipes/<NAME>.py``, NAME from the file name) after proving that it
-  converts back to the YAML's canonical form; prints a report. ``--strict`` refuses a YAML that
-  needs any normalisation. An existing file is replaced only with ``--force``.
+* ``--from-yaml old.yaml [--name NAME] [-o PATH] [--force] [--strict] [-- --a.b=c ...]``: write
+  the recipe module of a legacy YAML (default ``recipes/<NAME>.py``, NAME from the file name)
+  after proving that it converts back to the YAML's canonical form; prints a report.
+  ``--strict`` refuses a YAML that needs any normalisation. An existing file is replaced only
+  with ``--force``. Legacy overrides after ``--`` (the syntax ``scripts/train_lm.py`` takes) are
+  folded into the recipe, their lines commented ``# command line: --a.b=c``.
+* ``--from-yaml "torchrun --nproc_per_node 4 scripts/train_lm.py old.yaml --a.b=c"`` (one
+  argument) or ``--from-yaml -- torchrun ... old.yaml --a.b=c``: the launch command of a legacy
+  run, pasted whole (:mod:`.launch`): the YAML and its overrides are taken from it, and a
+  ``--nproc_per_node`` that does not fit the config's parallel degrees is a warning.
+* ``--from-yaml a.yaml b.yaml dir/ [-o PATH] [--force] [--strict] [-- --a.b=c ...]``: several
+  YAMLs (a folder: its ``*.yaml`` / ``*.yml`` files in name order) become one registry module
+  (default ``recipes/config_registry.py``, :mod:`.fleet`): a base recipe with what they share,
+  one recipe per file named after it (``--name`` is refused), every recipe proven; prints one
+  table. ``--strict`` applies to every file; overrides after ``--`` apply to every file.
 * ``--to-yaml --module M --config F [-o PATH] [--force]``: the legacy YAML of a recipe (stdout
   by default), or the new-only fields that prevent one.
 
@@ -61,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timings-json", type=Path, default=None)
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     migrate = parser.add_argument_group("migration")
-    migrate.add_argument("--from-yaml", type=Path, metavar="OLD_YAML",
-                         help="write the recipe module of a legacy YAML")
+    migrate.add_argument("--from-yaml", nargs="*", metavar="OLD_YAML",
+                         help="write the recipe module of a legacy YAML (several YAMLs or a "
+                         "folder: one registry module; a quoted launch command: its YAML and "
+                         "overrides); legacy overrides follow --")
     migrate.add_argument("--name", help="recipe function name (default: the YAML's file name)")
     migrate.add_argument("-o", "--output", type=Path, metavar="PATH",
                          help="output file (--from-yaml: recipes/NAME.py; --to-yaml: stdout)")
@@ -73,7 +86,14 @@ def main(argv: list[str] | None = None) -> int:
                          help="write the legacy YAML of the recipe --module/--config")
     migrate.add_argument("--module", help="recipe module (with --to-yaml)")
     migrate.add_argument("--config", help="recipe function (with --to-yaml)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    after_dash = None
+    if "--" in argv:
+        dash = argv.index("--")
+        if any(a == "--from-yaml" or a.startswith("--from-yaml=") for a in argv[:dash]):
+            argv, after_dash = argv[:dash], argv[dash + 1:]
     args = parser.parse_args(argv)
+    args.after_dash = after_dash
     root = (args.root or _default_root()).resolve()
     if args.from_yaml is not None or args.to_yaml:
         return _migrate(parser, args, root)
@@ -163,6 +183,45 @@ def _write_output(path: Path, text: str, force: bool) -> str | None:
     return None
 
 
+def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path) -> str | None:
+    """Convert what ``--from-yaml`` names (one YAML, several, a launch command) and write it;
+    returns the problem of an existing output, if any."""
+    from hyper_parallel.codegen import fleet, from_yaml
+
+    stray = [v for v in args.from_yaml if v in ("generate", "check") and not Path(v).exists()]
+    if stray:
+        parser.error("check / --check / --out regenerate the repository's files; they do not go "
+                     "with --from-yaml or --to-yaml (use -o for the output path)")
+    inputs = fleet.resolve_inputs(args.from_yaml, args.after_dash or ())
+    if inputs.single:
+        item = inputs.files[0]
+        recipe, output = from_yaml.convert(item.path, args.name, args.output, root,
+                                           strict=args.strict, overrides=item.overrides,
+                                           launch=item.launch)
+        problem = _write_output(output, recipe.text, args.force)
+        if args.timings_json is not None \
+                and not _timings(args.timings_json, {"proof_seconds": recipe.proof_seconds}):
+            raise _TimingsFailed
+        if not args.quiet or problem:
+            print(from_yaml.report(recipe, output, wrote=problem is None))
+        return problem
+    if args.name is not None:
+        parser.error(f"--name goes with one YAML; with {len(inputs.files)} YAMLs each recipe is "
+                     "named after its file (rename a file to rename its recipe)")
+    result = fleet.convert_fleet(inputs, args.output, root, strict=args.strict)
+    problem = _write_output(result.output, result.text, args.force)
+    if args.timings_json is not None \
+            and not _timings(args.timings_json, {"proof_seconds": result.proof_seconds}):
+        raise _TimingsFailed
+    if not args.quiet or problem:
+        print(fleet.report(result, wrote=problem is None))
+    return problem
+
+
+class _TimingsFailed(Exception):
+    """``--timings-json`` could not be written (the error is printed)."""
+
+
 def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path) -> int:
     from hyper_parallel.codegen import from_yaml, to_yaml
     from hyper_parallel.config.recipes import RecipeError
@@ -187,14 +246,9 @@ def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
             if problem is None and not args.quiet:
                 print(f"to-yaml: wrote {args.output}")
         else:
-            recipe, output = from_yaml.convert(args.from_yaml, args.name, args.output, root,
-                                               strict=args.strict)
-            problem = _write_output(output, recipe.text, args.force)
-            if args.timings_json is not None \
-                    and not _timings(args.timings_json, {"proof_seconds": recipe.proof_seconds}):
-                return 2
-            if not args.quiet or problem:
-                print(from_yaml.report(recipe, output, wrote=problem is None))
+            problem = _from_yaml(parser, args, root)
+    except _TimingsFailed:
+        return 2
     except from_yaml.ConversionError as exc:
         print(f"codegen: error: {exc}", file=sys.stderr)
         return 1

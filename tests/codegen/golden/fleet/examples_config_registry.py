@@ -1,0 +1,275 @@
+"""Recipes converted from 6 legacy YAMLs: one zero-argument function per YAML, each returning a
+fresh ``HyperTrainer.Config`` (train one with ``--module M --config NAME``).
+
+What the YAMLs share is set once, in ``train_qwen3_5_base``. Each recipe calls it, the recipe of
+a YAML whose settings it contains, or the flavor baseline of its own model, and sets, one line
+each, the fields where its YAML differs, commented with the legacy key and the line it comes
+from. Before writing, the converter executed this module, called every recipe and checked that
+each builds its YAML's configuration and converts back to the YAML's canonical form.
+
+Written by ``python -m hyper_parallel.codegen --from-yaml examples/yaml``.
+
+Sources:
+
+* ``train_qwen3_5_0_8b``: examples/yaml/train_qwen3_5_0_8b.yaml
+  (sha256 39348e341571812c940f38786252471ab494fb049037f2bf27e79c54371f2c79)
+* ``train_qwen3_5_debug``: examples/yaml/train_qwen3_5_debug.yaml
+  (sha256 57bfe757897eed3830dc11c7d4bfa1379de65a9d23649d570f14d8c1ece3c2af)
+* ``train_qwen3_5_demo``: examples/yaml/train_qwen3_5_demo.yaml
+  (sha256 2d909fc8a8ec8eb5a9c6beb2de595a91d227205e612dc0bc64dac688960fc4eb)
+* ``train_qwen3_5_fsdp2``: examples/yaml/train_qwen3_5_fsdp2.yaml
+  (sha256 e1e85ca1373649cded3199d64cfe1f1f38abeb988311a86ee75b9294961e540e)
+* ``train_qwen3_5_hsdp``: examples/yaml/train_qwen3_5_hsdp.yaml
+  (sha256 c96271d9259843e8f577f147168d9a3cc1e94cd90a575352e70aaddbb77a4b62)
+* ``train_qwen3_5_tp2``: examples/yaml/train_qwen3_5_tp2.yaml
+  (sha256 f65876cc9f9b4a44fdfc0cb2e7ba33424812ae3800e7a5c2b6cf80b7a78c0f92)
+"""
+
+from __future__ import annotations
+
+from hyper_parallel.config.baselines import flavor_baseline
+from hyper_parallel.trainer.trainer_config import HyperTrainer
+
+__all__ = [
+    "train_qwen3_5_0_8b",
+    "train_qwen3_5_base",
+    "train_qwen3_5_debug",
+    "train_qwen3_5_demo",
+    "train_qwen3_5_fsdp2",
+    "train_qwen3_5_hsdp",
+    "train_qwen3_5_tp2",
+]
+
+
+def train_qwen3_5_base() -> HyperTrainer.Config:
+    """The settings shared by 4 of the 6 YAMLs (train_qwen3_5_debug.yaml, train_qwen3_5_demo.yaml,
+    train_qwen3_5_fsdp2.yaml, train_qwen3_5_tp2.yaml): flavor_baseline: model 'qwen3_5', flavor
+    'debugmodel', and the 5 fields they agree on. Their recipes below call it (directly or
+    through another recipe).
+    """
+    # ~5M parameters, trains in seconds on a CPU
+    # model.name, model.config_overrides.flavor: 4 of 6 YAMLs, lines 4-6
+    config = flavor_baseline("qwen3_5", "debugmodel")
+    config.training.seq_len = 128  # data.max_seq_len: 4 of 6 YAMLs
+    config.dataloader.pin_memory = False  # data.pin_memory: 4 of 6 YAMLs
+    config.comm.backend = "gloo"  # train.comm_backend: 4 of 6 YAMLs
+    config.metrics.log_freq = 1  # train.logging.log_steps: 4 of 6 YAMLs
+    config.debug.deterministic = True  # train.debug.deterministic: 4 of 6 YAMLs
+    return config
+
+
+def train_qwen3_5_0_8b() -> HyperTrainer.Config:
+    """Converted from examples/yaml/train_qwen3_5_0_8b.yaml.
+
+    torchrun --nproc_per_node 4 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_0_8b
+    """
+    # Qwen3.5-0.8B truncated to 4 layers, FSDP over 4 ranks, bf16 mixed precision.
+    # The legacy reference example (validated 1-card <-> FSDP4 loss parity there).
+    #   torchrun --nproc_per_node 4 scripts/train_lm.py examples/yaml/train_qwen3_5_0_8b.yaml
+    config = flavor_baseline("qwen3_5")  # train_qwen3_5_0_8b.yaml:5 model.name
+    # flavor defaults to 0.8b
+    # train_qwen3_5_0_8b.yaml:6 model.config_overrides
+    config.model.config_overrides = {"num_hidden_layers": 4}
+    config.training.seq_len = 64  # train_qwen3_5_0_8b.yaml:10 data.max_seq_len
+    config.dataloader.shuffle = False  # train_qwen3_5_0_8b.yaml:11 data.shuffle
+    config.training.steps = 20  # train_qwen3_5_0_8b.yaml:14 train.max_steps
+    config.training.global_batch_size = 4  # train_qwen3_5_0_8b.yaml:15 train.global_batch_size
+    config.debug.seed = 1234  # train_qwen3_5_0_8b.yaml:17 train.seed
+    # train_qwen3_5_0_8b.yaml:21 train.accelerator.dp_shard
+    config.parallelism.data_parallel_shard_degree = 4
+    config.lr_scheduler.lr_min = 0.0  # train_qwen3_5_0_8b.yaml:26 train.optimizer.lr_min
+    # train_qwen3_5_0_8b.yaml:28 train.optimizer.lr_warmup_ratio
+    config.lr_scheduler.warmup_steps = 2
+    # clipping effectively off
+    # train_qwen3_5_0_8b.yaml:29 train.optimizer.max_grad_norm
+    config.training.max_norm = 1000000000.0
+    config.optimizer.weight_decay = 0.0  # train_qwen3_5_0_8b.yaml:30 train.optimizer.weight_decay
+    # train_qwen3_5_0_8b.yaml:31 train.optimizer.loss_aggregation
+    config.loss.aggregation = "rank_average"
+    # train_qwen3_5_0_8b.yaml:33-36 train.mixed_precision.{enabled, param_dtype, reduce_dtype, output_dtype}
+    config.training.mixed_precision_output = "bfloat16"
+    # train_qwen3_5_0_8b.yaml:33-36 train.mixed_precision.{enabled, param_dtype, reduce_dtype, output_dtype}
+    config.training.mixed_precision_param = "bfloat16"
+    # train_qwen3_5_0_8b.yaml:38 train.gradient_checkpointing.activation_checkpoint
+    config.activation_checkpoint.mode = "none"
+    # train_qwen3_5_0_8b.yaml:40 train.checkpoint.output_dir
+    config.checkpoint.folder = "outputs/qwen3_5"
+    config.checkpoint.interval = 0  # train_qwen3_5_0_8b.yaml:41 train.checkpoint.save_steps
+    # train_qwen3_5_0_8b.yaml:42 train.checkpoint.save_hf_weights
+    config.checkpoint.export_hf = False
+    config.metrics.log_freq = 1  # train_qwen3_5_0_8b.yaml:44 train.logging.log_steps
+    # train_qwen3_5_0_8b.yaml:45 train.logging.report_throughput
+    config.metrics.report_throughput = False
+    config.debug.deterministic = True  # train_qwen3_5_0_8b.yaml:47 train.debug.deterministic
+    return config
+
+
+def train_qwen3_5_debug() -> HyperTrainer.Config:
+    """Converted from examples/yaml/train_qwen3_5_debug.yaml.
+
+    torchrun --nproc_per_node 1 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_debug
+    """
+    # Qwen3.5 debug model on synthetic tokens, one process.
+    #   torchrun --nproc_per_node 1 scripts/train_lm.py examples/yaml/train_qwen3_5_debug.yaml
+    config = train_qwen3_5_base()  # the settings shared by 4 of 6 YAMLs
+    # random tokens, deterministic per sample index
+    config.dataloader.shuffle = False  # train_qwen3_5_debug.yaml:10 data.shuffle
+    config.training.steps = 10  # train_qwen3_5_debug.yaml:14 train.max_steps
+    config.training.global_batch_size = 4  # train_qwen3_5_debug.yaml:15 train.global_batch_size
+    # 2 micro-batches per step (gradient accumulation)
+    config.training.local_batch_size = 2  # train_qwen3_5_debug.yaml:16 train.micro_batch_size
+    config.debug.seed = 1234  # train_qwen3_5_debug.yaml:17 train.seed
+    # train_qwen3_5_debug.yaml:21 train.accelerator.dp_shard
+    config.parallelism.data_parallel_shard_degree = 1
+    config.optimizer.lr = 0.001  # train_qwen3_5_debug.yaml:24 train.optimizer.lr
+    config.lr_scheduler.lr_min = 0.0001  # train_qwen3_5_debug.yaml:25 train.optimizer.lr_min
+    # train_qwen3_5_debug.yaml:27 train.optimizer.lr_warmup_ratio
+    config.lr_scheduler.warmup_steps = 2
+    config.optimizer.betas = (0.9, 0.95)  # train_qwen3_5_debug.yaml:30 train.optimizer.betas
+    # train_qwen3_5_debug.yaml:34 train.checkpoint.output_dir
+    config.checkpoint.folder = "outputs/qwen3_5_debug"
+    # no checkpoints for a smoke run
+    config.checkpoint.interval = 0  # train_qwen3_5_debug.yaml:35 train.checkpoint.save_steps
+    # train_qwen3_5_debug.yaml:36 train.checkpoint.save_hf_weights
+    config.checkpoint.export_hf = False
+    config.debug.check_nan_inf = True  # train_qwen3_5_debug.yaml:42 train.debug.check_nan_inf
+    return config
+
+
+def train_qwen3_5_demo() -> HyperTrainer.Config:
+    """Converted from examples/yaml/train_qwen3_5_demo.yaml.
+
+    torchrun --nproc_per_node 2 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_demo
+    """
+    # The demo: the debug model on the shipped corpus, FSDP over 2 CPU ranks (`make demo`).
+    #   torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_demo.yaml
+    config = train_qwen3_5_base()  # the settings shared by 4 of 6 YAMLs
+    config.dataloader.dataset = "jsonl"  # train_qwen3_5_demo.yaml:8 data.type
+    # train_qwen3_5_demo.yaml:9 data.train_path
+    config.dataloader.dataset_path = "pkg://corpus/train.jsonl"
+    config.training.steps = 20  # train_qwen3_5_demo.yaml:14 train.max_steps
+    config.training.local_batch_size = 4  # train_qwen3_5_demo.yaml:16 train.micro_batch_size
+    # train_qwen3_5_demo.yaml:20 train.accelerator.dp_shard
+    config.parallelism.data_parallel_shard_degree = 2
+    config.optimizer.lr = 0.003  # train_qwen3_5_demo.yaml:22 train.optimizer.lr
+    config.lr_scheduler.lr_min = 0.0003  # train_qwen3_5_demo.yaml:23 train.optimizer.lr_min
+    # train_qwen3_5_demo.yaml:24 train.optimizer.lr_warmup_ratio
+    config.lr_scheduler.warmup_steps = 2
+    config.optimizer.weight_decay = 0.1  # train_qwen3_5_demo.yaml:26 train.optimizer.weight_decay
+    # train_qwen3_5_demo.yaml:29 train.checkpoint.output_dir
+    config.checkpoint.folder = "outputs/demo"
+    config.checkpoint.interval = 10  # train_qwen3_5_demo.yaml:30 train.checkpoint.save_steps
+    # train_qwen3_5_demo.yaml:31 train.checkpoint.save_hf_weights
+    config.checkpoint.export_hf = False
+    return config
+
+
+def train_qwen3_5_fsdp2() -> HyperTrainer.Config:
+    """Converted from examples/yaml/train_qwen3_5_fsdp2.yaml.
+
+    torchrun --nproc_per_node 2 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_fsdp2
+    """
+    # Debug model on the shipped corpus, FSDP over 2 ranks, with checkpoints and evaluation.
+    #   torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_fsdp2.yaml
+    config = train_qwen3_5_base()  # the settings shared by 4 of 6 YAMLs
+    config.dataloader.dataset = "jsonl"  # train_qwen3_5_fsdp2.yaml:8 data.type
+    # the corpus shipped inside hyper_parallel
+    # train_qwen3_5_fsdp2.yaml:9 data.train_path
+    config.dataloader.dataset_path = "pkg://corpus/train.jsonl"
+    config.training.steps = 10  # train_qwen3_5_fsdp2.yaml:16 train.max_steps
+    config.training.local_batch_size = 2  # train_qwen3_5_fsdp2.yaml:18 train.micro_batch_size
+    # train_qwen3_5_fsdp2.yaml:22 train.accelerator.dp_shard
+    config.parallelism.data_parallel_shard_degree = 2
+    config.optimizer.lr = 0.002  # train_qwen3_5_fsdp2.yaml:25 train.optimizer.lr
+    config.lr_scheduler.lr_min = 0.0002  # train_qwen3_5_fsdp2.yaml:26 train.optimizer.lr_min
+    # train_qwen3_5_fsdp2.yaml:27 train.optimizer.lr_warmup_ratio
+    config.lr_scheduler.warmup_steps = 1
+    # train_qwen3_5_fsdp2.yaml:28 train.optimizer.lr_decay_style
+    config.lr_scheduler.decay_style = "linear"
+    config.optimizer.weight_decay = 0.1  # train_qwen3_5_fsdp2.yaml:30 train.optimizer.weight_decay
+    # train_qwen3_5_fsdp2.yaml:33 train.gradient_checkpointing.activation_checkpoint
+    config.activation_checkpoint.mode = "full"
+    # train_qwen3_5_fsdp2.yaml:35 train.checkpoint.output_dir
+    config.checkpoint.folder = "outputs/qwen3_5_fsdp2"
+    config.checkpoint.interval = 5  # train_qwen3_5_fsdp2.yaml:36 train.checkpoint.save_steps
+    config.validation.freq = 5  # train_qwen3_5_fsdp2.yaml:41 train.eval.eval_steps
+    # train_qwen3_5_fsdp2.yaml:42 train.eval.eval_dataset
+    config.validation.dataset_path = "pkg://corpus/valid.jsonl"
+    config.training.gc_freq = 5  # train_qwen3_5_fsdp2.yaml:45 train.debug.gc_steps
+    return config
+
+
+def train_qwen3_5_hsdp() -> HyperTrainer.Config:
+    """Converted from examples/yaml/train_qwen3_5_hsdp.yaml.
+
+    torchrun --nproc_per_node 4 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_hsdp
+    """
+    # Debug model, HSDP: 2 replicas x FSDP over 2 (4 ranks).
+    #   torchrun --nproc_per_node 4 scripts/train_lm.py examples/yaml/train_qwen3_5_hsdp.yaml
+    # train_qwen3_5_hsdp.yaml:4-6 model.name, model.config_overrides.flavor
+    config = flavor_baseline("qwen3_5", "debugmodel")
+    config.training.seq_len = 64  # train_qwen3_5_hsdp.yaml:9 data.max_seq_len
+    config.dataloader.pin_memory = False  # train_qwen3_5_hsdp.yaml:11 data.pin_memory
+    config.training.steps = 10  # train_qwen3_5_hsdp.yaml:13 train.max_steps
+    config.debug.seed = 1234  # train_qwen3_5_hsdp.yaml:16 train.seed
+    config.comm.backend = "gloo"  # train_qwen3_5_hsdp.yaml:17 train.comm_backend
+    # train_qwen3_5_hsdp.yaml:19 train.accelerator.dp_replicate
+    config.parallelism.data_parallel_replicate_degree = 2
+    # train_qwen3_5_hsdp.yaml:20 train.accelerator.dp_shard
+    config.parallelism.data_parallel_shard_degree = 2
+    # train_qwen3_5_hsdp.yaml:21 train.accelerator.reshard_after_forward
+    config.parallelism.reshard_after_forward = False
+    config.optimizer.lr = 0.001  # train_qwen3_5_hsdp.yaml:23 train.optimizer.lr
+    config.lr_scheduler.lr_min = 0.0001  # train_qwen3_5_hsdp.yaml:24 train.optimizer.lr_min
+    # train_qwen3_5_hsdp.yaml:25 train.optimizer.lr_warmup_ratio
+    config.lr_scheduler.warmup_steps = 1
+    config.optimizer.betas = (0.9, 0.95)  # train_qwen3_5_hsdp.yaml:27 train.optimizer.betas
+    # train_qwen3_5_hsdp.yaml:32 train.checkpoint.output_dir
+    config.checkpoint.folder = "outputs/qwen3_5_hsdp"
+    config.checkpoint.interval = 0  # train_qwen3_5_hsdp.yaml:33 train.checkpoint.save_steps
+    # train_qwen3_5_hsdp.yaml:34 train.checkpoint.save_hf_weights
+    config.checkpoint.export_hf = False
+    config.metrics.log_freq = 2  # train_qwen3_5_hsdp.yaml:36 train.logging.log_steps
+    config.metrics.enable_tensorboard = True  # train_qwen3_5_hsdp.yaml:38 train.tensorboard.enabled
+    # train_qwen3_5_hsdp.yaml:39 train.tensorboard.output_dir
+    config.metrics.save_tb_folder = "outputs/qwen3_5_hsdp/tb"
+    config.debug.deterministic = True  # train_qwen3_5_hsdp.yaml:42 train.debug.deterministic
+    return config
+
+
+def train_qwen3_5_tp2() -> HyperTrainer.Config:
+    """Converted from examples/yaml/train_qwen3_5_tp2.yaml.
+
+    torchrun --nproc_per_node 2 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_tp2
+    """
+    # Debug model, tensor parallel over 2 ranks (every layer type is sharded by head).
+    #   torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_tp2.yaml
+    config = train_qwen3_5_base()  # the settings shared by 4 of 6 YAMLs
+    config.dataloader.shuffle = False  # train_qwen3_5_tp2.yaml:10 data.shuffle
+    config.training.steps = 10  # train_qwen3_5_tp2.yaml:13 train.max_steps
+    config.training.global_batch_size = 4  # train_qwen3_5_tp2.yaml:14 train.global_batch_size
+    config.training.local_batch_size = 2  # train_qwen3_5_tp2.yaml:15 train.micro_batch_size
+    config.debug.seed = 1234  # train_qwen3_5_tp2.yaml:16 train.seed
+    config.parallelism.tensor_parallel_degree = 2  # train_qwen3_5_tp2.yaml:19 train.accelerator.tp
+    # inferred: world 2 / tp 2 = 1
+    # train_qwen3_5_tp2.yaml:20 train.accelerator.dp_shard
+    config.parallelism.data_parallel_shard_degree = -1
+    config.optimizer.lr = 0.001  # train_qwen3_5_tp2.yaml:22 train.optimizer.lr
+    config.lr_scheduler.lr_min = 0.0001  # train_qwen3_5_tp2.yaml:23 train.optimizer.lr_min
+    # train_qwen3_5_tp2.yaml:24 train.optimizer.lr_warmup_ratio
+    config.lr_scheduler.warmup_steps = 2
+    # train_qwen3_5_tp2.yaml:25 train.optimizer.lr_decay_style
+    config.lr_scheduler.decay_style = "constant"
+    # clipping disabled
+    config.training.max_norm = 0.0  # train_qwen3_5_tp2.yaml:26 train.optimizer.max_grad_norm
+    # train_qwen3_5_tp2.yaml:28 train.gradient_checkpointing.activation_checkpoint
+    config.activation_checkpoint.mode = "selective"
+    # train_qwen3_5_tp2.yaml:30 train.checkpoint.output_dir
+    config.checkpoint.folder = "outputs/qwen3_5_tp2"
+    config.checkpoint.interval = 0  # train_qwen3_5_tp2.yaml:31 train.checkpoint.save_steps
+    # train_qwen3_5_tp2.yaml:32 train.checkpoint.save_hf_weights
+    config.checkpoint.export_hf = False
+    # train_qwen3_5_tp2.yaml:37 train.memory_monitor.enabled
+    config.metrics.enable_memory_monitor = True
+    config.metrics.memory_log_freq = 5  # train_qwen3_5_tp2.yaml:38 train.memory_monitor.log_steps
+    return config
