@@ -7,15 +7,18 @@ style (default ``recipes/config_registry.py``):
 1. Every YAML is read, canonicalised and converted as in :mod:`.from_yaml` (its *target*), and
    gets its own baseline (:func:`~.from_yaml.choose_baseline`). Overrides after ``--`` apply to
    every file.
-2. The planner picks the *base*: it starts from the baseline most files share and sets
-   the fields on which all the files that call it agree. A file calls the base, or the recipe of
-   a *sibling* whose settings are a subset of its own (when that leaves fewer lines; ties go to
-   the base), or -- when that is shorter, e.g. another flavor -- its own baseline. Who calls the
-   base is chosen by line count (a local search from "the files on the shared baseline").
-3. Each recipe sets, one line each, the fields where its YAML differs from what it calls,
-   commented with ``name.yaml:LINE legacy.key`` (``command line: --a.b=c`` for an override) and
-   the YAML's own comments; the base's lines say which key they come from and that all its
-   YAMLs share it, and carry the YAMLs' comments on that key (once each).
+2. The planner (:func:`plan_hierarchy`, a pure function over sets of changes) groups the files
+   by baseline -- only files on the same baseline can share a function -- and builds, in each
+   group, a tree of shared functions (*families*): a family sets what all the files below it
+   agree on beyond what it calls (its group's baseline or a larger family), and a file whose
+   settings are exactly what several others share serves itself: they call its recipe. Families
+   are formed greedily while they save lines (``FAMILY_COST``); the top-level family with the
+   most YAMLs is ``<prefix>_base``, the others ``<prefix>_<members>_shared`` (or
+   ``<prefix>_shared_<k>``).
+3. Each function sets, one line each, the fields where it differs from what it calls: a
+   recipe's lines are commented with ``name.yaml:LINE legacy.key`` (``command line: --a.b=c`` for
+   an override) and the YAML's own comments; a family's lines say which key they come from and
+   how many YAMLs share it, and carry the YAMLs' comments on that key (once each).
 4. The module is rendered from ``templates/registry_from_yaml.py.j2``, formatted by black, and
    :func:`~.from_yaml.prove_module` executes it once and checks every recipe against its YAML;
    nothing is written unless every recipe proves.
@@ -29,7 +32,6 @@ from __future__ import annotations
 import copy
 import shlex
 import textwrap
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,9 +42,12 @@ from hyper_parallel.codegen.errors import CodegenError
 
 TEMPLATE = "registry_from_yaml.py.j2"
 DEFAULT_OUTPUT = Path("recipes") / "config_registry.py"
-#: The lines a base function costs besides its assignments (blank lines, ``def``, docstring,
-#: first line, ``return``): a base is only written when it saves more than that.
-BASE_COST = 6
+#: What a new shared function costs the planner, in lines, besides its assignments: it is only
+#: written when it saves more repeated lines than that. It is less than the module lines a
+#: function takes (``def``, docstring, first line, ``return``, blank lines) because a line
+#: repeated across recipes is worse than one more function: with 2, two files get a family for
+#: 3 shared lines, three files for 2, four or more for 1.
+FAMILY_COST = 2
 SUFFIXES = (".yaml", ".yml")
 
 
@@ -166,19 +171,58 @@ def recipe_names(files: list[Input], base: Path | None = None) -> list[str]:
 def base_name(names: list[str], taken: set[str]) -> str:
     """``<common prefix of the names>_base`` (by ``_``-separated words; ``base`` when they share
     none), never one of ``names`` or ``taken``."""
-    words = [n.split("_") for n in names]
+    stem = _name_stem(names)
+    blocked = set(names) | set(taken) | fy.RESERVED_NAMES
+    found = _free([f"{stem}base", f"{stem}shared"] + [f"{stem}base_{i}" for i in range(2, 100)],
+                  blocked)
+    if found is None:  # 100 names taken: not reachable
+        raise CodegenError("no free name for the base recipe")
+    return found
+
+
+def _name_stem(names: list[str]) -> str:
+    """The common ``_``-separated prefix of ``names`` with its trailing ``_`` ("" for none)."""
     common: list[str] = []
-    for group in zip(*words):
+    for group in zip(*(n.split("_") for n in names)):
         if len(set(group)) != 1 or not group[0]:
             break
         common.append(group[0])
-    prefix = "_".join(common)
-    stem = f"{prefix}_" if prefix else ""
+    return "_".join(common) + "_" if common else ""
+
+
+def _free(candidates: list[str], blocked: set[str]) -> str | None:
+    return next((c for c in candidates if fy.name_problem(c) is None and c not in blocked), None)
+
+
+def family_names(names: list[str], members: list[list[str]], base: int | None,
+                 taken: set[str]) -> list[str]:
+    """A name per family: ``base`` (an index, or None) gets :func:`base_name`; the others
+    ``<prefix>_<member suffixes>_shared`` when they have at most 3 members (``members``: the
+    names each family is named after), else ``<prefix>_shared_<k>``. Never a recipe name, an
+    import, a reserved name or another family's."""
+    stem = _name_stem(names)
     blocked = set(names) | set(taken) | fy.RESERVED_NAMES
-    for candidate in [f"{stem}base", f"{stem}shared"] + [f"{stem}base_{i}" for i in range(2, 100)]:
-        if fy.name_problem(candidate) is None and candidate not in blocked:
-            return candidate
-    raise CodegenError("no free name for the base recipe")  # 100 names taken: not reachable
+    found: list[str | None] = [None] * len(members)
+    if base is not None:
+        found[base] = base_name(names, taken)
+        blocked.add(found[base])
+    counter = 0
+    for index, group in enumerate(members):
+        if found[index] is not None:
+            continue
+        suffixes = [n[len(stem):] for n in group]
+        candidates = []
+        if len(group) <= 3 and all(suffixes):
+            candidates.append(f"{stem}{'_'.join(suffixes)}_shared")
+        name = _free(candidates, blocked)
+        while name is None:
+            counter += 1
+            name = _free([f"{stem}shared_{counter}"], blocked)
+            if counter > 10_000:  # pragma: no cover -- 10,000 names taken: not reachable
+                raise CodegenError("no free name for a shared function")
+        found[index] = name
+        blocked.add(name)
+    return [n for n in found if n is not None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,9 +243,9 @@ class FleetRecipe:
     launch: Any = None
     warnings: list[str] = field(default_factory=list)
     parent: str = ""
-    """The function it calls: the base's name, a sibling's, or its own baseline's call."""
+    """The call its first line makes: a shared function's, another recipe's, or its baseline's."""
     goal: Any = None
-    """What the recipe builds: ``target`` on the spec of the baseline it descends from."""
+    """What the recipe builds: ``target`` on the spec of its baseline."""
     head: fy.RecipeLine | None = None
     lines: list[fy.RecipeLine] = field(default_factory=list)
     tail: list[str] = field(default_factory=list)
@@ -209,11 +253,6 @@ class FleetRecipe:
     keys_written: int = 0
     keys_mapped: int = 0
     unmapped: list[str] = field(default_factory=list)
-
-
-def _same_change(a: fy.Change, b: fy.Change | None) -> bool:
-    return b is not None and a.path == b.path and a.delete == b.delete \
-        and fy._same(a.value, b.value)
 
 
 def apply_changes(config: Any, changes: list[fy.Change]) -> Any:
@@ -234,93 +273,115 @@ def apply_changes(config: Any, changes: list[fy.Change]) -> Any:
     return config
 
 
-@dataclass
-class Plan:
-    """The base (``shared`` changes on ``root``, called by ``members``; none when ``shared`` is
-    empty) and each file's parent: ``"base"``, ``"own"`` (its own baseline) or a file index."""
-
-    requested: frozenset[int]
-    members: frozenset[int]
-    shared: list[fy.Change]
-    parents: dict[int, Any]
-    cost: int
+def item_key(change: fy.Change) -> tuple:
+    """A hashable stand-in for ``change``: two changes have the same key when they set the same
+    path to the same value (``from_yaml._same``: the same type and an equal value), so that they
+    are the same line."""
+    return (change.path, change.delete, type(change.value).__qualname__, repr(change.value))
 
 
-class _Planner:
-    """Chooses the base and every file's parent by the number of lines they leave."""
+@dataclass(frozen=True)
+class Hierarchy:
+    """The planner's tree over one group of files (one baseline): node ``i`` for ``i < files``
+    is the ``i``-th file, the nodes after them the new shared functions (*families*), in the
+    order they were formed. ``parent[node]`` is the node it calls (None: the baseline); a file
+    can be a parent (the others call its recipe); every node sets ``items[node] -
+    items[parent]``."""
 
-    def __init__(self, recipes: list[FleetRecipe]):
-        self.recipes = recipes
-        counts = Counter(r.own.code for r in recipes)
-        most = max(counts.values())
-        # The baseline most files share; on a tie, the first file's.
-        self.root = next(r.own for r in recipes if counts[r.own.code] == most)
-        self.on_root = [fy._on_baseline_spec(r.target, self.root) for r in recipes]
-        self.on_own = [fy._on_baseline_spec(r.target, r.own) for r in recipes]
-        self.rel_root = [fy.field_changes(self.root.config, t) for t in self.on_root]
-        self.rel_own = [fy.field_changes(r.own.config, t) for r, t in zip(recipes, self.on_own)]
-        self.root_index = [{c.path: c for c in rel} for rel in self.rel_root]
-        self.own_index = [{c.path: c for c in rel} for rel in self.rel_own]
-        self._sibling: dict[tuple[int, int, bool], int | None] = {}
+    files: int
+    items: tuple[frozenset, ...]
+    parent: tuple[int | None, ...]
 
-    def goal(self, i: int, member: bool) -> Any:
-        return self.on_root[i] if member else self.on_own[i]
+    @property
+    def families(self) -> range:
+        return range(self.files, len(self.items))
 
-    def sibling_lines(self, i: int, j: int, member: bool) -> int | None:
-        """The lines of ``i`` calling ``j`` (both members of the base, or both not, on the same
-        own baseline), or None when ``j``'s settings are not a subset of ``i``'s (or ``j`` comes
-        after ``i`` in the order that keeps calls acyclic)."""
-        key = (i, j, member)
-        if key not in self._sibling:
-            rel, index = (self.rel_root, self.root_index) if member else (self.rel_own,
-                                                                         self.own_index)
-            ok = i != j and (len(rel[j]), j) < (len(rel[i]), i) \
-                and all(_same_change(c, index[i].get(c.path)) for c in rel[j])
-            if ok and not member:
-                ok = self.recipes[i].own.code == self.recipes[j].own.code
-            self._sibling[key] = (len(fy.field_changes(self.goal(j, member), self.goal(i, member)))
-                                  if ok else None)
-        return self._sibling[key]
+    def inherited(self, node: int) -> frozenset:
+        """What the node starts from: its parent's items (none on the baseline)."""
+        parent = self.parent[node]
+        return frozenset() if parent is None else self.items[parent]
 
-    def evaluate(self, requested: frozenset[int]) -> Plan:
-        members = requested
-        shared: list[fy.Change] = []
-        if len(members) >= 2:
-            first = min(members)
-            shared = [c for c in self.rel_root[first]
-                      if all(_same_change(c, self.root_index[k].get(c.path)) for k in members)]
-        if not shared:
-            members = frozenset()
-        cost = len(shared) + BASE_COST if shared else 0
-        parents: dict[int, Any] = {}
-        for i in range(len(self.recipes)):
-            member = i in members
-            # Calling the base leaves exactly the changes it does not share.
-            options = [(len(self.rel_root[i]) - len(shared) if member else len(self.rel_own[i]),
-                        0, "base" if member else "own")]
-            for j in range(len(self.recipes)):
-                if (j in members) == member:
-                    lines = self.sibling_lines(i, j, member)
-                    if lines is not None:
-                        options.append((lines, 1, j))
-            lines, _, parent = min(options, key=lambda o: (o[0], o[1], str(o[2])))
-            parents[i] = parent
-            cost += lines
-        return Plan(requested, members, shared, parents, cost)
+    def lines(self, node: int) -> frozenset:
+        """The items the node sets itself."""
+        return self.items[node] - self.inherited(node)
 
-    def plan(self) -> Plan:
-        """A local search over who calls the base, from "the files on the shared baseline"."""
-        n = len(self.recipes)
-        best = self.evaluate(frozenset(i for i in range(n)
-                                       if self.recipes[i].own.code == self.root.code))
-        while True:
-            trials = [self.evaluate(best.requested ^ {i}) for i in range(n)]
-            top = min(trials, key=lambda p: p.cost)
-            if top.cost >= best.cost:
-                break
-            best = top
-        empty = self.evaluate(frozenset())
-        return best if best.cost <= empty.cost else empty
+    def children(self, node: int) -> list[int]:
+        return [n for n, p in enumerate(self.parent) if p == node]
+
+    def ancestors(self, node: int) -> list[int]:
+        """The nodes above ``node``, nearest first."""
+        found = []
+        while self.parent[node] is not None:
+            node = self.parent[node]
+            found.append(node)
+        return found
+
+    def below(self, node: int) -> list[int]:
+        """The files that call ``node``, directly or through other nodes (itself when a file),
+        in file order."""
+        return sorted(n for n in range(self.files) if n == node or node in self.ancestors(n))
+
+    def cost(self, family_cost: int = FAMILY_COST) -> int:
+        """The assignments written, plus ``family_cost`` per family."""
+        return sum(len(self.lines(n)) for n in range(len(self.items))) + \
+            family_cost * (len(self.items) - self.files)
+
+
+def plan_hierarchy(item_sets: list[frozenset] | list[set], family_cost: int = FAMILY_COST
+                   ) -> Hierarchy:
+    """The tree of shared functions over files on one baseline, each given as the set of its
+    items (hashable changes relative to that baseline), in file order.
+
+    Deterministic greedy agglomeration. A *scope* is the baseline or a node with two or more
+    children; among the children of a scope, for each pair ``a``, ``b``: ``T = items(a) &
+    items(b)``, ``F`` = the children holding all of ``T`` (then ``T`` is exactly what they
+    share). Hanging ``F`` under one node with items ``T`` -- a member whose items are ``T`` (its
+    recipe serves, no new function) or a new family -- saves ``(|F| - 1) * |T - items(scope)|``
+    lines, less ``family_cost`` for a new family. The best positive saving is taken (ties: the
+    larger ``F``, the larger ``T``, the earlier files), until none is left. Families thus form
+    above existing ones (the baseline's scope) and inside them (a family's children)."""
+    items: list[frozenset] = [frozenset(s) for s in item_sets]
+    files = len(items)
+    parent: list[int | None] = [None] * files
+    first = list(range(files))  # the earliest file at or below each node: the order
+    while True:
+        children: dict[int | None, list[int]] = {}
+        for node in sorted(range(len(items)), key=lambda n: first[n]):
+            children.setdefault(parent[node], []).append(node)
+        best: tuple | None = None
+        for scope, members in children.items():
+            above = frozenset() if scope is None else items[scope]
+            seen: set[tuple[int, ...]] = set()
+            for position, a in enumerate(members):
+                for b in members[position + 1:]:
+                    shared = items[a] & items[b]
+                    if not shared - above:
+                        continue
+                    group = tuple(m for m in members if items[m] >= shared)
+                    if group in seen:
+                        continue
+                    seen.add(group)
+                    shared = frozenset.intersection(*(items[m] for m in group))
+                    server = next((m for m in group if items[m] == shared), None)
+                    saving = (len(group) - 1) * len(shared - above) - (
+                        0 if server is not None else family_cost)
+                    if saving <= 0:
+                        continue
+                    key = (-saving, -len(group), -len(shared), [first[m] for m in group])
+                    if best is None or key < best[0]:
+                        best = (key, scope, group, shared, server)
+        if best is None:
+            break
+        _, scope, group, shared, server = best
+        if server is None:
+            server = len(items)
+            items.append(shared)
+            parent.append(scope)
+            first.append(min(first[m] for m in group))
+        for m in group:
+            if m != server:
+                parent[m] = server
+    return Hierarchy(files, tuple(items), tuple(parent))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,19 +389,11 @@ class _Planner:
 # ---------------------------------------------------------------------------------------------
 
 
-def _count_text(members: list[FleetRecipe], total: list[FleetRecipe]) -> str:
-    """``all N YAMLs`` / ``N of M YAMLs``: the YAMLs that call the base."""
+def _count_text(members: list[Any], total: list[Any]) -> str:
+    """``all N YAMLs`` / ``N of M YAMLs``: the YAMLs that call a family."""
     if len(members) == len(total):
         return f"all {len(members)} YAMLs"
     return f"{len(members)} of {len(total)} YAMLs"
-
-
-def _who(members: list[FleetRecipe], total: list[FleetRecipe]) -> str:
-    """The YAMLs that call the base, for its docstring."""
-    if len(members) == len(total):
-        return f"all {len(members)} YAMLs"
-    names = [Path(r.source.display).name for r in members]
-    return f"{len(members)} of the {len(total)} YAMLs ({', '.join(names)})"
 
 
 def _keys_text(keys: list[str]) -> str:
@@ -394,41 +447,164 @@ def _head_anchor(source: fy.LegacySource) -> float:
 
 
 @dataclass
+class FleetFamily:
+    """A shared function: what the recipes below it agree on beyond what it calls."""
+
+    name: str
+    baseline: fy.Baseline
+    """The baseline of its group (every recipe below it starts from it)."""
+    files: list[str]
+    """The recipes that call it, directly or through other functions, in file order."""
+    parent: str = ""
+    """The call its first line makes: its baseline's, another family's, or a recipe's."""
+    head: fy.RecipeLine | None = None
+    lines: list[fy.RecipeLine] = field(default_factory=list)
+    doc: str = ""
+    config: Any = None
+
+
+@dataclass
 class Fleet:
     """A converted fleet: the module text and what the report says about it."""
 
     text: str
     output: Path
     recipes: list[FleetRecipe]
-    base: str | None
-    base_root: fy.Baseline | None
-    base_lines: list[fy.RecipeLine]
-    members: list[str]
+    families: list[FleetFamily]
+    """The shared functions, parents before children."""
     command: str
+    base: str | None = None
+    """The family named ``<prefix>_base`` (the top-level one with the most YAMLs), if any."""
+    order: list[Any] = field(default_factory=list)
+    """Every function (families and recipes) in module order."""
     proof_seconds: float = 0.0
 
     @property
     def line_count(self) -> int:
         return len(self.text.splitlines())
 
+    def functions(self) -> list[Any]:
+        """Every function the module defines, in its order."""
+        return self.order or [*self.families, *self.recipes]
+
     def repeated(self) -> dict[str, list[str]]:
-        """Each line that two or more recipes set -> the recipes setting it."""
+        """Each line that two or more functions set -> the functions setting it."""
         found: dict[str, list[str]] = {}
-        for line in self.base_lines:
-            found.setdefault(line.code, []).append(self.base)
-        for recipe in self.recipes:
-            for line in recipe.lines:
-                found.setdefault(line.code, []).append(recipe.name)
+        for function in self.functions():
+            for line in function.lines:
+                found.setdefault(line.code, []).append(function.name)
         return {code: names for code, names in found.items() if len(names) > 1}
 
+    def repeated_across_baselines(self) -> int:
+        """How many of the repeated lines (counted as in the report: a line set ``k`` times is
+        ``k - 1``) only repeat because their functions are on different baselines."""
+        total = 0
+        for names in self.repeated().values():
+            codes = [self.baseline_of(n) for n in names]
+            total += len(set(codes)) - 1
+        return total
 
-def _parent_call(plan_parent: Any, names: list[str], base: str | None,
-                 count: str) -> tuple[str, str]:
-    """``(call, provenance)`` of a file recipe's first line."""
-    if plan_parent == "base":
-        return f"{base}()", f"the settings shared by {count}"
-    sibling = names[plan_parent]
-    return f"{sibling}()", f"what {sibling} sets: this YAML has all of its settings"
+    def baseline_of(self, name: str) -> str:
+        """The baseline call of the group the function ``name`` belongs to."""
+        for function in self.functions():
+            if function.name == name:
+                return (function.baseline if isinstance(function, FleetFamily)
+                        else function.own).code
+        raise KeyError(name)
+
+
+@dataclass
+class _Node:
+    """A node of the plan while rendering: a recipe (``recipe``) or a family (``family``)."""
+
+    group: int
+    items: frozenset
+    parent: _Node | None
+    files: list[int]
+    """The indices of the recipes at or below it, in file order."""
+    recipe: int | None = None
+    family: FleetFamily | None = None
+    children: list[_Node] = field(default_factory=list)
+
+    def depth(self) -> int:
+        return 0 if self.parent is None else 1 + self.parent.depth()
+
+    def ancestry(self) -> list[_Node]:
+        """Its ancestors, the top-most first."""
+        return [] if self.parent is None else self.parent.ancestry() + [self.parent]
+
+    def order(self) -> tuple:
+        """The pre-order position in its group's tree (children in file order)."""
+        return (self.group,) + tuple(n.files[0] for n in self.ancestry() + [self])
+
+
+def _plan_nodes(recipes: list[FleetRecipe], goals: list[Any]
+                ) -> tuple[list[_Node], list[_Node], list[fy.Baseline]]:
+    """Group the recipes by baseline, plan each group and return ``(recipe nodes, family
+    nodes, the baseline of each group)``; family nodes parents first (pre-order, children in
+    file order)."""
+    codes = list(dict.fromkeys(r.own.code for r in recipes))
+    baselines = [next(r.own for r in recipes if r.own.code == code) for code in codes]
+    file_nodes: list[_Node | None] = [None] * len(recipes)
+    family_nodes: list[_Node] = []
+    for group, (code, baseline) in enumerate(zip(codes, baselines)):
+        members = [i for i, r in enumerate(recipes) if r.own.code == code]
+        item_sets = [frozenset(item_key(c) for c in fy.field_changes(baseline.config, goals[i]))
+                     for i in members]
+        tree = plan_hierarchy(item_sets)
+        nodes: list[_Node] = []
+        for node in range(len(tree.items)):
+            files = [members[f] for f in tree.below(node)]
+            nodes.append(_Node(group, tree.items[node], None, files,
+                               recipe=members[node] if node < tree.files else None))
+        for node, parent in enumerate(tree.parent):
+            if parent is not None:
+                nodes[node].parent = nodes[parent]
+                nodes[parent].children.append(nodes[node])
+        for node in nodes:
+            node.children.sort(key=lambda n: n.files[0])
+            if node.recipe is None:
+                family_nodes.append(node)
+            else:
+                file_nodes[node.recipe] = node
+    family_nodes.sort(key=_Node.order)
+    return [n for n in file_nodes if n is not None], family_nodes, baselines
+
+
+def _check_lines(node: _Node, changes: list[fy.Change], name: str) -> None:
+    """The lines the renderer computed are the plan's (a planner bug otherwise)."""
+    above = node.parent.items if node.parent is not None else frozenset()
+    if {item_key(c) for c in changes} != node.items - above:
+        raise CodegenError(f"{name}: the planned lines and the rendered ones differ (a bug in "
+                           "hyper_parallel/codegen/fleet.py)")
+
+
+def _call_of(node: _Node, recipes: list[FleetRecipe]) -> str:
+    return f"{node.family.name if node.family is not None else recipes[node.recipe].name}()"
+
+
+def _parent_text(parent: _Node, recipes: list[FleetRecipe], these: str) -> str:
+    """The comment of a first line that calls ``parent`` (a family or another recipe)."""
+    if parent.family is not None:
+        return fy.comment_text(f"the settings shared by {_count_text(parent.files, recipes)}")
+    return fy.comment_text(f"what {recipes[parent.recipe].name} sets: {these} all of its "
+                           "settings")
+
+
+def _attach_comments(source: fy.LegacySource, lines: list[fy.RecipeLine],
+                     ancestors: list[fy.RecipeLine]) -> list[str]:
+    """:func:`~.from_yaml._attach_comments`, except for the comment of a key without a line
+    whose next line below it in the YAML is one a function above sets: it goes to the recipe's
+    first line (the call), not to a later line of the recipe's own that it does not describe."""
+    stand_ins = []
+    for line in ancestors:
+        rows = [source.lines[path] for path in line.keys if path in source.lines]
+        if rows:
+            stand_ins.append(fy.RecipeLine("", "", min(rows)))
+    tail = fy._attach_comments(source, lines + stand_ins, ancestors)
+    for stand_in in sorted(stand_ins, key=lambda line: line.anchor):
+        lines[0].comments += stand_in.comments
+    return tail
 
 
 def convert_fleet(inputs: Inputs | list[Path | str], output: Path | None = None,
@@ -464,88 +640,110 @@ def convert_fleet(inputs: Inputs | list[Path | str], output: Path | None = None,
     if clash:
         raise CodegenError(f"recipe name(s) {', '.join(clash)} are the names of registry recipes "
                            "the module imports as baselines; rename those files")
-    planner = _Planner(recipes)
-    plan = planner.plan()
-    members = [recipes[i] for i in sorted(plan.members)]
-    has_base = bool(plan.shared)
-    base_fn = base_name(names, imported) if has_base else None
-    count = _count_text(members, recipes) if has_base else ""
+    for recipe in recipes:
+        recipe.goal = fy._on_baseline_spec(recipe.target, recipe.own)
+    file_nodes, family_nodes, baselines = _plan_nodes(recipes, [r.goal for r in recipes])
+
+    # The families' names: the top-level one with the most YAMLs is the base.
+    tops = [k for k, node in enumerate(family_nodes) if node.parent is None]
+    base_index = min(tops, key=lambda k: (-len(family_nodes[k].files),
+                                          family_nodes[k].files[0])) if tops else None
+    # A family is named after its members: the recipes that call it directly and, for a family
+    # among them, the recipes below that one.
+    named_after = [[names[m] for m in sorted(m for c in node.children
+                                             for m in ([c.recipe] if c.recipe is not None
+                                                       else c.files))]
+                   for node in family_nodes]
+    for node, name in zip(family_nodes, family_names(names, named_after, base_index, imported)):
+        node.family = FleetFamily(name, baselines[node.group], [names[i] for i in node.files])
     imports: set[tuple[str, str]] = {fy.TRAINER}
     provs = [fy._Provenance(r.source) for r in recipes]
 
-    # The base.
-    base_head = base_lines = None
-    base_config = None
-    if has_base:
-        root = planner.root
-        imports |= root.imports
-        member_provs = [provs[i] for i in sorted(plan.members)]
-        text, anchor, paths = _shared_provenance(list(root.keys), member_provs, count, "baseline")
-        base_head = fy.RecipeLine(f"config = {root.code}", text, 0, paths)
-        base_lines = []
-        for change in plan.shared:
+    def config_of(node: _Node | None, group: int) -> Any:
+        if node is None:
+            return baselines[group].config
+        return node.family.config if node.family is not None else recipes[node.recipe].goal
+
+    # The families, parents first: their lines say which keys they come from and how many
+    # YAMLs share them.
+    for node in family_nodes:
+        family = node.family
+        below = [provs[i] for i in node.files]
+        count = _count_text(node.files, recipes)
+        baseline = family.baseline
+        if node.parent is None:
+            imports |= baseline.imports
+            family.parent = baseline.code
+            text, _, paths = _shared_provenance(list(baseline.keys), below, count, "baseline")
+            family.head = fy.RecipeLine(f"config = {baseline.code}", text, 0, paths)
+        else:
+            family.parent = _call_of(node.parent, recipes)
+            family.head = fy.RecipeLine(f"config = {family.parent}",
+                                        _parent_text(node.parent, recipes, "they have"), 0)
+        start = config_of(node.parent, node.group)
+        first_changes = fy.field_changes(baseline.config, recipes[node.files[0]].goal)
+        family.config = apply_changes(baseline.config, [c for c in first_changes
+                                                        if item_key(c) in node.items])
+        changes = fy.field_changes(start, family.config)
+        _check_lines(node, changes, family.name)
+        for change in changes:
             code = fy._code(change, imports)
-            keys = member_provs[0].legacy_keys(change)
-            text, anchor, paths = _shared_provenance(keys, member_provs, count, change.dotted)
-            base_lines.append(fy.RecipeLine(code, text, anchor, paths))
-        base_lines.sort(key=lambda line: (line.anchor, line.code))
-        base_config = apply_changes(root.config, plan.shared)
+            keys = below[0].legacy_keys(change)
+            text, anchor, paths = _shared_provenance(keys, below, count, change.dotted)
+            family.lines.append(fy.RecipeLine(code, text, anchor, paths))
+        family.lines.sort(key=lambda line: (line.anchor, line.code))
 
-    # The file recipes, parents before children (the comments of a key an ancestor sets go to
-    # the ancestor's line, after its own).
-    def depth(i: int) -> int:
-        parent = plan.parents[i]
-        return 0 if not isinstance(parent, int) else 1 + depth(parent)
-
+    # The recipes, parents before children (the comments of a key an ancestor sets go to the
+    # ancestor's line, after its own).
     module = fy.module_name_for(output, base) or f"<the module path of {output.name[:-3]}>"
-    order = sorted(range(len(recipes)), key=lambda i: (depth(i), i))
-    inherited: dict[int, list[fy.RecipeLine]] = {}
-    for i in order:
-        recipe, prov, parent = recipes[i], provs[i], plan.parents[i]
-        member = i in plan.members
-        recipe.goal = planner.goal(i, member)
-        if parent == "own":
+    for node in sorted(file_nodes, key=lambda n: (n.depth(), n.recipe)):
+        recipe, prov, parent = recipes[node.recipe], provs[node.recipe], node.parent
+        if parent is None:
             imports |= recipe.own.imports
             recipe.parent = recipe.own.code
-            start = recipe.own.config
             base_keys = [k for k in recipe.own.keys if prov.line(k) is not None]
             text, anchor, paths = prov.describe(list(recipe.own.keys), "baseline")
             if not base_keys:
                 text, anchor = fy.comment_text(recipe.own.described), 0
             recipe.head = fy.RecipeLine(f"config = {recipe.own.code}", text, anchor, paths)
-            ancestors: list[fy.RecipeLine] = []
         else:
-            call, text = _parent_call(parent, names, base_fn, count)
-            recipe.parent = call
-            recipe.head = fy.RecipeLine(f"config = {call}", fy.comment_text(text),
+            recipe.parent = _call_of(parent, recipes)
+            recipe.head = fy.RecipeLine(f"config = {recipe.parent}",
+                                        _parent_text(parent, recipes, "this YAML has"),
                                         _head_anchor(recipe.source))
-            if parent == "base":
-                start = base_config
-                ancestors = [base_head] + base_lines
-            else:
-                start = recipes[parent].goal
-                ancestors = inherited[parent]
+        ancestors: list[fy.RecipeLine] = []
+        for above in node.ancestry():
+            function = above.family if above.family is not None else recipes[above.recipe]
+            ancestors += [function.head] + function.lines
+        changes = fy.field_changes(config_of(parent, node.group), recipe.goal)
+        _check_lines(node, changes, recipe.name)
         recipe.lines = []
-        for change in fy.field_changes(start, recipe.goal):
+        for change in changes:
             code = fy._code(change, imports)
             text, anchor, paths = prov.describe(prov.legacy_keys(change), change.dotted)
             recipe.lines.append(fy.RecipeLine(code, text, anchor, paths))
         recipe.lines.sort(key=lambda line: (line.anchor, line.code))
-        recipe.tail = fy._attach_comments(recipe.source, [recipe.head] + recipe.lines, ancestors)
-        inherited[i] = ancestors + [recipe.head] + recipe.lines
+        recipe.tail = _attach_comments(recipe.source, [recipe.head] + recipe.lines, ancestors)
         recipe.doc = _recipe_doc(recipe, module)
+    families = [node.family for node in family_nodes]
+    for node in family_nodes:
+        node.family.doc = _family_doc(node, recipes)
+
+    # The module order, parents before children: the families that start from a baseline or
+    # another family, then the recipes in file order, each followed by the families that start
+    # from it (when its settings are what several files share beyond it).
+    def recipe_above(node: _Node) -> int | None:
+        return next((n.recipe for n in reversed(node.ancestry()) if n.recipe is not None), None)
+
+    order: list[Any] = [n.family for n in family_nodes if recipe_above(n) is None]
+    for index, recipe in enumerate(recipes):
+        order += [recipe] + [n.family for n in family_nodes if recipe_above(n) == index]
 
     command = inputs.command()
-    functions = []
-    if has_base:
-        functions.append({"name": base_fn, "doc": _base_doc(base_fn, planner.root,
-                                                            _who(members, recipes),
-                                                            len(plan.shared)),
-                          "head": base_head, "lines": base_lines, "tail": []})
-    functions += [{"name": r.name, "doc": r.doc, "head": r.head, "lines": r.lines,
-                   "tail": r.tail} for r in recipes]
+    functions = [{"name": f.name, "doc": f.doc, "head": f.head, "lines": f.lines,
+                  "tail": getattr(f, "tail", [])} for f in order]
     context = {
-        "docstring": _module_doc(recipes, base_fn, command, inputs.extra),
+        "docstring": _module_doc(recipes, [f.name for f in families], command, inputs.extra),
         "imports": fy._import_lines(imports),
         "exports": sorted(f["name"] for f in functions),
         "recipes": functions,
@@ -558,8 +756,8 @@ def convert_fleet(inputs: Inputs | list[Path | str], output: Path | None = None,
         text = render_module.format_python(raw)
     except Exception as exc:  # a bug here, never the user's input: values are checked literals
         raise CodegenError(f"{TEMPLATE}: the rendered module is not valid Python ({exc})") from exc
-    fleet = Fleet(text, output, recipes, base_fn, planner.root if has_base else None,
-                  base_lines or [], [r.name for r in members], command)
+    fleet = Fleet(text, output, recipes, families, command,
+                  families[base_index].name if base_index is not None else None, order)
     fleet.proof_seconds = fy.prove_module(
         text, str(output),
         [fy.Obligation(r.name, r.source.display, r.goal, r.canonical) for r in recipes],
@@ -586,29 +784,55 @@ def _recipe_doc(recipe: FleetRecipe, module: str) -> str:
         f"{module} --config {recipe.name}\n    ")
 
 
-def _base_doc(name: str, root: fy.Baseline, count: str, lines: int) -> str:
-    text = _fill(f"The settings shared by {count}: {root.described}, and the {lines} "
-                 f"field{'s' if lines != 1 else ''} they agree on. Their recipes below call it "
-                 "(directly or through another recipe).", width=_FUNCTION_DOC_WIDTH)
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _family_doc(node: _Node, recipes: list[FleetRecipe]) -> str:
+    """One paragraph: who calls the family, what it starts from, how many fields it adds."""
+    family = node.family
+    if len(node.files) == len(recipes):
+        who = f"all {len(recipes)} YAMLs"
+    else:
+        who = f"{_and(family.files)} ({len(node.files)} of the {len(recipes)} YAMLs)"
+    count = len(family.lines)
+    fields = f"the {count} field{'s' if count != 1 else ''} they agree on"
+    if node.parent is None:
+        start = f"{family.baseline.described}, and {fields}"
+    elif node.parent.family is not None:
+        start = f"what {node.parent.family.name} sets, and {fields} beyond it"
+    else:
+        start = (f"the settings of {recipes[node.parent.recipe].name}, which they all contain, "
+                 f"and {fields} beyond them")
+    direct = all(c.recipe is not None and not c.children for c in node.children)
+    calls = ("Their recipes call it." if direct else
+             "Their recipes call it, directly or through another function.")
+    text = _fill(f"The settings shared by {who}: {start}. {calls}", width=_FUNCTION_DOC_WIDTH)
     return fy._docstring_text(text.replace("\n", "\n    ") + "\n    ")
 
 
-def _module_doc(recipes: list[FleetRecipe], base: str | None, command: str,
+def _module_doc(recipes: list[FleetRecipe], families: list[str], command: str,
                 extra: tuple[str, ...]) -> str:
     head = (f"Recipes converted from {len(recipes)} legacy YAML{'s' if len(recipes) != 1 else ''}"
             ": one zero-argument function per YAML, each returning a fresh "
             "``HyperTrainer.Config`` (train one with ``--module M --config NAME``).")
-    how = (
-        (f"What the YAMLs share is set once, in ``{base}``. Each recipe calls it, the recipe of a "
-         "YAML whose settings it contains, or the flavor baseline of its own model, "
-         if base else
-         "Each recipe calls the recipe of a YAML whose settings it contains, or the flavor "
-         "baseline of its model, ")
-        + "and sets, one line each, the fields where its YAML differs, commented with the legacy "
-        "key and the line it comes from. Before writing, the converter executed this module, "
-        "called every recipe and checked that each builds its YAML's configuration and converts "
-        "back to the YAML's canonical form."
-    )
+    shown = [f"``{name}``" for name in families]
+    if len(families) > 1:
+        how = (f"What the YAMLs share is set once, in the shared functions {_and(shown)}: each "
+               "holds what the recipes below it agree on, starting from a flavor baseline or "
+               "from another of them. Each recipe calls one of them, the recipe of a YAML whose "
+               "settings it contains, or the flavor baseline of its own model, ")
+    elif families:
+        how = (f"What the YAMLs share is set once, in {shown[0]}. Each recipe calls it, the "
+               "recipe of a YAML whose settings it contains, or the flavor baseline of its own "
+               "model, ")
+    else:
+        how = ("Each recipe calls the recipe of a YAML whose settings it contains, or the flavor "
+               "baseline of its model, ")
+    how += ("and sets, one line each, the fields where its YAML differs, commented with the "
+            "legacy key and the line it comes from. Before writing, the converter executed this "
+            "module, called every recipe and checked that each builds its YAML's configuration "
+            "and converts back to the YAML's canonical form.")
     written = f"Written by ``{command}``."
     if extra:
         written += " The overrides after ``--`` apply to every YAML."
@@ -642,9 +866,8 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
 def report(fleet: Fleet, wrote: bool = True, base: Path | None = None) -> str:
     """The report printed after a fleet conversion: one table, a row per recipe."""
     rows = [["file", "recipe", "base", "lines", "normalisations", "proof"]]
-    if fleet.base:
-        rows.append(["(shared)", fleet.base, fleet.base_root.code, str(len(fleet.base_lines)),
-                     "-", "-"])
+    for family in fleet.families:
+        rows.append(["(shared)", family.name, family.parent, str(len(family.lines)), "-", "-"])
     for r in fleet.recipes:
         rows.append([r.source.display, r.name, r.parent, str(len(r.lines)),
                      str(len(r.normalisations)), "ok"])
@@ -655,8 +878,11 @@ def report(fleet: Fleet, wrote: bool = True, base: Path | None = None) -> str:
     lines += _table(rows, {3, 4})
     repeated = fleet.repeated()
     extra = sum(len(names) - 1 for names in repeated.values())
+    across = fleet.repeated_across_baselines()
     lines.append(f"  module: {fleet.line_count} lines; lines repeated across recipes: "
-                 + (f"{extra}" if extra else "none"))
+                 + (f"{extra}" if extra else "none")
+                 + (f" ({across} between recipes on different baselines, which share no "
+                    "function)" if across else ""))
     lines += [f"    {code}  ({', '.join(names)})" for code, names in repeated.items()]
     notes = [(r, n) for r in fleet.recipes for n in r.normalisations]
     if notes:
@@ -688,6 +914,8 @@ def line_counts(paths: list[Path | str], repo: Path | None = None,
     return {"files": len(per_file), "module_lines": fleet.line_count, "single_lines": single,
             "ratio": round(fleet.line_count / single, 3) if single else None,
             "repeated_lines": sum(len(n) - 1 for n in fleet.repeated().values()),
+            "repeated_across_baselines": fleet.repeated_across_baselines(),
+            "families": [f.name for f in fleet.families],
             "per_file": per_file}
 
 
@@ -709,7 +937,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fleet: one module of {counts['module_lines']} lines for {counts['files']} YAMLs; "
           f"{counts['files']} single-file recipes: {counts['single_lines']} lines "
           f"(the module is {counts['ratio']:.0%} of them; "
-          f"{counts['repeated_lines']} lines repeated across recipes)")
+          f"{counts['repeated_lines']} lines repeated across recipes, "
+          f"{counts['repeated_across_baselines']} of them between different baselines; "
+          f"{len(counts['families'])} shared functions)")
     return 0
 
 

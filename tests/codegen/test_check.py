@@ -128,13 +128,13 @@ def test_cli_check_is_silent_when_clean_and_fails_with_a_diff(repo_copy, args):
 
 
 def test_cli_reports_a_broken_table_with_exit_2(repo_copy):
-    edit(repo_copy / "codegen" / "field_table.yaml", "  - {kind: rename, legacy: data.shuffle, "
-         "new: dataloader.shuffle,\n     probe: {observe: loss, set: {dataloader.shuffle: "
-         "false}}}\n", "")
+    edit(repo_copy / "codegen" / "field_table.yaml", "  - {kind: rename, legacy: data.pin_memory, "
+         "new: dataloader.pin_memory,\n     probe: {observe: log, set: {dataloader.pin_memory: "
+         "true}}}\n", "")
     command = [sys.executable, "-m", "hyper_parallel.codegen", "--root", str(repo_copy)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     assert result.returncode == 2
-    assert "legacy field data.shuffle" in result.stderr and "nothing was written" in result.stderr
+    assert "legacy field data.pin_memory" in result.stderr and "nothing was written" in result.stderr
     assert pipeline.find_generated(repo_copy)  # the committed outputs are untouched
 
 

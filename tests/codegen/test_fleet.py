@@ -1,9 +1,12 @@
-"""Fleet migration: ``--from-yaml a.yaml b.yaml dir/`` writes one registry module (a base recipe
-with what the files share, one recipe per file), proven recipe by recipe.
+"""Fleet migration: ``--from-yaml a.yaml b.yaml dir/`` writes one registry module (a tree of
+shared functions with what the files share, one recipe per file), proven recipe by recipe.
+
+The planner (:func:`fleet.plan_hierarchy`) is a pure function over item sets: its properties are
+tested on small random fleets (hypothesis) as well as on the two fixtures.
 
 Goldens (``golden/fleet/``): the module of the six ``examples/yaml`` files, and the module and
-report of the family in ``fleet_family/`` (shared settings, a nested sibling, non-nested
-differences, another flavor). Update them on purpose (then review the diff):
+report of the family in ``fleet_family/`` (shared settings, a nested recipe, a family inside
+the base, another flavor). Update them on purpose (then review the diff):
 
     HYPER_PARALLEL_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/codegen/test_fleet.py
 """
@@ -17,6 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hyper_parallel.codegen import fleet, from_yaml
 from hyper_parallel.codegen.__main__ import main
@@ -64,6 +69,12 @@ def test_family_module_and_report_match_their_goldens(family):
     _check_golden(GOLDEN / "family_config_registry.out", fleet.report(family, base=REPO) + "\n")
 
 
+@pytest.mark.parametrize("which", ["examples", "family"])
+def test_a_second_conversion_gives_the_same_bytes(request, which):
+    folder = {"examples": EXAMPLES, "family": FAMILY}[which]
+    assert _convert(folder).text == request.getfixturevalue(which).text
+
+
 def _import(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -91,28 +102,156 @@ def test_every_recipe_equals_its_single_file_conversion(request, tmp_path, which
         expected = namespace[single.name]()
         got = getattr(module, recipe.name)()
         assert from_yaml.differences(expected, got) == [], recipe.name
-    assert set(module.__all__) == {r.name for r in result.recipes} | (
-        {result.base} if result.base else set())
+    for family in result.families:  # a shared function builds what the plan says
+        assert from_yaml.differences(family.config, getattr(module, family.name)()) == []
+    assert set(module.__all__) == {f.name for f in result.functions()}
 
 
-def test_base_and_sibling_choice(family):
-    parents = {r.name: r.parent for r in family.recipes}
+# ---------------------------------------------------------------------------------------------
+# the plan on the fixtures
+# ---------------------------------------------------------------------------------------------
+
+
+def _target(line) -> str:
+    """The field a line sets (or deletes)."""
+    return line.code.split(" = ", 1)[0].removeprefix("del ")
+
+
+def _chains(result: fleet.Fleet) -> dict[str, list]:
+    """Each function -> the functions from the top of its tree down to it."""
+    by_call = {f"{f.name}()": f for f in result.functions()}
+    chains = {}
+    for function in result.functions():
+        chain = [function]
+        while chain[0].parent in by_call:
+            chain.insert(0, by_call[chain[0].parent])
+        chains[function.name] = chain
+    return chains
+
+
+@pytest.mark.parametrize("which", ["examples", "family"])
+def test_no_field_is_set_twice_on_the_way_to_a_recipe(request, which):
+    """Along every path from a baseline to a recipe each field is set at most once: no function
+    re-sets what a function it calls already set."""
+    result = request.getfixturevalue(which)
+    for name, chain in _chains(result).items():
+        targets = [_target(line) for function in chain for line in function.lines]
+        assert len(targets) == len(set(targets)), name
+        assert len(chain) == len({f.name for f in chain}), name  # no cycle
+
+
+@pytest.mark.parametrize("which", ["examples", "family"])
+def test_every_recipe_below_a_family_keeps_all_its_settings(request, which):
+    """A family holds only what all the recipes below it share: none of them changes a field
+    the family (or what it calls) sets, and every family has a line and two callers."""
+    result = request.getfixturevalue(which)
+    recipes = {r.name: r for r in result.recipes}
+    chains = _chains(result)
+    for family in result.families:
+        assert family.lines, family.name
+        set_here = {line.keys for f in chains[family.name] for line in f.lines}
+        callers = [f for f in result.functions() if f.parent == f"{family.name}()"]
+        assert len(callers) >= 2, family.name
+        assert family.files == [r.name for r in result.recipes
+                                if family in chains[r.name]]
+        for name in family.files:
+            changed = from_yaml.field_changes(family.config, recipes[name].goal)
+            assert not {c.path for c in changed} & {
+                c.path for c in from_yaml.field_changes(family.baseline.config, family.config)
+            }, (family.name, name)
+        assert set_here  # provenance paths recorded
+
+
+def test_family_tree(family):
+    parents = {f.name: f.parent for f in family.functions()}
     assert family.base == "family_base"
     assert parents == {
-        "family_cpu": "family_base()",
-        "family_cpu_eval": "family_cpu()",  # family_cpu + three keys: the nested sibling
+        "family_base": "flavor_baseline('qwen3_5', 'debugmodel')",
+        # what family_cpu (and so family_cpu_eval) and family_tp2 share beyond the base: steps,
+        # batch, warmup; not the lr.
+        "family_cpu_tp2_shared": "family_base()",
+        "family_cpu": "family_cpu_tp2_shared()",
+        "family_cpu_eval": "family_cpu()",  # family_cpu + three keys: its recipe serves
         "family_fsdp2": "family_base()",
-        "family_tp2": "family_base()",
+        "family_tp2": "family_cpu_tp2_shared()",
         "family_wide": "flavor_baseline('qwen3_5')",  # another flavor: its own baseline
     }
-    assert sorted(family.members) == ["family_cpu", "family_cpu_eval", "family_fsdp2",
-                                      "family_tp2"]
+    shared = next(f for f in family.families if f.name == "family_cpu_tp2_shared")
+    assert shared.files == ["family_cpu", "family_cpu_eval", "family_tp2"]
+    assert [_target(line) for line in shared.lines] == [
+        "config.training.steps", "config.training.global_batch_size",
+        "config.lr_scheduler.warmup_steps"]
     eval_recipe = next(r for r in family.recipes if r.name == "family_cpu_eval")
-    assert [line.code.split(" = ")[0] for line in eval_recipe.lines] == [
+    assert [_target(line) for line in eval_recipe.lines] == [
         "config.checkpoint.interval", "config.validation.freq", "config.validation.dataset_path"]
-    # Overlapping but not nested: family_cpu and family_tp2 both set these (counted, shown).
+    # What still repeats is shared with family_wide, on another baseline: no function can hold
+    # it.
     repeated = family.repeated()
-    assert repeated["config.training.steps = 10"] == ["family_cpu", "family_tp2"]
+    assert sum(len(n) - 1 for n in repeated.values()) == 4
+    assert family.repeated_across_baselines() == 4
+    assert all("family_wide" in names for names in repeated.values())
+
+
+def test_examples_tree(examples):
+    parents = {f.name: f.parent for f in examples.functions()}
+    assert examples.base == "train_qwen3_5_base"
+    assert parents == {
+        "train_qwen3_5_base": "flavor_baseline('qwen3_5', 'debugmodel')",
+        "train_qwen3_5_debug_hsdp_tp2_shared": "train_qwen3_5_base()",
+        "train_qwen3_5_debug_tp2_shared": "train_qwen3_5_debug_hsdp_tp2_shared()",
+        "train_qwen3_5_demo_fsdp2_shared": "train_qwen3_5_base()",
+        "train_qwen3_5_0_8b": "flavor_baseline('qwen3_5')",  # the other flavor, alone
+        "train_qwen3_5_debug": "train_qwen3_5_debug_tp2_shared()",
+        "train_qwen3_5_demo": "train_qwen3_5_demo_fsdp2_shared()",
+        "train_qwen3_5_fsdp2": "train_qwen3_5_demo_fsdp2_shared()",
+        "train_qwen3_5_hsdp": "train_qwen3_5_debug_hsdp_tp2_shared()",
+        "train_qwen3_5_tp2": "train_qwen3_5_debug_tp2_shared()",
+    }
+    # Families first, parents before children; then the recipes in file order.
+    order = [name.split("(")[0] for name in examples.text.split("\ndef ")[1:]]
+    assert order == [f.name for f in examples.functions()]
+    repeated = examples.repeated()
+    # 10 lines are shared with train_qwen3_5_0_8b, on its own baseline; 9 are shared by two
+    # functions in different branches of the tree (a tree holds nested sets only).
+    assert sum(len(n) - 1 for n in repeated.values()) == 19
+    assert examples.repeated_across_baselines() == 10
+
+
+def test_a_recipe_can_be_what_a_family_starts_from(tmp_path):
+    """``a`` is what all four files share, so it serves (``d``, a copy, calls it with no line);
+    ``b`` and ``c`` share three more lines: their family starts from ``a()`` and comes right
+    after it in the module."""
+    cpu = (FAMILY / "family_cpu.yaml").read_text()
+    evaluation = (FAMILY / "family_cpu_eval.yaml").read_text()
+    (tmp_path / "a.yaml").write_text(cpu)
+    (tmp_path / "d.yaml").write_text(cpu)
+    for name, seed in (("b", 11), ("c", 22)):
+        (tmp_path / f"{name}.yaml").write_text(
+            evaluation.replace("  max_steps: 10\n", f"  max_steps: 10\n  seed: {seed}\n"))
+    result = fleet.convert_fleet(fleet.resolve_inputs([str(tmp_path)], base=tmp_path),
+                                 output=tmp_path / "reg" / "config_registry.py", repo=REPO,
+                                 base=tmp_path)
+    assert {f.name: (f.parent, len(f.lines)) for f in result.functions()} == {
+        "a": ("flavor_baseline('qwen3_5', 'debugmodel')", 12), "b_c_shared": ("a()", 3),
+        "b": ("b_c_shared()", 1), "c": ("b_c_shared()", 1), "d": ("a()", 0)}
+    assert [f.name for f in result.functions()] == ["a", "b_c_shared", "b", "c", "d"]
+    assert result.base is None and result.repeated() == {}
+
+
+@pytest.mark.parametrize("names, members, base, taken, expected", [
+    (["run_a", "run_b", "run_c"], [["run_a", "run_b", "run_c"], ["run_a", "run_b"]], 0, set(),
+     ["run_base", "run_a_b_shared"]),
+    # A recipe (or an import) already has the name: numbered instead.
+    (["run_a", "run_b", "run_a_b_shared"], [["run_a", "run_b"]], None, set(), ["run_shared_1"]),
+    (["run_a", "run_b"], [["run_a", "run_b"]], None, {"run_a_b_shared"}, ["run_shared_1"]),
+    # More than three members, or a member named like the prefix itself: numbered.
+    (["t_a", "t_b", "t_c", "t_d", "t"], [["t_a", "t_b", "t_c", "t_d"], ["t", "t_a"]], None,
+     set(), ["t_shared_1", "t_shared_2"]),
+    (["x_1", "x_2", "x_3", "x_4"], [["x_1", "x_2", "x_3", "x_4"], ["x_1", "x_2"]], None,
+     {"x_shared_1"}, ["x_shared_2", "x_1_2_shared"]),
+])
+def test_family_names_never_collide(names, members, base, taken, expected):
+    assert fleet.family_names(names, members, base, taken) == expected
 
 
 def test_shared_lines_say_so_and_carry_comments_once(family):
@@ -121,20 +260,20 @@ def test_shared_lines_say_so_and_carry_comments_once(family):
     assert base.count("# CPU ranks talk over gloo") == 1  # written in two YAMLs
     assert "# the small model every CPU run uses" in base
     assert family.text.count("# CPU ranks talk over gloo") == 1
+    shared = family.text.split("def family_cpu_tp2_shared()", 1)[1].split("\ndef ", 1)[0]
+    assert "config.training.steps = 10  # train.max_steps: 3 of 5 YAMLs, line 12" in shared
+    doc = " ".join(shared.split('"""')[1].split())
+    assert doc.startswith("The settings shared by family_cpu, family_cpu_eval and family_tp2 (3 "
+                          "of the 5 YAMLs): what family_base sets, and the 3 fields")
+    assert "config = family_base()  # the settings shared by 4 of 5 YAMLs" in shared
     cpu = family.text.split("def family_cpu()", 1)[1].split("\ndef ", 1)[0]
-    assert "# The family's one-rank CPU run" in cpu and "family_cpu.yaml:12 train.max_steps" in cpu
+    assert "# The family's one-rank CPU run" in cpu and "family_cpu.yaml:17 train.optimizer.lr" \
+        in cpu
     doc = family.text.split('"""', 2)[1]
     assert "fleet_family/family_cpu.yaml" in doc and "(sha256 " in doc
     assert "--from-yaml tests/codegen/fleet_family" in " ".join(doc.split())
+    assert "``family_base`` and ``family_cpu_tp2_shared``" in " ".join(doc.split())
     assert "_trainer_config_to_legacy" not in doc and "``_" not in family.text.split("def ")[0]
-
-
-def test_examples_choose_the_shared_flavor_and_leave_the_other_alone(examples):
-    parents = {r.name: r.parent for r in examples.recipes}
-    assert examples.base == "train_qwen3_5_base"
-    assert examples.base_root.code == "flavor_baseline('qwen3_5', 'debugmodel')"
-    assert parents["train_qwen3_5_0_8b"] == "flavor_baseline('qwen3_5')"
-    assert "train_qwen3_5_demo" in examples.members
 
 
 def test_report_is_one_table(family):
@@ -142,11 +281,14 @@ def test_report_is_one_table(family):
     lines = text.splitlines()
     assert lines[0] == "from-yaml: 5 YAMLs -> recipes/config_registry.py"
     assert lines[1].split() == ["file", "recipe", "base", "lines", "normalisations", "proof"]
-    rows = {line.split()[1]: line.split() for line in lines[3:9]}
+    rows = {line.split()[1]: line.split() for line in lines[3:10]}
     assert rows["family_base"][:3] == ["(shared)", "family_base", "flavor_baseline('qwen3_5',"]
+    assert rows["family_cpu_tp2_shared"] == ["(shared)", "family_cpu_tp2_shared",
+                                             "family_base()", "3", "-", "-"]
     assert rows["family_cpu_eval"] == ["tests/codegen/fleet_family/family_cpu_eval.yaml",
                                        "family_cpu_eval", "family_cpu()", "3", "0", "ok"]
-    assert f"module: {family.line_count} lines; lines repeated across recipes: " in text
+    assert (f"module: {family.line_count} lines; lines repeated across recipes: 4 (4 between "
+            "recipes on different baselines, which share no function)") in text
 
 
 def test_line_counts_against_single_file_conversions():
@@ -154,6 +296,84 @@ def test_line_counts_against_single_file_conversions():
     assert counts["files"] == 6 and set(counts["per_file"]) == {
         f"examples/yaml/{p.name}" for p in EXAMPLES.glob("*.yaml")}
     assert counts["module_lines"] < counts["single_lines"]
+    assert counts["repeated_lines"] == 19 and counts["repeated_across_baselines"] == 10
+    assert counts["families"][0] == "train_qwen3_5_base"
+
+
+# ---------------------------------------------------------------------------------------------
+# the planner alone (item sets)
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_hierarchy(sets: list[frozenset], tree: fleet.Hierarchy, cost: int) -> None:
+    n = tree.files
+    assert tree.items[:n] == tuple(sets)
+    for node in range(len(tree.items)):
+        assert len(tree.ancestors(node)) < len(tree.items)  # no cycle (ancestors terminates)
+        parent = tree.parent[node]
+        if parent is not None:
+            assert tree.items[node] >= tree.items[parent]  # a member holds its family's items
+            assert not tree.lines(node) & tree.items[parent]
+    for family in tree.families:
+        below = tree.below(family)
+        assert len(tree.children(family)) >= 2
+        assert tree.lines(family)  # at least one line of its own
+        # exactly what the files below it share
+        assert tree.items[family] == frozenset.intersection(*(sets[f] for f in below))
+        assert all(sets[f] != tree.items[family] for f in below)  # else that file would serve
+    for f in range(n):  # a file's lines and its ancestors' add up to its items, each once
+        chain = [f] + tree.ancestors(f)
+        lines = [item for node in chain for item in tree.lines(node)]
+        assert len(lines) == len(set(lines)) and set(lines) == sets[f]
+    assert tree.cost(cost) <= sum(len(s) for s in sets)
+    # Greedy to the end: no group left in any scope that would still save a line.
+    scopes = [None] + list(range(len(tree.items)))
+    for scope in scopes:
+        members = tree.children(scope) if scope is not None else [
+            m for m in range(len(tree.items)) if tree.parent[m] is None]
+        above = frozenset() if scope is None else tree.items[scope]
+        for a in members:
+            for b in members:
+                if a >= b:
+                    continue
+                shared = tree.items[a] & tree.items[b]
+                group = [m for m in members if tree.items[m] >= shared]
+                served = any(tree.items[m] == shared for m in group)
+                saving = (len(group) - 1) * len(shared - above) - (0 if served else cost)
+                assert saving <= 0 or not shared - above, (scope, a, b)
+
+
+@pytest.mark.parametrize("sets, parents", [
+    # Nothing shared: every file on the baseline.
+    ([{1}, {2}, {3}], [None, None, None]),
+    # Three files share two items: one family of 2 lines saves 2 * 2 - 2.
+    ([{1, 2, 3}, {1, 2, 4}, {1, 2, 5}], [3, 3, 3, None]),
+    # A file whose items the other holds: it serves (no new function).
+    ([{1, 2}, {1, 2, 3}], [None, 0]),
+    # Two items for two files: a family would cost as much as it saves.
+    ([{1, 2, 3}, {1, 2, 4}], [None, None]),
+    # A family inside the base: 4 files share {1, 2}, two of them also {3, 4, 5}.
+    ([{1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 7}, {1, 2, 8}, {1, 2, 9}], [5, 5, 4, 4, None, 4]),
+    # The two files sharing most go first; then a base of {1} for three nodes would save
+    # 2 * 1 - 2 = 0 lines: {1} stays repeated (in the family and in files 2 and 3).
+    ([{1, 2, 3, 4, 5}, {1, 2, 3, 4, 6}, {1, 7}, {1, 8}], [4, 4, None, None, None]),
+    # Identical files: the first serves the second.
+    ([{1, 2}, {1, 2}], [None, 0]),
+])
+def test_plan_hierarchy_examples(sets, parents):
+    sets = [frozenset(s) for s in sets]
+    tree = fleet.plan_hierarchy(sets)
+    assert list(tree.parent) == parents
+    _check_hierarchy(sets, tree, fleet.FAMILY_COST)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.frozensets(st.integers(0, 9), max_size=8), min_size=1, max_size=7),
+       st.integers(0, 5))
+def test_plan_hierarchy_properties(sets, cost):
+    tree = fleet.plan_hierarchy(sets, cost)
+    _check_hierarchy(sets, tree, cost)
+    assert fleet.plan_hierarchy(list(sets), cost) == tree  # deterministic
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ def _row(repo, head: str) -> str:
     return "".join(lines[start:end])
 
 
-SHUFFLE = "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle,"
+SHUFFLE = "  - {kind: rename, legacy: data.pin_memory, new: dataloader.pin_memory,"
 PROBE = ", probe: {observe: loss, set: {%s: 1}}"
 
 
@@ -91,32 +91,32 @@ def test_wrong_type_of_a_default(repo_copy):
 
 def test_wrong_type_across_a_rename(repo_copy):
     edit(repo_copy / TABLE, _row(repo_copy, SHUFFLE),
-         "  - {kind: rename, legacy: data.shuffle, new: dataloader.num_workers"
+         "  - {kind: rename, legacy: data.pin_memory, new: dataloader.num_workers"
          + PROBE % "dataloader.num_workers" + "}\n"
-         "  - {kind: new_only, new: dataloader.shuffle, reason: test"
-         + PROBE % "dataloader.shuffle" + "}\n")
+         "  - {kind: new_only, new: dataloader.pin_memory, reason: test"
+         + PROBE % "dataloader.pin_memory" + "}\n")
     edit(repo_copy / TABLE, _row(repo_copy, "  - {kind: rename, legacy: data.num_workers,"), "")
     edit(repo_copy / TABLE, "# ---- train ----", "- {kind: unsupported, legacy: data.num_workers, "
          "reason: t" + PROBE % "data.num_workers" + "}\n  # ---- train ----")
     message = _error(repo_copy)
-    assert "wrong type: rename data.shuffle (bool) -> dataloader.num_workers (int)" in message
-    assert "defaults disagree: data.shuffle defaults to True, dataloader.num_workers to 0" in message
+    assert "wrong type: rename data.pin_memory (bool) -> dataloader.num_workers (int)" in message
+    assert "defaults disagree: data.pin_memory defaults to True, dataloader.num_workers to 0" in message
 
 
 @pytest.mark.parametrize(
     ("row", "words"),
     [
-        ("  - {kind: rename, legacy: data.shuffle}", "missing key 'new'"),
-        ("  - {knd: rename, legacy: data.shuffle, new: dataloader.shuffle}",
+        ("  - {kind: rename, legacy: data.pin_memory}", "missing key 'new'"),
+        ("  - {knd: rename, legacy: data.pin_memory, new: dataloader.pin_memory}",
          "kind must be one of rename, transform, unsupported, new_only, got None"),
-        ("  - {kind: renam, legacy: data.shuffle, new: dataloader.shuffle}",
+        ("  - {kind: renam, legacy: data.pin_memory, new: dataloader.pin_memory}",
          "(did you mean 'rename'?)"),
-        ("  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle, reson: x}",
+        ("  - {kind: rename, legacy: data.pin_memory, new: dataloader.pin_memory, reson: x}",
          "unknown key 'reson'"),
-        ("  - {kind: rename, legacy: 'data shuffle', new: dataloader.shuffle}",
+        ("  - {kind: rename, legacy: 'data pin_memory', new: dataloader.pin_memory}",
          "legacy must be a dotted field path"),
-        ("  - rename data.shuffle dataloader.shuffle", "a row must be a mapping"),
-        (("  - {kind: transform, legacy: data.shuffle, new: dataloader.shuffle, forward: f, "
+        ("  - rename data.pin_memory dataloader.pin_memory", "a row must be a mapping"),
+        (("  - {kind: transform, legacy: data.pin_memory, new: dataloader.pin_memory, forward: f, "
           "backward: g}"), "legacy must map local names to dotted paths"),
     ],
 )
@@ -137,19 +137,19 @@ def _row_index(repo, line: int) -> int:
 
 def test_field_covered_twice(repo_copy):
     row = _row(repo_copy, SHUFFLE)
-    edit(repo_copy / TABLE, row, row + "  - {kind: unsupported, legacy: data.shuffle, reason: "
-         "twice" + PROBE % "data.shuffle" + "}\n")
+    edit(repo_copy / TABLE, row, row + "  - {kind: unsupported, legacy: data.pin_memory, reason: "
+         "twice" + PROBE % "data.pin_memory" + "}\n")
     message = _error(repo_copy)
-    assert "legacy field 'data.shuffle' is already covered by mappings[" in message
+    assert "legacy field 'data.pin_memory' is already covered by mappings[" in message
     assert "a field is covered exactly once" in message
 
 
 def test_unknown_path_suggests_the_closest(repo_copy):
     row = _row(repo_copy, SHUFFLE)
-    edit(repo_copy / TABLE, row, row.replace("dataloader.shuffle", "dataloader.shufle"))
+    edit(repo_copy / TABLE, row, row.replace("dataloader.pin_memory", "dataloader.pin_memry"))
     message = _error(repo_copy)
-    assert "new field 'dataloader.shufle' does not exist in the new tree (did you mean " \
-           "'dataloader.shuffle'?)" in message
+    assert "new field 'dataloader.pin_memry' does not exist in the new tree (did you mean " \
+           "'dataloader.pin_memory'?)" in message
 
 
 def test_yaml_1_1_boolean_must_be_quoted(repo_copy):
@@ -202,8 +202,8 @@ def test_every_problem_is_reported_at_once(repo_copy):
 def test_a_row_without_a_probe_is_refused(repo_copy):
     """"Accepted and ignored" cannot land: every row names the observable its field moves."""
     edit(repo_copy / TABLE, _row(repo_copy, SHUFFLE),
-         "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle}\n")
-    line = _line_of(repo_copy, "legacy: data.shuffle, new: dataloader.shuffle}")
+         "  - {kind: rename, legacy: data.pin_memory, new: dataloader.pin_memory}\n")
+    line = _line_of(repo_copy, "legacy: data.pin_memory, new: dataloader.pin_memory}")
     message = _error(repo_copy)
     assert f"{TABLE}:{line}: mappings[" in message and "missing key 'probe'" in message
 
@@ -211,10 +211,10 @@ def test_a_row_without_a_probe_is_refused(repo_copy):
 @pytest.mark.parametrize(
     ("probe", "words"),
     [
-        ("{observe: losss, set: {dataloader.shuffle: false}}",
+        ("{observe: losss, set: {dataloader.pin_memory: false}}",
          "unknown observable 'losss' (did you mean 'loss'?)"),
         ("{observe: loss, set: {dataloader.num_workers: 1}}", "set must set the row's own field"),
-        ("{observe: attribute, set: {dataloader.shuffle: false}}", "path is required"),
+        ("{observe: attribute, set: {dataloader.pin_memory: false}}", "path is required"),
         ("{observe: loss}", "missing key 'set'"),
     ],
 )
@@ -236,8 +236,8 @@ def _table_error(repo) -> CodegenError:
 def test_every_problem_of_the_table_file_is_reported_at_once(repo_copy):
     """Three malformed rows, a duplicate key and a YAML 1.1 boolean: one error lists all five,
     each with its line (the YAML-level problems do not hide the schema's)."""
-    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle,",
-         "  - {kind: renam, legacy: data.shuffle, new: dataloader.shuffle,")
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.pin_memory, new: dataloader.pin_memory,",
+         "  - {kind: renam, legacy: data.pin_memory, new: dataloader.pin_memory,")
     edit(repo_copy / TABLE, "  - {kind: rename, legacy: train.seed, new: debug.seed,",
          "  - {kind: rename, legacy: train.seed, new: debug.seed, reson: x,")
     edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.num_workers, new: dataloader.num_workers,",
@@ -263,8 +263,8 @@ def test_every_problem_of_the_table_file_is_reported_at_once(repo_copy):
 def test_a_missing_part_does_not_hide_the_other_problems(repo_copy):
     text = (repo_copy / TABLE).read_text()
     (repo_copy / TABLE).write_text(text.replace("\ncomponents:", "\ncomponent:", 1))
-    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.shuffle, new: dataloader.shuffle,",
-         "  - {kind: renam, legacy: data.shuffle, new: dataloader.shuffle,")
+    edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.pin_memory, new: dataloader.pin_memory,",
+         "  - {kind: renam, legacy: data.pin_memory, new: dataloader.pin_memory,")
     text = "\n".join(_table_error(repo_copy).problems)
     assert "unknown key 'component' (did you mean 'components'?)" in text
     assert "missing key 'components'" in text

@@ -1,8 +1,11 @@
 """Recipes converted from 6 legacy YAMLs: one zero-argument function per YAML, each returning a
 fresh ``HyperTrainer.Config`` (train one with ``--module M --config NAME``).
 
-What the YAMLs share is set once, in ``train_qwen3_5_base``. Each recipe calls it, the recipe of
-a YAML whose settings it contains, or the flavor baseline of its own model, and sets, one line
+What the YAMLs share is set once, in the shared functions ``train_qwen3_5_base``,
+``train_qwen3_5_debug_hsdp_tp2_shared``, ``train_qwen3_5_debug_tp2_shared`` and
+``train_qwen3_5_demo_fsdp2_shared``: each holds what the recipes below it agree on, starting
+from a flavor baseline or from another of them. Each recipe calls one of them, the recipe of a
+YAML whose settings it contains, or the flavor baseline of its own model, and sets, one line
 each, the fields where its YAML differs, commented with the legacy key and the line it comes
 from. Before writing, the converter executed this module, called every recipe and checked that
 each builds its YAML's configuration and converts back to the YAML's canonical form.
@@ -34,7 +37,10 @@ __all__ = [
     "train_qwen3_5_0_8b",
     "train_qwen3_5_base",
     "train_qwen3_5_debug",
+    "train_qwen3_5_debug_hsdp_tp2_shared",
+    "train_qwen3_5_debug_tp2_shared",
     "train_qwen3_5_demo",
+    "train_qwen3_5_demo_fsdp2_shared",
     "train_qwen3_5_fsdp2",
     "train_qwen3_5_hsdp",
     "train_qwen3_5_tp2",
@@ -42,19 +48,65 @@ __all__ = [
 
 
 def train_qwen3_5_base() -> HyperTrainer.Config:
-    """The settings shared by 4 of the 6 YAMLs (train_qwen3_5_debug.yaml, train_qwen3_5_demo.yaml,
-    train_qwen3_5_fsdp2.yaml, train_qwen3_5_tp2.yaml): flavor_baseline: model 'qwen3_5', flavor
-    'debugmodel', and the 5 fields they agree on. Their recipes below call it (directly or
-    through another recipe).
+    """The settings shared by train_qwen3_5_debug, train_qwen3_5_demo, train_qwen3_5_fsdp2,
+    train_qwen3_5_hsdp and train_qwen3_5_tp2 (5 of the 6 YAMLs): flavor_baseline: model
+    'qwen3_5', flavor 'debugmodel', and the 3 fields they agree on. Their recipes call it,
+    directly or through another function.
     """
     # ~5M parameters, trains in seconds on a CPU
-    # model.name, model.config_overrides.flavor: 4 of 6 YAMLs, lines 4-6
+    # model.name, model.config_overrides.flavor: 5 of 6 YAMLs, lines 4-6
     config = flavor_baseline("qwen3_5", "debugmodel")
-    config.training.seq_len = 128  # data.max_seq_len: 4 of 6 YAMLs
-    config.dataloader.pin_memory = False  # data.pin_memory: 4 of 6 YAMLs
-    config.comm.backend = "gloo"  # train.comm_backend: 4 of 6 YAMLs
-    config.metrics.log_freq = 1  # train.logging.log_steps: 4 of 6 YAMLs
-    config.debug.deterministic = True  # train.debug.deterministic: 4 of 6 YAMLs
+    config.dataloader.pin_memory = False  # data.pin_memory: 5 of 6 YAMLs
+    config.comm.backend = "gloo"  # train.comm_backend: 5 of 6 YAMLs
+    config.debug.deterministic = True  # train.debug.deterministic: 5 of 6 YAMLs
+    return config
+
+
+def train_qwen3_5_debug_hsdp_tp2_shared() -> HyperTrainer.Config:
+    """The settings shared by train_qwen3_5_debug, train_qwen3_5_hsdp and train_qwen3_5_tp2 (3 of
+    the 6 YAMLs): what train_qwen3_5_base sets, and the 6 fields they agree on beyond it. Their
+    recipes call it, directly or through another function.
+    """
+    config = train_qwen3_5_base()  # the settings shared by 5 of 6 YAMLs
+    config.training.steps = 10  # train.max_steps: 3 of 6 YAMLs
+    config.debug.seed = 1234  # train.seed: 3 of 6 YAMLs
+    config.optimizer.lr = 0.001  # train.optimizer.lr: 3 of 6 YAMLs
+    config.lr_scheduler.lr_min = 0.0001  # train.optimizer.lr_min: 3 of 6 YAMLs
+    # no checkpoints for a smoke run
+    config.checkpoint.interval = 0  # train.checkpoint.save_steps: 3 of 6 YAMLs
+    config.checkpoint.export_hf = False  # train.checkpoint.save_hf_weights: 3 of 6 YAMLs
+    return config
+
+
+def train_qwen3_5_debug_tp2_shared() -> HyperTrainer.Config:
+    """The settings shared by train_qwen3_5_debug and train_qwen3_5_tp2 (2 of the 6 YAMLs): what
+    train_qwen3_5_debug_hsdp_tp2_shared sets, and the 6 fields they agree on beyond it. Their
+    recipes call it.
+    """
+    config = train_qwen3_5_debug_hsdp_tp2_shared()  # the settings shared by 3 of 6 YAMLs
+    config.training.seq_len = 128  # data.max_seq_len: 2 of 6 YAMLs, line 9
+    config.dataloader.shuffle = False  # data.shuffle: 2 of 6 YAMLs, line 10
+    config.training.global_batch_size = 4  # train.global_batch_size: 2 of 6 YAMLs
+    # 2 micro-batches per step (gradient accumulation)
+    config.training.local_batch_size = 2  # train.micro_batch_size: 2 of 6 YAMLs
+    config.lr_scheduler.warmup_steps = 2  # train.optimizer.lr_warmup_ratio: 2 of 6 YAMLs
+    config.metrics.log_freq = 1  # train.logging.log_steps: 2 of 6 YAMLs
+    return config
+
+
+def train_qwen3_5_demo_fsdp2_shared() -> HyperTrainer.Config:
+    """The settings shared by train_qwen3_5_demo and train_qwen3_5_fsdp2 (2 of the 6 YAMLs): what
+    train_qwen3_5_base sets, and the 6 fields they agree on beyond it. Their recipes call it.
+    """
+    config = train_qwen3_5_base()  # the settings shared by 5 of 6 YAMLs
+    config.dataloader.dataset = "jsonl"  # data.type: 2 of 6 YAMLs, line 8
+    # the corpus shipped inside hyper_parallel
+    # data.train_path: 2 of 6 YAMLs, line 9
+    config.dataloader.dataset_path = "pkg://corpus/train.jsonl"
+    config.training.seq_len = 128  # data.max_seq_len: 2 of 6 YAMLs
+    config.parallelism.data_parallel_shard_degree = 2  # train.accelerator.dp_shard: 2 of 6 YAMLs
+    config.optimizer.weight_decay = 0.1  # train.optimizer.weight_decay: 2 of 6 YAMLs
+    config.metrics.log_freq = 1  # train.logging.log_steps: 2 of 6 YAMLs
     return config
 
 
@@ -111,27 +163,13 @@ def train_qwen3_5_debug() -> HyperTrainer.Config:
     """
     # Qwen3.5 debug model on synthetic tokens, one process.
     #   torchrun --nproc_per_node 1 scripts/train_lm.py examples/yaml/train_qwen3_5_debug.yaml
-    config = train_qwen3_5_base()  # the settings shared by 4 of 6 YAMLs
     # random tokens, deterministic per sample index
-    config.dataloader.shuffle = False  # train_qwen3_5_debug.yaml:10 data.shuffle
-    config.training.steps = 10  # train_qwen3_5_debug.yaml:14 train.max_steps
-    config.training.global_batch_size = 4  # train_qwen3_5_debug.yaml:15 train.global_batch_size
-    # 2 micro-batches per step (gradient accumulation)
-    config.training.local_batch_size = 2  # train_qwen3_5_debug.yaml:16 train.micro_batch_size
-    config.debug.seed = 1234  # train_qwen3_5_debug.yaml:17 train.seed
+    config = train_qwen3_5_debug_tp2_shared()  # the settings shared by 2 of 6 YAMLs
     # train_qwen3_5_debug.yaml:21 train.accelerator.dp_shard
     config.parallelism.data_parallel_shard_degree = 1
-    config.optimizer.lr = 0.001  # train_qwen3_5_debug.yaml:24 train.optimizer.lr
-    config.lr_scheduler.lr_min = 0.0001  # train_qwen3_5_debug.yaml:25 train.optimizer.lr_min
-    # train_qwen3_5_debug.yaml:27 train.optimizer.lr_warmup_ratio
-    config.lr_scheduler.warmup_steps = 2
     config.optimizer.betas = (0.9, 0.95)  # train_qwen3_5_debug.yaml:30 train.optimizer.betas
     # train_qwen3_5_debug.yaml:34 train.checkpoint.output_dir
     config.checkpoint.folder = "outputs/qwen3_5_debug"
-    # no checkpoints for a smoke run
-    config.checkpoint.interval = 0  # train_qwen3_5_debug.yaml:35 train.checkpoint.save_steps
-    # train_qwen3_5_debug.yaml:36 train.checkpoint.save_hf_weights
-    config.checkpoint.export_hf = False
     config.debug.check_nan_inf = True  # train_qwen3_5_debug.yaml:42 train.debug.check_nan_inf
     return config
 
@@ -143,19 +181,13 @@ def train_qwen3_5_demo() -> HyperTrainer.Config:
     """
     # The demo: the debug model on the shipped corpus, FSDP over 2 CPU ranks (`make demo`).
     #   torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_demo.yaml
-    config = train_qwen3_5_base()  # the settings shared by 4 of 6 YAMLs
-    config.dataloader.dataset = "jsonl"  # train_qwen3_5_demo.yaml:8 data.type
-    # train_qwen3_5_demo.yaml:9 data.train_path
-    config.dataloader.dataset_path = "pkg://corpus/train.jsonl"
+    config = train_qwen3_5_demo_fsdp2_shared()  # the settings shared by 2 of 6 YAMLs
     config.training.steps = 20  # train_qwen3_5_demo.yaml:14 train.max_steps
     config.training.local_batch_size = 4  # train_qwen3_5_demo.yaml:16 train.micro_batch_size
-    # train_qwen3_5_demo.yaml:20 train.accelerator.dp_shard
-    config.parallelism.data_parallel_shard_degree = 2
     config.optimizer.lr = 0.003  # train_qwen3_5_demo.yaml:22 train.optimizer.lr
     config.lr_scheduler.lr_min = 0.0003  # train_qwen3_5_demo.yaml:23 train.optimizer.lr_min
     # train_qwen3_5_demo.yaml:24 train.optimizer.lr_warmup_ratio
     config.lr_scheduler.warmup_steps = 2
-    config.optimizer.weight_decay = 0.1  # train_qwen3_5_demo.yaml:26 train.optimizer.weight_decay
     # train_qwen3_5_demo.yaml:29 train.checkpoint.output_dir
     config.checkpoint.folder = "outputs/demo"
     config.checkpoint.interval = 10  # train_qwen3_5_demo.yaml:30 train.checkpoint.save_steps
@@ -171,22 +203,15 @@ def train_qwen3_5_fsdp2() -> HyperTrainer.Config:
     """
     # Debug model on the shipped corpus, FSDP over 2 ranks, with checkpoints and evaluation.
     #   torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_fsdp2.yaml
-    config = train_qwen3_5_base()  # the settings shared by 4 of 6 YAMLs
-    config.dataloader.dataset = "jsonl"  # train_qwen3_5_fsdp2.yaml:8 data.type
-    # the corpus shipped inside hyper_parallel
-    # train_qwen3_5_fsdp2.yaml:9 data.train_path
-    config.dataloader.dataset_path = "pkg://corpus/train.jsonl"
+    config = train_qwen3_5_demo_fsdp2_shared()  # the settings shared by 2 of 6 YAMLs
     config.training.steps = 10  # train_qwen3_5_fsdp2.yaml:16 train.max_steps
     config.training.local_batch_size = 2  # train_qwen3_5_fsdp2.yaml:18 train.micro_batch_size
-    # train_qwen3_5_fsdp2.yaml:22 train.accelerator.dp_shard
-    config.parallelism.data_parallel_shard_degree = 2
     config.optimizer.lr = 0.002  # train_qwen3_5_fsdp2.yaml:25 train.optimizer.lr
     config.lr_scheduler.lr_min = 0.0002  # train_qwen3_5_fsdp2.yaml:26 train.optimizer.lr_min
     # train_qwen3_5_fsdp2.yaml:27 train.optimizer.lr_warmup_ratio
     config.lr_scheduler.warmup_steps = 1
     # train_qwen3_5_fsdp2.yaml:28 train.optimizer.lr_decay_style
     config.lr_scheduler.decay_style = "linear"
-    config.optimizer.weight_decay = 0.1  # train_qwen3_5_fsdp2.yaml:30 train.optimizer.weight_decay
     # train_qwen3_5_fsdp2.yaml:33 train.gradient_checkpointing.activation_checkpoint
     config.activation_checkpoint.mode = "full"
     # train_qwen3_5_fsdp2.yaml:35 train.checkpoint.output_dir
@@ -206,34 +231,23 @@ def train_qwen3_5_hsdp() -> HyperTrainer.Config:
     """
     # Debug model, HSDP: 2 replicas x FSDP over 2 (4 ranks).
     #   torchrun --nproc_per_node 4 scripts/train_lm.py examples/yaml/train_qwen3_5_hsdp.yaml
-    # train_qwen3_5_hsdp.yaml:4-6 model.name, model.config_overrides.flavor
-    config = flavor_baseline("qwen3_5", "debugmodel")
+    config = train_qwen3_5_debug_hsdp_tp2_shared()  # the settings shared by 3 of 6 YAMLs
     config.training.seq_len = 64  # train_qwen3_5_hsdp.yaml:9 data.max_seq_len
-    config.dataloader.pin_memory = False  # train_qwen3_5_hsdp.yaml:11 data.pin_memory
-    config.training.steps = 10  # train_qwen3_5_hsdp.yaml:13 train.max_steps
-    config.debug.seed = 1234  # train_qwen3_5_hsdp.yaml:16 train.seed
-    config.comm.backend = "gloo"  # train_qwen3_5_hsdp.yaml:17 train.comm_backend
     # train_qwen3_5_hsdp.yaml:19 train.accelerator.dp_replicate
     config.parallelism.data_parallel_replicate_degree = 2
     # train_qwen3_5_hsdp.yaml:20 train.accelerator.dp_shard
     config.parallelism.data_parallel_shard_degree = 2
     # train_qwen3_5_hsdp.yaml:21 train.accelerator.reshard_after_forward
     config.parallelism.reshard_after_forward = False
-    config.optimizer.lr = 0.001  # train_qwen3_5_hsdp.yaml:23 train.optimizer.lr
-    config.lr_scheduler.lr_min = 0.0001  # train_qwen3_5_hsdp.yaml:24 train.optimizer.lr_min
     # train_qwen3_5_hsdp.yaml:25 train.optimizer.lr_warmup_ratio
     config.lr_scheduler.warmup_steps = 1
     config.optimizer.betas = (0.9, 0.95)  # train_qwen3_5_hsdp.yaml:27 train.optimizer.betas
     # train_qwen3_5_hsdp.yaml:32 train.checkpoint.output_dir
     config.checkpoint.folder = "outputs/qwen3_5_hsdp"
-    config.checkpoint.interval = 0  # train_qwen3_5_hsdp.yaml:33 train.checkpoint.save_steps
-    # train_qwen3_5_hsdp.yaml:34 train.checkpoint.save_hf_weights
-    config.checkpoint.export_hf = False
     config.metrics.log_freq = 2  # train_qwen3_5_hsdp.yaml:36 train.logging.log_steps
     config.metrics.enable_tensorboard = True  # train_qwen3_5_hsdp.yaml:38 train.tensorboard.enabled
     # train_qwen3_5_hsdp.yaml:39 train.tensorboard.output_dir
     config.metrics.save_tb_folder = "outputs/qwen3_5_hsdp/tb"
-    config.debug.deterministic = True  # train_qwen3_5_hsdp.yaml:42 train.debug.deterministic
     return config
 
 
@@ -244,20 +258,11 @@ def train_qwen3_5_tp2() -> HyperTrainer.Config:
     """
     # Debug model, tensor parallel over 2 ranks (every layer type is sharded by head).
     #   torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_tp2.yaml
-    config = train_qwen3_5_base()  # the settings shared by 4 of 6 YAMLs
-    config.dataloader.shuffle = False  # train_qwen3_5_tp2.yaml:10 data.shuffle
-    config.training.steps = 10  # train_qwen3_5_tp2.yaml:13 train.max_steps
-    config.training.global_batch_size = 4  # train_qwen3_5_tp2.yaml:14 train.global_batch_size
-    config.training.local_batch_size = 2  # train_qwen3_5_tp2.yaml:15 train.micro_batch_size
-    config.debug.seed = 1234  # train_qwen3_5_tp2.yaml:16 train.seed
+    config = train_qwen3_5_debug_tp2_shared()  # the settings shared by 2 of 6 YAMLs
     config.parallelism.tensor_parallel_degree = 2  # train_qwen3_5_tp2.yaml:19 train.accelerator.tp
     # inferred: world 2 / tp 2 = 1
     # train_qwen3_5_tp2.yaml:20 train.accelerator.dp_shard
     config.parallelism.data_parallel_shard_degree = -1
-    config.optimizer.lr = 0.001  # train_qwen3_5_tp2.yaml:22 train.optimizer.lr
-    config.lr_scheduler.lr_min = 0.0001  # train_qwen3_5_tp2.yaml:23 train.optimizer.lr_min
-    # train_qwen3_5_tp2.yaml:24 train.optimizer.lr_warmup_ratio
-    config.lr_scheduler.warmup_steps = 2
     # train_qwen3_5_tp2.yaml:25 train.optimizer.lr_decay_style
     config.lr_scheduler.decay_style = "constant"
     # clipping disabled
@@ -266,9 +271,6 @@ def train_qwen3_5_tp2() -> HyperTrainer.Config:
     config.activation_checkpoint.mode = "selective"
     # train_qwen3_5_tp2.yaml:30 train.checkpoint.output_dir
     config.checkpoint.folder = "outputs/qwen3_5_tp2"
-    config.checkpoint.interval = 0  # train_qwen3_5_tp2.yaml:31 train.checkpoint.save_steps
-    # train_qwen3_5_tp2.yaml:32 train.checkpoint.save_hf_weights
-    config.checkpoint.export_hf = False
     # train_qwen3_5_tp2.yaml:37 train.memory_monitor.enabled
     config.metrics.enable_memory_monitor = True
     config.metrics.memory_log_freq = 5  # train_qwen3_5_tp2.yaml:38 train.memory_monitor.log_steps

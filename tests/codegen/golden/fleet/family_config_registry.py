@@ -1,11 +1,13 @@
 """Recipes converted from 5 legacy YAMLs: one zero-argument function per YAML, each returning a
 fresh ``HyperTrainer.Config`` (train one with ``--module M --config NAME``).
 
-What the YAMLs share is set once, in ``family_base``. Each recipe calls it, the recipe of a YAML
-whose settings it contains, or the flavor baseline of its own model, and sets, one line each,
-the fields where its YAML differs, commented with the legacy key and the line it comes from.
-Before writing, the converter executed this module, called every recipe and checked that each
-builds its YAML's configuration and converts back to the YAML's canonical form.
+What the YAMLs share is set once, in the shared functions ``family_base`` and
+``family_cpu_tp2_shared``: each holds what the recipes below it agree on, starting from a flavor
+baseline or from another of them. Each recipe calls one of them, the recipe of a YAML whose
+settings it contains, or the flavor baseline of its own model, and sets, one line each, the
+fields where its YAML differs, commented with the legacy key and the line it comes from. Before
+writing, the converter executed this module, called every recipe and checked that each builds
+its YAML's configuration and converts back to the YAML's canonical form.
 
 Written by ``python -m hyper_parallel.codegen --from-yaml tests/codegen/fleet_family``.
 
@@ -32,6 +34,7 @@ __all__ = [
     "family_base",
     "family_cpu",
     "family_cpu_eval",
+    "family_cpu_tp2_shared",
     "family_fsdp2",
     "family_tp2",
     "family_wide",
@@ -39,10 +42,9 @@ __all__ = [
 
 
 def family_base() -> HyperTrainer.Config:
-    """The settings shared by 4 of the 5 YAMLs (family_cpu.yaml, family_cpu_eval.yaml,
-    family_fsdp2.yaml, family_tp2.yaml): flavor_baseline: model 'qwen3_5', flavor 'debugmodel',
-    and the 8 fields they agree on. Their recipes below call it (directly or through another
-    recipe).
+    """The settings shared by family_cpu, family_cpu_eval, family_fsdp2 and family_tp2 (4 of the 5
+    YAMLs): flavor_baseline: model 'qwen3_5', flavor 'debugmodel', and the 8 fields they agree
+    on. Their recipes call it, directly or through another function.
     """
     # the small model every CPU run uses
     # model.name, model.config_overrides.flavor: 4 of 5 YAMLs, lines 3-5
@@ -60,18 +62,27 @@ def family_base() -> HyperTrainer.Config:
     return config
 
 
+def family_cpu_tp2_shared() -> HyperTrainer.Config:
+    """The settings shared by family_cpu, family_cpu_eval and family_tp2 (3 of the 5 YAMLs): what
+    family_base sets, and the 3 fields they agree on beyond it. Their recipes call it, directly
+    or through another function.
+    """
+    config = family_base()  # the settings shared by 4 of 5 YAMLs
+    config.training.steps = 10  # train.max_steps: 3 of 5 YAMLs, line 12
+    config.training.global_batch_size = 4  # train.global_batch_size: 3 of 5 YAMLs, line 13
+    # lr_scheduler.warmup_steps: follows from the legacy default of train.optimizer.lr_warmup_ratio and the other keys of 3 of 5 YAMLs
+    config.lr_scheduler.warmup_steps = 1
+    return config
+
+
 def family_cpu() -> HyperTrainer.Config:
     """Converted from tests/codegen/fleet_family/family_cpu.yaml.
 
     torchrun --nproc_per_node 1 -m hyper_parallel.train --module recipes.config_registry --config family_cpu
     """
     # The family's one-rank CPU run: the debug model on the shipped corpus.
-    config = family_base()  # the settings shared by 4 of 5 YAMLs
-    config.training.steps = 10  # family_cpu.yaml:12 train.max_steps
-    config.training.global_batch_size = 4  # family_cpu.yaml:13 train.global_batch_size
+    config = family_cpu_tp2_shared()  # the settings shared by 3 of 5 YAMLs
     config.optimizer.lr = 0.001  # family_cpu.yaml:17 train.optimizer.lr
-    # lr_scheduler.warmup_steps: follows from the legacy default of train.optimizer.lr_warmup_ratio and the YAML's other keys
-    config.lr_scheduler.warmup_steps = 1
     return config
 
 
@@ -113,9 +124,7 @@ def family_tp2() -> HyperTrainer.Config:
     torchrun --nproc_per_node 2 -m hyper_parallel.train --module recipes.config_registry --config family_tp2
     """
     # Tensor parallel over 2 ranks; shares steps and batch with family_cpu but not its lr.
-    config = family_base()  # the settings shared by 4 of 5 YAMLs
-    config.training.steps = 10  # family_tp2.yaml:12 train.max_steps
-    config.training.global_batch_size = 4  # family_tp2.yaml:13 train.global_batch_size
+    config = family_cpu_tp2_shared()  # the settings shared by 3 of 5 YAMLs
     config.parallelism.tensor_parallel_degree = 2  # family_tp2.yaml:17 train.accelerator.tp
     # inferred from the world size
     # family_tp2.yaml:18 train.accelerator.dp_shard
@@ -123,8 +132,6 @@ def family_tp2() -> HyperTrainer.Config:
     config.optimizer.lr = 0.0005  # family_tp2.yaml:20 train.optimizer.lr
     # family_tp2.yaml:22 train.gradient_checkpointing.activation_checkpoint
     config.activation_checkpoint.mode = "selective"
-    # lr_scheduler.warmup_steps: follows from the legacy default of train.optimizer.lr_warmup_ratio and the YAML's other keys
-    config.lr_scheduler.warmup_steps = 1
     return config
 
 
