@@ -14,6 +14,7 @@ PYTEST := $(PY) -m pytest -q
 # several processes at once.
 export OMP_NUM_THREADS ?= 1
 export HYPER_PARALLEL_DISABLE_TQDM ?= 1
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: install test test-fast test-slow test-mindspore demo lint codegen codegen-check bench bench-cli clean
 
@@ -37,8 +38,9 @@ test: install
 	$(MAKE) --no-print-directory test-slow
 	$(MAKE) --no-print-directory test-mindspore
 
+# In-process tests, spread over the machine's cores (pytest-xdist).
 test-fast: install
-	@$(call run_pytest,-m "not slow" tests)
+	@$(call run_pytest,-m "not slow" -n $(TEST_WORKERS) tests)
 
 # Multi-process training runs (torchrun, 2-4 CPU ranks). Part of `make test` on purpose.
 test-slow: install

@@ -14,9 +14,9 @@ Migration commands (:mod:`.from_yaml`, :mod:`.to_yaml`):
   ``--nproc_per_node`` that does not fit the config's parallel degrees is a warning.
 * ``--from-yaml a.yaml b.yaml dir/ [-o PATH] [--force] [--strict] [-- --a.b=c ...]``: several
   YAMLs (a folder: its ``*.yaml`` / ``*.yml`` files in name order) become one registry module
-  (default ``recipes/config_registry.py``, :mod:`.fleet`): a base recipe with what they share,
-  one recipe per file named after it (``--name`` is refused), every recipe proven; prints one
-  table. ``--strict`` applies to every file; overrides after ``--`` apply to every file.
+  (default ``recipes/config_registry.py``, :mod:`.fleet`): shared family functions holding
+  what groups of them share, one recipe per file named after it (``--name`` is refused), every
+  recipe proven; prints one table. ``--strict`` applies to every file; overrides after ``--`` apply to every file.
 * ``--to-yaml --module M --config F [-o PATH] [--force]``: the legacy YAML of a recipe (stdout
   by default), or the new-only fields that prevent one.
 

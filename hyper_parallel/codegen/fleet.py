@@ -613,9 +613,6 @@ def convert_fleet(inputs: Inputs | list[Path | str], output: Path | None = None,
     """Read, convert, plan, render and prove every input; writes nothing. ``output`` (default
     ``recipes/config_registry.py`` under ``base``) names the module in the ``torchrun`` lines;
     ``base`` as in :func:`~.from_yaml.convert`."""
-    from hyper_parallel.codegen import render as render_module
-    from hyper_parallel.codegen.pipeline import _environment
-
     if not isinstance(inputs, Inputs):
         inputs = resolve_inputs([str(p) for p in inputs], (), base)
     repo = repo or Path(__file__).resolve().parents[2]
@@ -748,14 +745,7 @@ def convert_fleet(inputs: Inputs | list[Path | str], output: Path | None = None,
         "exports": sorted(f["name"] for f in functions),
         "recipes": functions,
     }
-    if not (repo / fy.TEMPLATES / TEMPLATE).is_file():
-        raise CodegenError(f"{fy.TEMPLATES}/{TEMPLATE} not found under {repo}: the converter runs "
-                           "from a checkout of hyper_parallel (pip install -e .)")
-    raw = _environment(repo).get_template(TEMPLATE).render(**context)
-    try:
-        text = render_module.format_python(raw)
-    except Exception as exc:  # a bug here, never the user's input: values are checked literals
-        raise CodegenError(f"{TEMPLATE}: the rendered module is not valid Python ({exc})") from exc
+    text = fy.render_template(repo, TEMPLATE, context, "module")
     fleet = Fleet(text, output, recipes, families, command,
                   families[base_index].name if base_index is not None else None, order)
     fleet.proof_seconds = fy.prove_module(

@@ -681,12 +681,24 @@ def key_counts(source: LegacySource) -> tuple[int, int, list[str]]:
     return len(leaves), len(mapped), unmapped
 
 
-def render(source: LegacySource, name: str, output: Path, repo: Path,
-           base: Path | None = None, launch: Any = None) -> Recipe:
-    """Canonicalise, convert, pick the baseline, render and format (nothing is executed)."""
+def render_template(repo: Path, template: str, context: dict[str, Any], what: str) -> str:
+    """``templates/<template>`` rendered with ``context`` and formatted by black."""
     from hyper_parallel.codegen import render as render_module
     from hyper_parallel.codegen.pipeline import _environment
 
+    if not (repo / TEMPLATES / template).is_file():
+        raise CodegenError(f"{TEMPLATES}/{template} not found under {repo}: the converter runs "
+                           "from a checkout of hyper_parallel (pip install -e .)")
+    raw = _environment(repo).get_template(template).render(**context)
+    try:
+        return render_module.format_python(raw)
+    except Exception as exc:  # a bug here, never the user's input: values are checked literals
+        raise CodegenError(f"{template}: the rendered {what} is not valid Python ({exc})") from exc
+
+
+def render(source: LegacySource, name: str, output: Path, repo: Path,
+           base: Path | None = None, launch: Any = None) -> Recipe:
+    """Canonicalise, convert, pick the baseline, render and format (nothing is executed)."""
     canon, notes, target = target_of(source)
     baseline = choose_baseline(canon, target)
     target = _on_baseline_spec(target, baseline)
@@ -716,14 +728,7 @@ def render(source: LegacySource, name: str, output: Path, repo: Path,
         "lines": lines,
         "tail": tail,
     }
-    if not (repo / TEMPLATES / TEMPLATE).is_file():
-        raise CodegenError(f"{TEMPLATES}/{TEMPLATE} not found under {repo}: the converter runs "
-                           "from a checkout of hyper_parallel (pip install -e .)")
-    raw = _environment(repo).get_template(TEMPLATE).render(**context)
-    try:
-        text = render_module.format_python(raw)
-    except Exception as exc:  # a bug here, never the user's input: values are checked literals
-        raise CodegenError(f"{TEMPLATE}: the rendered recipe is not valid Python ({exc})") from exc
+    text = render_template(repo, TEMPLATE, context, "recipe")
     written, mapped, unmapped = key_counts(source)
     return Recipe(name, text, source, baseline, len(lines), written, mapped, notes,
                   unmapped, canon, target, warnings=launch_warnings(source, launch))
