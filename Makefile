@@ -42,9 +42,10 @@ test: install
 test-fast: install
 	@$(call run_pytest,-m "not slow" -n $(TEST_WORKERS) tests)
 
-# Multi-process training runs (torchrun, 2-4 CPU ranks). Part of `make test` on purpose.
+# Multi-process training runs (torchrun, 2-4 CPU ranks), two tests at a time: a torchrun job
+# spends part of its time starting up and waiting. Part of `make test` on purpose.
 test-slow: install
-	@$(call run_pytest,-m slow tests)
+	@$(call run_pytest,-m slow -n $(TEST_WORKERS) --dist loadgroup tests)
 
 # The framework-free layers (platform, protocols, config, legacy parser) on MindSpore, in an
 # environment of its own that has mindspore and no torch at all (MindSpore is a 2.8 GB install).
