@@ -38,9 +38,8 @@ test: install
 	$(MAKE) --no-print-directory test-slow
 	$(MAKE) --no-print-directory test-mindspore
 
-# In-process tests, spread over the machine's cores (pytest-xdist).
 test-fast: install
-	@$(call run_pytest,-m "not slow" -n $(TEST_WORKERS) tests)
+	@$(call run_pytest,-m "not slow" tests)
 
 # Multi-process training runs (torchrun, 2-4 CPU ranks), two tests at a time: a torchrun job
 # spends part of its time starting up and waiting. Part of `make test` on purpose.

@@ -22,13 +22,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("legacy_runs")]
 GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE_GOLDEN = os.environ.get("HYPER_PARALLEL_UPDATE_GOLDEN") == "1"
 
-#: The CPU-sized example YAMLs whose losses are pinned bit for bit, every step of each (10; the
-#: demo 20). The cache keys are test_recipes_from_yaml.py's too, so each run is paid once.
+#: The CPU-sized example YAMLs whose 10-step losses are pinned bit for bit.
 GOLDEN_RUNS = {
     "train_qwen3_5_debug": ("train_qwen3_5_debug.yaml", (), 1),
     "train_qwen3_5_fsdp2": ("train_qwen3_5_fsdp2.yaml", (), 2),
     "train_qwen3_5_tp2": ("train_qwen3_5_tp2.yaml", (), 2),
-    "train_qwen3_5_demo": ("train_qwen3_5_demo.yaml", (), 2),
+    "train_qwen3_5_demo": ("train_qwen3_5_demo.yaml", ("--train.max_steps=10",), 2),
 }
 
 # One workload (debug model, synthetic data, 4 samples a step, no shuffling) in four layouts.
@@ -47,7 +46,7 @@ LAYOUT_RTOL = 1e-6
 def test_golden_losses_bit_for_bit(name, cached_train):
     yaml_name, overrides, nproc = GOLDEN_RUNS[name]
     run = cached_train(yaml_name, *overrides, nproc=nproc)
-    assert len(run.losses) == (20 if name == "train_qwen3_5_demo" else 10)
+    assert len(run.losses) == 10
     golden = GOLDEN_DIR / f"{name}.json"
     if UPDATE_GOLDEN or not golden.exists():
         if not UPDATE_GOLDEN:
@@ -60,7 +59,7 @@ def test_golden_losses_bit_for_bit(name, cached_train):
 
 
 def test_loss_falls_on_the_shipped_corpus(cached_train):
-    run = cached_train("train_qwen3_5_demo.yaml", nproc=2)
+    run = cached_train("train_qwen3_5_demo.yaml", nproc=2)  # test_recipes_from_yaml's key
     assert run.losses[-1] < run.losses[0] - 1.0, run.losses
 
 
