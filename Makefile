@@ -44,7 +44,7 @@ test-fast: install
 # Multi-process training runs (torchrun, 2-4 CPU ranks), two tests at a time: a torchrun job
 # spends part of its time starting up and waiting. Part of `make test` on purpose.
 test-slow: install
-	@$(call run_pytest,-m slow -n $(TEST_WORKERS) --dist loadgroup tests)
+	@$(call run_pytest,-m slow -n $(TEST_WORKERS) tests)
 
 # The framework-free layers (platform, protocols, config, legacy parser) on MindSpore, in an
 # environment of its own that has mindspore and no torch at all (MindSpore is a 2.8 GB install).

@@ -15,9 +15,7 @@ import torch
 
 from .conftest import TRAIN_SCRIPT, train
 
-# One xdist worker runs test_legacy_training.py and test_recipes_from_yaml.py: they share
-# the cached legacy runs (cached_train), which are per process.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("legacy_runs")]
+pytestmark = pytest.mark.slow
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE_GOLDEN = os.environ.get("HYPER_PARALLEL_UPDATE_GOLDEN") == "1"

@@ -23,9 +23,7 @@ from tests.helpers.torchrun import REPO, torchrun
 
 from .conftest import EXAMPLES, read_metrics
 
-# One xdist worker runs test_legacy_training.py and test_recipes_from_yaml.py: they share
-# the cached legacy runs (cached_train), which are per process.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("legacy_runs")]
+pytestmark = pytest.mark.slow
 
 RECIPES = REPO / "recipes"
 #: Example YAMLs compared here and the rank count each needs (its header's ``--nproc_per_node``).
