@@ -1,13 +1,15 @@
 """Run the legacy trainer under torchrun and read back its per-step losses.
 
-Runs are memoised per (yaml, overrides, nproc) for the test session, so tests that need the same
-run (the golden file and the layout comparison, say) pay for it once.
+Runs are memoised per (yaml, overrides, nproc) for the test session -- across its xdist workers
+too -- so tests that need the same run (the golden file and the layout comparison, say) pay for
+it once.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,20 +48,28 @@ def train(yaml_name: str, *overrides: str, nproc: int = 1, output_dir: Path | No
                proc.stdout, proc.stderr)
 
 
-_CACHE: dict[tuple, Run] = {}
-
-
 @pytest.fixture(scope="session")
-def cached_train():
-    """``cached_train(yaml_name, *overrides, nproc=N)`` — one torchrun per distinct call."""
+def cached_train(tmp_path_factory, worker_id):
+    """``cached_train(yaml_name, *overrides, nproc=N)`` — one torchrun per distinct call and
+    test session, shared by the xdist workers of the session: the first to ask for a run makes
+    it (holding a file lock) and records it; the others wait and read it."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker's basetemp is a folder of the session's own; its parent is shared
+    # by the session's workers and by nothing else.
+    root = (base if worker_id == "master" else base.parent) / "cached_train"
+    root.mkdir(exist_ok=True)
 
     def run(yaml_name: str, *overrides: str, nproc: int = 1) -> Run:
-        key = (yaml_name, overrides, nproc)
-        if key not in _CACHE:
-            _CACHE[key] = train(yaml_name, *overrides, nproc=nproc)
-        return _CACHE[key]
+        key = hashlib.sha256(repr((yaml_name, overrides, nproc)).encode()).hexdigest()[:16]
+        folder, record = root / key, root / f"{key}.json"
+        with FileLock(str(root / f"{key}.lock")):
+            if not record.exists():
+                result = train(yaml_name, *overrides, nproc=nproc, output_dir=folder)
+                record.write_text(json.dumps({**dataclasses.asdict(result),
+                                              "output_dir": str(result.output_dir)}))
+        data = json.loads(record.read_text())
+        return Run(**{**data, "output_dir": Path(data["output_dir"])})
 
-    yield run
-    for result in _CACHE.values():
-        shutil.rmtree(result.output_dir, ignore_errors=True)
-    _CACHE.clear()
+    return run
