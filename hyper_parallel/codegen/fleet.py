@@ -591,22 +591,6 @@ def _parent_text(parent: _Node, recipes: list[FleetRecipe], these: str) -> str:
                            "settings")
 
 
-def _attach_comments(source: fy.LegacySource, lines: list[fy.RecipeLine],
-                     ancestors: list[fy.RecipeLine]) -> list[str]:
-    """:func:`~.from_yaml._attach_comments`, except for the comment of a key without a line
-    whose next line below it in the YAML is one a function above sets: it goes to the recipe's
-    first line (the call), not to a later line of the recipe's own that it does not describe."""
-    stand_ins = []
-    for line in ancestors:
-        rows = [source.lines[path] for path in line.keys if path in source.lines]
-        if rows:
-            stand_ins.append(fy.RecipeLine("", "", min(rows)))
-    tail = fy._attach_comments(source, lines + stand_ins, ancestors)
-    for stand_in in sorted(stand_ins, key=lambda line: line.anchor):
-        lines[0].comments += stand_in.comments
-    return tail
-
-
 def convert_fleet(inputs: Inputs | list[Path | str], output: Path | None = None,
                   repo: Path | None = None, strict: bool = False,
                   base: Path | None = None) -> Fleet:
@@ -720,7 +704,7 @@ def convert_fleet(inputs: Inputs | list[Path | str], output: Path | None = None,
             text, anchor, paths = prov.describe(prov.legacy_keys(change), change.dotted)
             recipe.lines.append(fy.RecipeLine(code, text, anchor, paths))
         recipe.lines.sort(key=lambda line: (line.anchor, line.code))
-        recipe.tail = _attach_comments(recipe.source, [recipe.head] + recipe.lines, ancestors)
+        recipe.tail = fy._attach_comments(recipe.source, [recipe.head] + recipe.lines, ancestors)
         recipe.doc = _recipe_doc(recipe, module)
     families = [node.family for node in family_nodes]
     for node in family_nodes:

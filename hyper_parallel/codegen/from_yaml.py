@@ -410,8 +410,11 @@ def _attach_comments(source: LegacySource, lines: list[RecipeLine],
     """Give each line the comments of its keys; a comment of a key without a line of its own
     goes to the next line below it in the YAML. Returns the comments left for the end.
 
-    ``inherited``: the lines of the recipes this one calls (a fleet's base, a sibling): a key
-    one of them sets keeps its comment there (added once, when that line lacks it)."""
+    ``inherited``: the lines of the functions this recipe calls (a fleet's family, a sibling):
+    a key one of them sets keeps its comment there (added once, when that line lacks it), and
+    such a line stands at its key's row of this YAML, so a comment whose next line below is one
+    of them goes to the recipe's first line (the call), after that line's own comments -- not
+    to a later line of the recipe that it does not describe."""
     owner = {key: line for line in inherited for key in line.keys}
     owner.update({key: line for line in lines for key in line.keys})
     mine = {id(line) for line in lines}
@@ -423,10 +426,17 @@ def _attach_comments(source: LegacySource, lines: list[RecipeLine],
                 return owner[path[:end]]
         return None
 
+    stand_ins = []
+    for line in inherited:
+        rows = [source.lines[path] for path in line.keys if path in source.lines]
+        if rows:
+            stand_ins.append(RecipeLine("", "", min(rows)))
+    standing = {id(line) for line in stand_ins}
     ordered = sorted((source.lines.get(path, 0), path, c) for path, c in
                      source.comments.keys.items())
-    by_anchor = sorted(lines, key=lambda line: line.anchor)
+    by_anchor = sorted(lines + stand_ins, key=lambda line: line.anchor)
     tail: list[str] = []
+    to_call: list[str] = []
     for key_line, path, comments in ordered:
         text = [comment_text(c) for c in comments.all()]
         line = owner_of(path)
@@ -435,7 +445,13 @@ def _attach_comments(source: LegacySource, lines: list[RecipeLine],
                 t for t in text if t not in line.comments]
             continue
         after = next((line for line in by_anchor if line.anchor > key_line), None)
-        (after.comments if after is not None else tail).extend(text)
+        if after is None:
+            tail.extend(text)
+        elif id(after) in standing:
+            to_call.extend(text)
+        else:
+            after.comments.extend(text)
+    lines[0].comments += to_call
     return tail + [comment_text(c) for c in source.comments.tail]
 
 
