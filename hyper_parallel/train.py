@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A rank that cannot build (a file it cannot write, a device it cannot use) says why
         # once and leaves at once: its peers then fail in their next collective, not after
         # the timeout.
-        from hyper_parallel.trainer.faults import FAILED_EXIT_CODE, report_failure
+        from hyper_parallel.runtime.faults import FAILED_EXIT_CODE, report_failure
 
         report_failure(exc)
         return FAILED_EXIT_CODE
@@ -71,9 +71,9 @@ def _train(trainer) -> int:
     A failure skips the process-group teardown in a multi-rank job: the peers may be inside a
     collective this rank will never join, and the exit is what makes theirs fail fast.
     """
-    from hyper_parallel.trainer.checkpoint import CheckpointError
+    from hyper_parallel.runtime.checkpoint import CheckpointError
     from hyper_parallel.trainer.config import ConfigError
-    from hyper_parallel.trainer.faults import (
+    from hyper_parallel.runtime.faults import (
         FAILED_EXIT_CODE,
         STOPPED_EXIT_CODE,
         TrainingStopped,

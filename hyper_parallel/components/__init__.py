@@ -10,16 +10,16 @@ defaults equal the legacy defaults.
 ============================  ==========================================================
 Component                     Built with / wraps
 ============================  ==========================================================
-``OptimizersContainer``       ``build(model_parts=[...])`` / ``trainer.optim.build_optimizer``
+``OptimizersContainer``       ``build(model_parts=[...])`` / ``runtime.optim.build_optimizer``
 ``LRSchedulersContainer``     ``build(optimizers=..., training_steps=...)`` /
-                              ``trainer.optim.build_lr_scheduler``
-``CrossEntropyLoss``          ``build()`` / ``trainer.loss`` (``token_loss_sum``, ``LossScaler``)
+                              ``runtime.optim.build_lr_scheduler``
+``CrossEntropyLoss``          ``build()`` / ``runtime.loss`` (``token_loss_sum``, ``LossScaler``)
 ``HuggingFaceTokenizer``      ``build(weights_path=None)`` / ``data.load_tokenizer``
 ``BaseDataLoader``            ``build(dp_world_size=, dp_rank=, local_batch_size=, seq_len=,
                               seed=, tokenizer=, vocab_size=, num_samples=)`` /
                               ``data.build_dataset`` + ``data.build_dataloader``
 ``CheckpointManager``         ``build(model_parts=, optimizers=, lr_schedulers=, dataloader=,
-                              sd_adapter=, model_config=)`` / ``trainer.checkpoint``
+                              sd_adapter=, model_config=)`` / ``runtime.checkpoint``
 ``MetricsProcessor``          ``build(trainer=, output_dir=, ...)`` / the logging,
                               TensorBoard and memory callbacks' helpers
 ``Profiler``                  ``build(rank=None)`` / the profiler callback's helper

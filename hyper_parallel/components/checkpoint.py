@@ -1,6 +1,6 @@
 """``CheckpointManager``: periodic, atomic, resumable checkpoints as a Configurable.
 
-Saving and loading are the helpers in :mod:`hyper_parallel.trainer.checkpoint` (the atomic
+Saving and loading are the helpers in :mod:`hyper_parallel.runtime.checkpoint` (the atomic
 ``.step_<N>.tmp`` -> ``step_<N>`` rename, the async snapshot), called with the model parts, the
 ``OptimizersContainer``, the ``LRSchedulersContainer`` and the ``BaseDataLoader``. The cadence is
 the legacy trainer's: every ``interval`` steps (never step 0) and once more at the end unless
@@ -9,7 +9,7 @@ tokenizer files of the adapter's ``hf_assets_path``, when set).
 
 ``keep_latest_k`` (new; the legacy keeps everything, which is the default 0) deletes older
 complete checkpoints after each successful save through
-:func:`hyper_parallel.trainer.checkpoint.purge_old_checkpoints`: only *complete* checkpoints count
+:func:`hyper_parallel.runtime.checkpoint.purge_old_checkpoints`: only *complete* checkpoints count
 (a save still in flight never causes a deletion), and each victim is renamed to a hidden
 directory before it is removed, so a crash never leaves a half-deleted ``step_<N>``.
 
@@ -30,7 +30,7 @@ from torch import nn
 
 from hyper_parallel.components._validate import integer_at_least, one_of, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.trainer import checkpoint as ckpt
+from hyper_parallel.runtime import checkpoint as ckpt
 
 logger = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """``BaseLoss`` and ``CrossEntropyLoss``: the training loss as a Configurable.
 
-A loss here is what :func:`hyper_parallel.trainer.step.train_step` needs (its ``TokenLoss``
+A loss here is what :func:`hyper_parallel.runtime.step.train_step` needs (its ``TokenLoss``
 protocol): the *sum* of token losses of a micro-batch and its token count, plus a
-:class:`~hyper_parallel.trainer.loss.LossScaler` that turns those sums into the backward tensor
+:class:`~hyper_parallel.runtime.loss.LossScaler` that turns those sums into the backward tensor
 and the reported loss according to ``aggregation``. ``CrossEntropyLoss`` calls the legacy
-trainer's helpers (:func:`~hyper_parallel.trainer.loss.token_loss_sum`,
-:func:`~hyper_parallel.trainer.loss.count_tokens`), so ``train_step(..., loss_fn=loss)`` is
+trainer's helpers (:func:`~hyper_parallel.runtime.loss.token_loss_sum`,
+:func:`~hyper_parallel.runtime.loss.count_tokens`), so ``train_step(..., loss_fn=loss)`` is
 bit-identical to the legacy ``train_step(..., loss_aggregation=...)``.
 
 Defaults equal the legacy ones: ``aggregation`` = ``train.optimizer.loss_aggregation``
@@ -22,7 +22,7 @@ import torch
 
 from hyper_parallel.components._validate import one_of, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.trainer.loss import (
+from hyper_parallel.runtime.loss import (
     IGNORE_INDEX,
     LOSS_AGGREGATIONS,
     LossScaler,

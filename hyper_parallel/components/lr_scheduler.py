@@ -1,15 +1,15 @@
 """``LRSchedulersContainer``: one LR scheduler per optimizer of an ``OptimizersContainer``.
 
 Each scheduler is built by the legacy trainer's helper
-:func:`hyper_parallel.trainer.optim.build_lr_scheduler` (a ``LambdaLR`` over
-:class:`~hyper_parallel.trainer.optim.LRFactor`: linear warmup from 0, then ``cosine``, ``linear``
+:func:`hyper_parallel.runtime.optim.build_lr_scheduler` (a ``LambdaLR`` over
+:class:`~hyper_parallel.runtime.optim.LRFactor`: linear warmup from 0, then ``cosine``, ``linear``
 or ``constant`` decay to ``lr_min``), so the LR of every step equals the legacy one for the same
 settings.
 
 **Warmup in steps, not as a ratio.** The legacy config has ``train.optimizer.lr_warmup_ratio``
 (warmup steps = ``ceil(max_steps * ratio)``); this Config has ``warmup_steps``. The default, 10,
 is what the legacy defaults give (``ceil(100 * 0.1)``). A legacy config with ratio ``r`` and
-``max_steps`` ``T`` maps to ``warmup_steps = hyper_parallel.trainer.optim.warmup_steps_from_ratio(T,
+``max_steps`` ``T`` maps to ``warmup_steps = hyper_parallel.runtime.optim.warmup_steps_from_ratio(T,
 r)``; the two then agree for every step. A ratio is at most 1, so the legacy warmup never exceeds
 the run; a ``warmup_steps`` larger than ``training_steps`` is therefore clamped to it (with a
 warning), which is exactly the legacy ratio 1.0.
@@ -33,7 +33,7 @@ import torch
 from hyper_parallel.components._validate import at_least, integer_at_least, one_of
 from hyper_parallel.protocols.configurable import Configurable
 from hyper_parallel.utils.errors import ConfigError
-from hyper_parallel.trainer.optim import build_lr_scheduler
+from hyper_parallel.runtime.optim import build_lr_scheduler
 
 logger = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@
 One object does what the legacy trainer's logging, TensorBoard and memory-monitor callbacks
 did, with their helpers, so the numbers, the log lines and the files are the legacy ones:
 
-* the record of a step (:func:`~hyper_parallel.trainer.callbacks.logging.step_metrics_record`:
+* the record of a step (:func:`~hyper_parallel.runtime.callbacks.logging.step_metrics_record`:
   loss, grad norm, LR, step time and, with ``report_throughput``, tokens/s, TFLOPS and MFU) and
-  its log line (:func:`~hyper_parallel.trainer.callbacks.logging.format_step_record`);
+  its log line (:func:`~hyper_parallel.runtime.callbacks.logging.format_step_record`);
 * every ``log_freq`` steps: the line on rank 0, the record appended to ``history`` and, on rank 0,
   to ``<output_dir>/metrics.jsonl`` (legacy: ``<train.checkpoint.output_dir>/metrics.jsonl``);
   a resume at step S (:meth:`MetricsProcessor.resume`) first cuts the file back to the rows of
@@ -43,7 +43,7 @@ import torch.distributed as dist
 
 from hyper_parallel.components._validate import integer_at_least, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.trainer.callbacks.logging import (
+from hyper_parallel.runtime.callbacks.logging import (
     METRICS_FILE,
     JsonlWriter,
     format_eval_metrics,
@@ -51,13 +51,13 @@ from hyper_parallel.trainer.callbacks.logging import (
     step_metrics_record,
     truncate_metrics_file,
 )
-from hyper_parallel.trainer.callbacks.memory import (
+from hyper_parallel.runtime.callbacks.memory import (
     format_memory,
     has_device_peak_counter,
     reset_device_peak,
     sample_memory,
 )
-from hyper_parallel.trainer.callbacks.tensorboard import (
+from hyper_parallel.runtime.callbacks.tensorboard import (
     add_eval_scalars,
     add_step_scalars,
     open_summary_writer,

@@ -1,8 +1,8 @@
 """``OptimizersContainer``: one optimizer per model part, configured by ``OptimizersContainer.Config``.
 
 The optimizers are built by the legacy trainer's helper
-:func:`hyper_parallel.trainer.optim.build_optimizer` (two parameter groups, decay / no-decay,
-selected by :func:`~hyper_parallel.trainer.optim.build_param_groups`), so a container built from
+:func:`hyper_parallel.runtime.optim.build_optimizer` (two parameter groups, decay / no-decay,
+selected by :func:`~hyper_parallel.runtime.optim.build_param_groups`), so a container built from
 ``OptimizersContainer.Config(...)`` and the legacy helper with the same settings hold
 identical optimizers.
 
@@ -12,7 +12,7 @@ Defaults equal the legacy ``train.optimizer`` defaults (``type: adamw``, ``lr: 1
 Checkpointing: ``state_dict()`` is the DCP optimizer state of every part, flattened
 (``state.<fqn>.<key>`` / ``param_groups.<fqn>.<key>``, torch's ``flatten_optimizer_state_dict``)
 and merged, so the parts never collide and a different number of parts or another mesh can load
-it; :func:`hyper_parallel.trainer.checkpoint.save_checkpoint` accepts the container as its
+it; :func:`hyper_parallel.runtime.checkpoint.save_checkpoint` accepts the container as its
 ``optimizer``.
 """
 
@@ -28,7 +28,7 @@ from torch import nn
 
 from hyper_parallel.components._validate import at_least, finite_above, one_of, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.trainer.optim import NO_DECAY_KEYWORDS, build_optimizer
+from hyper_parallel.runtime.optim import NO_DECAY_KEYWORDS, build_optimizer
 
 #: Accepted ``OptimizersContainer.Config.name`` values (torch class names) -> legacy type names.
 OPTIMIZER_NAMES: dict[str, str] = {"AdamW": "adamw", "Adam": "adam"}

@@ -1,7 +1,7 @@
 """``Profiler``: torch.profiler over one window of optimizer steps, as a Configurable.
 
 The profiler is the legacy ``ProfilerCallback``'s
-(:func:`hyper_parallel.trainer.callbacks.profiler.make_step_profiler`): ``wait`` idle steps,
+(:func:`hyper_parallel.runtime.callbacks.profiler.make_step_profiler`): ``wait`` idle steps,
 ``warmup`` traced-but-discarded steps, ``active`` recorded steps, once; each rank writes
 ``<save_traces_folder>/rank<r>.<...>.pt.trace.json`` when the window completes (or at ``stop``
 when the run ends inside it). Disabled, every method is a no-op.
@@ -27,7 +27,7 @@ from typing_extensions import Self
 
 from hyper_parallel.components._validate import integer_at_least, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.trainer.callbacks.profiler import make_step_profiler
+from hyper_parallel.runtime.callbacks.profiler import make_step_profiler
 
 logger = logging.getLogger(__name__)
 

@@ -171,7 +171,7 @@ def mixed_precision_canonical(
 
 
 def warmup_steps_from_ratio(max_steps: int, ratio: float) -> int:
-    """The legacy rule (``hyper_parallel.trainer.optim.warmup_steps_from_ratio``):
+    """The legacy rule (``hyper_parallel.runtime.optim.warmup_steps_from_ratio``):
     ``ceil(max_steps * ratio)``, float rounding included."""
     return math.ceil(max_steps * ratio)
 

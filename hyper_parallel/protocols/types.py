@@ -1,6 +1,6 @@
 """Names shared by the protocol layer and the components, free of any framework import.
 
-``MeshAxisName`` spells the device-mesh axes of :class:`hyper_parallel.trainer.parallel_dims.
+``MeshAxisName`` spells the device-mesh axes of :class:`hyper_parallel.runtime.parallel_dims.
 ParallelDims`: its base dims (``BASE_DIM_ORDER``) and the flattened aliases registered on the root
 mesh (``ParallelDims.alias_dims``). Being a ``StrEnum``, a member *is* its string, so
 ``parallel_dims.get_mesh(MeshAxisName.TP)`` and ``get_mesh("tp")`` are the same call; a test keeps

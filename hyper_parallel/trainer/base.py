@@ -20,8 +20,8 @@ from typing import Any
 import torch.distributed as dist
 
 from hyper_parallel.data import micro_batch_groups
-from hyper_parallel.trainer.faults import StopSignal, TrainingStopped
-from hyper_parallel.trainer.step import StepResult, evaluate, train_step
+from hyper_parallel.runtime.faults import StopSignal, TrainingStopped
+from hyper_parallel.runtime.step import StepResult, evaluate, train_step
 
 logger = logging.getLogger(__name__)
 
@@ -137,8 +137,8 @@ class BaseTrainer:
     def train(self) -> TrainerState:
         """Run until ``max_steps`` optimizer steps (or ``max_epochs`` passes over the data).
 
-        A stop request (SIGTERM, see :mod:`~hyper_parallel.trainer.faults`) ends the run after the
-        current step with :class:`~hyper_parallel.trainer.faults.TrainingStopped`, once the
+        A stop request (SIGTERM, see :mod:`~hyper_parallel.runtime.faults`) ends the run after the
+        current step with :class:`~hyper_parallel.runtime.faults.TrainingStopped`, once the
         checkpoint is written. An exception propagates at once, with no further collective: the
         caller exits, and the peers' collectives fail instead of waiting out the timeout.
         """

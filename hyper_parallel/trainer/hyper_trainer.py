@@ -43,7 +43,7 @@ import torch
 from hyper_parallel.data import grad_accum_steps
 from hyper_parallel.models.spec import resolve_model_spec
 from hyper_parallel.trainer.base import BaseTrainer, TrainerState
-from hyper_parallel.trainer.callbacks import (
+from hyper_parallel.runtime.callbacks import (
     CallbackHandler,
     CheckpointManagerCallback,
     EvalCallback,
@@ -53,15 +53,15 @@ from hyper_parallel.trainer.callbacks import (
     ProfilerComponentCallback,
     ProgressCallback,
 )
-from hyper_parallel.trainer.checkpoint import require_hf_assets_dir
-from hyper_parallel.trainer.checkpoint import step_dir as ckpt_step_dir
-from hyper_parallel.trainer.distributed import setup_distributed
-from hyper_parallel.trainer.model_setup import (
+from hyper_parallel.runtime.checkpoint import require_hf_assets_dir
+from hyper_parallel.runtime.checkpoint import step_dir as ckpt_step_dir
+from hyper_parallel.runtime.distributed import setup_distributed
+from hyper_parallel.runtime.model_setup import (
     freeze_parameters,
     load_pretrained_weights,
     materialize_and_init,
 )
-from hyper_parallel.trainer.optim import clip_grad_norm_
+from hyper_parallel.runtime.optim import clip_grad_norm_
 from hyper_parallel.trainer.trainer_config import HyperTrainer as _ConfigOwner
 from hyper_parallel.utils.data_types import ORDERED_TYPES, TYPES_NEEDING_TOKENIZER
 from hyper_parallel.utils.errors import ConfigError

@@ -229,13 +229,8 @@ def param_count_from_config(config: Qwen3_5Config) -> dict[str, int]:
     }
 
 
-def flops_per_token(config: Qwen3_5Config, seq_len: int) -> float:
-    """Training (forward + backward) model FLOPs per token, for MFU logging.
-
-    ``6 * N`` counts one multiply-add (2 FLOPs) per weight per token forward and twice that
-    backward, where ``N`` is every weight used in a matmul or conv: all parameters except the
-    embedding lookup table, *plus* the lm_head matmul even when it is tied to the embedding.
-    Plus the token-mixing terms that have no weights:
+def token_mixing_flops_per_token(config: Qwen3_5Config, seq_len: int) -> float:
+    """Training FLOPs per token of the weight-free token mixing, which ``6 * N`` misses.
 
     * full-attention layers: ``12 * H * head_dim * seq_len`` each (QK^T and AV, forward 4, x3;
       torchtitan's convention: no discount for the causal mask);
@@ -243,8 +238,6 @@ def flops_per_token(config: Qwen3_5Config, seq_len: int) -> float:
       ``k delta^T``, output ``S^T q`` = 6 per token forward, x3); the chunked kernel's extra
       intra-chunk work is an implementation cost, not model FLOPs.
     """
-    counts = param_count_from_config(config)
-    matmul_params = counts["total"] - counts["embedding"] + config.vocab_size * config.hidden_size
     attn = 12 * config.num_attention_heads * config.head_dim * seq_len
     gdn = (
         18
@@ -253,7 +246,23 @@ def flops_per_token(config: Qwen3_5Config, seq_len: int) -> float:
         * config.linear_value_head_dim
     )
     return float(
-        6 * matmul_params
-        + config.num_full_attention_layers * attn
-        + config.num_linear_attention_layers * gdn
+        config.num_full_attention_layers * attn + config.num_linear_attention_layers * gdn
     )
+
+
+def flops_per_token(config: Qwen3_5Config, seq_len: int) -> float:
+    """Training (forward + backward) model FLOPs per token, for MFU logging.
+
+    ``6 * N`` counts one multiply-add (2 FLOPs) per weight per token forward and twice that
+    backward, where ``N`` is every weight used in a matmul or conv: all parameters except the
+    embedding lookup table, with the ``lm_head`` matmul counted once -- as its own weight when
+    untied, as the embedding's when tied. Plus :func:`token_mixing_flops_per_token`.
+    """
+    counts = param_count_from_config(config)
+    lm_head_matmul = config.vocab_size * config.hidden_size
+    # An untied lm_head is already in counts["total"]; a tied one shares the embedding's weight,
+    # which is left out as a lookup table, so its matmul is added back.
+    matmul_params = counts["total"] - counts["embedding"] + (
+        lm_head_matmul if config.tie_word_embeddings else 0
+    )
+    return float(6 * matmul_params) + token_mixing_flops_per_token(config, seq_len)

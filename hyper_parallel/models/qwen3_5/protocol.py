@@ -257,25 +257,17 @@ class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
 
     # ------------------------------------------------------------------ size & FLOPs
     def extra_flops_per_token(self, seq_len: int) -> float:
-        """Training FLOPs per token that ``6 * num_params(exclude_embeddings=True)`` misses.
-
-        * full attention: ``12 * heads * head_dim * seq_len`` per layer (``QK^T`` and ``AV``:
-          4 forward, x3 for training; no causal discount, torchtitan's convention);
-        * Gated DeltaNet: ``18 * Hv * Dk * Dv`` per layer (recurrent form: 6 per token forward);
-        * a tied ``lm_head``: ``6 * vocab * hidden`` (its weight is the embedding, excluded
-          from ``N``, but it is a real matmul).
-
-        Note: the legacy ``qwen3_5.model.flops_per_token`` adds ``6 * vocab * hidden`` for the
-        ``lm_head`` even when it is *untied* (already in ``N``), so for untied flavors it is that
-        much higher than this count.
+        """Training FLOPs per token that ``6 * num_params(exclude_embeddings=True)`` misses: the
+        weight-free token mixing (:func:`~hyper_parallel.models.qwen3_5.model.
+        token_mixing_flops_per_token`) and, when the ``lm_head`` is tied, its matmul
+        (``6 * vocab * hidden``: its weight is the embedding, excluded from ``N``, but it is a real
+        matmul). The total equals :func:`~hyper_parallel.models.qwen3_5.model.flops_per_token`.
         """
+        from hyper_parallel.models.qwen3_5.model import token_mixing_flops_per_token
+
         c = self.config
-        attn = 12 * c.num_attention_heads * c.head_dim * seq_len
-        gdn = 18 * c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim
         tied = 6 * c.vocab_size * c.hidden_size if c.tie_word_embeddings else 0
-        return float(
-            c.num_full_attention_layers * attn + c.num_linear_attention_layers * gdn + tied
-        )
+        return token_mixing_flops_per_token(c, seq_len) + tied
 
 
 def _miniature(config: Qwen3_5Model.Config) -> Qwen3_5Model.Config:

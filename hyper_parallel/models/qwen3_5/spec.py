@@ -10,7 +10,7 @@ recipes use), so a legacy YAML (``model.name: qwen3_5``) and a recipe resolve to
 from __future__ import annotations
 
 from hyper_parallel.protocols.model_spec import ModelSpec, register_spec, registered_names
-from hyper_parallel.trainer.optim import clip_grad_norm_
+from hyper_parallel.runtime.optim import clip_grad_norm_
 
 from .configuration import DEFAULT_FLAVOR
 from .parallelize_v2 import parallelize_qwen3_5_v2
@@ -32,7 +32,7 @@ def qwen3_5_spec_factory(flavor: str, *, name: str = SPEC_NAME) -> ModelSpec:
       compile -> FSDP).
     * ``state_dict_adapter``: :class:`Qwen3_5StateDictAdapter` (the engine builds it with the
       model config and ``hf_assets_path``).
-    * ``clip_grad_fn``: the DTensor-aware ``hyper_parallel.trainer.optim.clip_grad_norm_``.
+    * ``clip_grad_fn``: the DTensor-aware ``hyper_parallel.runtime.optim.clip_grad_norm_``.
     * ``pipelining_fn`` / ``post_optimizer_build_fn``: ``None`` (no pipeline parallelism, no
       optimizer hooks).
 

@@ -84,7 +84,7 @@ def test_same_run_twice_is_bit_identical(cached_train):
 
 def test_hf_export_loads_back_with_identical_logits(tmp_path):
     from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM, Qwen3_5StateDictAdapter
-    from hyper_parallel.trainer.model_setup import load_pretrained_weights
+    from hyper_parallel.runtime.model_setup import load_pretrained_weights
 
     out = tmp_path / "run"
     train("train_qwen3_5_debug.yaml", "--train.max_steps=2", "--train.checkpoint.save_steps=2",

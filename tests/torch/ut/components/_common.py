@@ -1,5 +1,5 @@
 """Helpers of the component tests: a tiny model and the legacy settings applied to the plain
-helpers (``trainer.optim``, ``data``) directly.
+helpers (``runtime.optim``, ``data``) directly.
 
 The "legacy" side of every equivalence test reads a legacy ``HyperTrainerConfig`` and calls the
 plain helper functions with its values, field by field, as the legacy trainer's build steps
@@ -25,7 +25,7 @@ from hyper_parallel.trainer.config import (
     OptimizerConfig,
     TrainConfig,
 )
-from hyper_parallel.trainer.optim import (
+from hyper_parallel.runtime.optim import (
     build_lr_scheduler,
     build_optimizer,
     warmup_steps_from_ratio,

@@ -1,5 +1,5 @@
 """``CheckpointManager`` against the plain checkpoint helpers (``save_checkpoint`` /
-``export_hf_weights`` of :mod:`hyper_parallel.trainer.checkpoint`, called directly on the objects the
+``export_hf_weights`` of :mod:`hyper_parallel.runtime.checkpoint`, called directly on the objects the
 legacy settings describe), and its own behaviour: resume, cadence, keep-latest-k, HF export."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from hyper_parallel.components import (
     LRSchedulersContainer,
     OptimizersContainer,
 )
-from hyper_parallel.trainer import checkpoint as ck
-from hyper_parallel.trainer.callbacks import Callback, CallbackHandler, CheckpointManagerCallback
-from hyper_parallel.trainer.step import train_step
+from hyper_parallel.runtime import checkpoint as ck
+from hyper_parallel.runtime.callbacks import Callback, CallbackHandler, CheckpointManagerCallback
+from hyper_parallel.runtime.step import train_step
 from tests.torch.ut.components._common import (
     assert_same_tree,
     backward_through,

@@ -18,7 +18,7 @@ from hyper_parallel.components import (
 )
 from hyper_parallel.protocols import Configurable
 from hyper_parallel.trainer.config import HyperTrainerConfig
-from hyper_parallel.trainer.optim import NO_DECAY_KEYWORDS, warmup_steps_from_ratio
+from hyper_parallel.runtime.optim import NO_DECAY_KEYWORDS, warmup_steps_from_ratio
 from hyper_parallel.utils.docstrings import field_docstrings
 from tests.torch.ut.components._common import tiny_model
 

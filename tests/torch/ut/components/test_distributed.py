@@ -17,7 +17,7 @@ from hyper_parallel.components import (
     LRSchedulersContainer,
     OptimizersContainer,
 )
-from hyper_parallel.trainer.step import train_step
+from hyper_parallel.runtime.step import train_step
 from tests.helpers.torchrun import torchrun
 from tests.torch.ut.components._common import TinyLM, backward_through
 

@@ -11,8 +11,8 @@ from hyper_parallel.components import (
     LRSchedulersContainer,
     OptimizersContainer,
 )
-from hyper_parallel.trainer.loss import LossScaler, count_tokens, token_loss_sum
-from hyper_parallel.trainer.step import evaluate, train_step
+from hyper_parallel.runtime.loss import LossScaler, count_tokens, token_loss_sum
+from hyper_parallel.runtime.step import evaluate, train_step
 from tests.torch.ut.components._common import (
     batch_of,
     legacy_config,

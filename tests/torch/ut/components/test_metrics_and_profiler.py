@@ -1,6 +1,6 @@
 """``MetricsProcessor`` and ``Profiler``: their outputs (records, metrics.jsonl, log lines,
 TensorBoard scalars, memory samples, traces) against the plain helpers they are built on
-(:mod:`hyper_parallel.trainer.callbacks.logging` / ``.tensorboard`` / ``.memory`` /
+(:mod:`hyper_parallel.runtime.callbacks.logging` / ``.tensorboard`` / ``.memory`` /
 ``.profiler``), applied at the documented cadences."""
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import torch
 from hyper_parallel.components import MetricsProcessor, Profiler
 from hyper_parallel.components import metrics as metrics_module
 from hyper_parallel.components import profiler as profiler_module
-from hyper_parallel.trainer.callbacks.logging import (
+from hyper_parallel.runtime.callbacks.logging import (
     METRICS_FILE,
     JsonlWriter,
     format_eval_metrics,
     format_step_record,
     step_metrics_record,
 )
-from hyper_parallel.trainer.callbacks.memory import sample_memory
-from hyper_parallel.trainer.callbacks.tensorboard import add_eval_scalars, add_step_scalars
+from hyper_parallel.runtime.callbacks.memory import sample_memory
+from hyper_parallel.runtime.callbacks.tensorboard import add_eval_scalars, add_step_scalars
 from tests.torch.ut.components._common import tiny_model
 
 STEPS = 12
@@ -314,7 +314,7 @@ def test_resume_touches_no_file_on_other_ranks_or_without_one(tmp_path):
 
 
 def test_metrics_callback_resumes_the_file_on_load(tmp_path):
-    from hyper_parallel.trainer.callbacks import CallbackHandler, MetricsCallback
+    from hyper_parallel.runtime.callbacks import CallbackHandler, MetricsCallback
 
     path = tmp_path / METRICS_FILE
     path.write_text("".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in (1, 2, 3)))

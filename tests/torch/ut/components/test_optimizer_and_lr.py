@@ -9,7 +9,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from hyper_parallel.components import LRSchedulersContainer, OptimizersContainer
-from hyper_parallel.trainer.optim import warmup_steps_from_ratio
+from hyper_parallel.runtime.optim import warmup_steps_from_ratio
 from tests.torch.ut.components._common import (
     TinyLM,
     backward_through,

@@ -356,7 +356,7 @@ def test_each_normalisation_is_reported(sections, expected):
 
 
 def test_warmup_matches_the_legacy_trainer_rule():
-    from hyper_parallel.trainer.optim import warmup_steps_from_ratio
+    from hyper_parallel.runtime.optim import warmup_steps_from_ratio
 
     for steps in (1, 3, 7, 10, 30, 100, 997):
         for ratio in (0.0, 0.1, 0.15, 1 / 3, 0.2, 0.7, 1.0):

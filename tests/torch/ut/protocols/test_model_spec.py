@@ -229,7 +229,7 @@ def test_unregister():
 
 
 def test_mesh_axis_names_equal_parallel_dims_names():
-    from hyper_parallel.trainer.parallel_dims import BASE_DIM_ORDER, ParallelDims
+    from hyper_parallel.runtime.parallel_dims import BASE_DIM_ORDER, ParallelDims
 
     assert tuple(BASE_MESH_AXES) == BASE_DIM_ORDER
     every_alias = ParallelDims(dp_replicate=2, dp_shard=2, cp=2, world_size=8).alias_dims()

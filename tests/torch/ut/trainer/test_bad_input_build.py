@@ -32,7 +32,7 @@ from hyper_parallel.models.qwen3_5_v2.config_registry import qwen3_5_v2_debugmod
 from hyper_parallel.models.spec import discover_model_spec, resolve_model_spec
 from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig, parse_args
 from hyper_parallel.trainer.llm_trainer import LLMTrainer, legacy_config_error, legacy_path
-from hyper_parallel.trainer.parallel_dims import ParallelDims
+from hyper_parallel.runtime.parallel_dims import ParallelDims
 
 REPO = Path(__file__).resolve().parents[4]
 DEBUG_YAML = REPO / "examples" / "yaml" / "train_qwen3_5_debug.yaml"

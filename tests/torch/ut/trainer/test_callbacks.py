@@ -20,9 +20,9 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from hyper_parallel.components import CheckpointManager, MetricsProcessor, Profiler
 from hyper_parallel.config.configs import DebugConfig, TrainingConfig, ValidationConfig
-from hyper_parallel.trainer import checkpoint as ck
+from hyper_parallel.runtime import checkpoint as ck
 from hyper_parallel.trainer.base import TrainerState
-from hyper_parallel.trainer.callbacks import (
+from hyper_parallel.runtime.callbacks import (
     BUILTIN_NAMES,
     DISPATCH_ORDER,
     Callback,

@@ -1,4 +1,4 @@
-"""Tests of hyper_parallel.trainer.checkpoint: atomic DCP checkpoints, exact resume, async, HF export.
+"""Tests of hyper_parallel.runtime.checkpoint: atomic DCP checkpoints, exact resume, async, HF export.
 
 Run as a script under torchrun (``torchrun --nproc_per_node 2 test_checkpoint.py <out_dir>``) this
 file is also the worker of the 2-rank FSDP2 test.
@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from hyper_parallel.trainer import checkpoint as ck
+from hyper_parallel.runtime import checkpoint as ck
 from tests.helpers.torchrun import torchrun
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -295,7 +295,7 @@ def test_bad_fault_inject_value_is_an_error(tmp_path, monkeypatch):
 _KILL_SCRIPT = textwrap.dedent(
     """
     import sys, torch, torch.nn as nn
-    from hyper_parallel.trainer import checkpoint as ck
+    from hyper_parallel.runtime import checkpoint as ck
     out = sys.argv[1]
     model = nn.Linear(4, 4)
     opt = torch.optim.AdamW(model.parameters())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hyper_parallel.trainer import faults
+from hyper_parallel.runtime import faults
 from hyper_parallel.trainer.base import FAULT_ENV
 
 from .test_field_probes import base_config

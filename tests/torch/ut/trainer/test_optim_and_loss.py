@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyper_parallel.trainer.loss import LossScaler, count_tokens, shift_labels, token_loss_sum
-from hyper_parallel.trainer.optim import (
+from hyper_parallel.runtime.loss import LossScaler, count_tokens, shift_labels, token_loss_sum
+from hyper_parallel.runtime.optim import (
     LRFactor,
     build_lr_scheduler,
     build_optimizer,

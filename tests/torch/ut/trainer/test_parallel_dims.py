@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from hyper_parallel.trainer.config import AcceleratorConfig
-from hyper_parallel.trainer.parallel_dims import ParallelDims
+from hyper_parallel.runtime.parallel_dims import ParallelDims
 from tests.helpers.torchrun import torchrun
 
 WORKER = Path(__file__).parent / "workers" / "mesh_worker.py"

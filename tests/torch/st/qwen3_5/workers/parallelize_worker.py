@@ -48,7 +48,7 @@ from torch.distributed.tensor import DTensor
 from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM, Qwen3_5Model
 from hyper_parallel.models.qwen3_5.parallelize import strip_wrapper_prefixes
 from hyper_parallel.models.qwen3_5.parallelize_v2 import compiled_layers, parallelize_qwen3_5_v2
-from hyper_parallel.trainer.parallel_dims import ParallelDims
+from hyper_parallel.runtime.parallel_dims import ParallelDims
 
 SEED = 1234
 BATCH, SEQ, STEPS, LR = 4, 32, 3, 1e-3

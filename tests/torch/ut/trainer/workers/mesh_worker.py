@@ -6,7 +6,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from hyper_parallel.trainer.parallel_dims import ParallelDims
+from hyper_parallel.runtime.parallel_dims import ParallelDims
 
 
 def main() -> None:

@@ -10,16 +10,16 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 
-from hyper_parallel.trainer.distributed import all_reduce_sum
-from hyper_parallel.trainer.loss import LossScaler, count_tokens, token_loss_sum
-from hyper_parallel.trainer.optim import clip_grad_norm_
+from hyper_parallel.runtime.distributed import all_reduce_sum
+from hyper_parallel.runtime.loss import LossScaler, count_tokens, token_loss_sum
+from hyper_parallel.runtime.optim import clip_grad_norm_
 
 
 class TokenLoss(Protocol):
     """A pluggable loss for :func:`train_step` / :func:`evaluate` (e.g.
     :class:`hyper_parallel.components.loss.CrossEntropyLoss`).
 
-    Without one, both functions call the helpers of :mod:`hyper_parallel.trainer.loss`
+    Without one, both functions call the helpers of :mod:`hyper_parallel.runtime.loss`
     directly with the legacy ``loss_aggregation`` string; a ``TokenLoss`` lets a trainer swap
     the loss while the step keeps its token accounting.
     """
@@ -102,7 +102,7 @@ def train_step(
     """Forward/backward over ``micro_batches`` (gradient accumulation), clip, optimizer step.
 
     The loss is either the legacy ``loss_aggregation`` string (the helpers of
-    :mod:`hyper_parallel.trainer.loss` are called directly) or a ``loss_fn`` (:class:`TokenLoss`)
+    :mod:`hyper_parallel.runtime.loss` are called directly) or a ``loss_fn`` (:class:`TokenLoss`)
     that carries its own aggregation; ``loss_aggregation`` may then be omitted, and must agree
     with ``loss_fn.aggregation`` when given.
     """

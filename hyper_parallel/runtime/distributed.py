@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from hyper_parallel.platform import get_platform
-from hyper_parallel.trainer.parallel_dims import ParallelDims
+from hyper_parallel.runtime.parallel_dims import ParallelDims
 
 logger = logging.getLogger(__name__)
 
