@@ -26,8 +26,10 @@ Two figures per side, printed with ours/torchtitan ratios and written to JSON:
    two workers take turns in blocks of 5 until each has parsed ``--warm-iters`` times; the
    median of the per-parse times.
 
-Targets (issue section 5): whole process <= 0.4x torchtitan's, warm in-process <= 1.0x. These
-are figures, not assertions: a miss is reported, the exit status stays 0.
+Targets: whole process <= 0.15x torchtitan's (the configuration tree, the registries and the
+recipes import no torch; torchtitan's parse does), warm in-process <= 1.0x. These are figures,
+not assertions: a miss is reported, the exit status stays 0. ``bench/bench_codegen.py`` prints
+the whole-process ratio next to the code generator's figures (it runs the measurement here).
 
 torchtitan's environment (``bench/.titan-env``, gitignored) is built on first use, or by
 ``--setup``, with ``pip install --no-deps --target`` and the interpreter running this script:
@@ -90,7 +92,7 @@ TITAN_PACKAGES = (
     "fsspec==2026.2.0",
 )
 
-TARGET_WHOLE = 0.4
+TARGET_WHOLE = 0.15
 TARGET_WARM = 1.0
 WARM_BLOCK = 5
 MARK = "@@bench@@"  # protocol lines on a worker's stdout; anything else it prints is ignored
@@ -516,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for label, x, y, ratio, target in rows:
         verdict = (
-            "" if target is None else f"<={target:.1f} {'met' if ratio <= target else 'MISSED'}"
+            "" if target is None else f"<={target:g} {'met' if ratio <= target else 'MISSED'}"
         )
         print(f"  {label:<40}{_ms(x)}{_ms(y)}{ratio:7.2f}x  {verdict}")
 

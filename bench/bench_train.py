@@ -1,18 +1,25 @@
-"""Benchmark the legacy trainer against a minimal plain-torch loop, plus start-up and memory.
+"""Benchmark the trainers against plain torch loops, plus start-up, memory and the GPU kernels.
 
     .venv/bin/python bench/bench_train.py [--steps 20] [--warmup 3] [--out bench/results/train.json]
+                                          [--skip throughput two_ranks startup memory] [--gpu]
 
 Prints and writes to JSON:
 
-1. tokens/s and step time of ``LLMTrainer`` (the legacy front door) and of ``HyperTrainer`` (the
-   same YAML converted by the generated adapter) on the debug model (1 rank, CPU, fp32, dummy
-   data, 2,048 tokens a step) and of a plain loop on the same model config, init, data, batch and
-   optimizer, interleaved step by step in this one process; the ratios are the trainer overheads
-   and new/legacy (one engine: 1.00 up to noise);
-2. the time from launching ``torchrun`` to the end of the first optimizer step, through the
+1. trainer overhead on one rank (debug model, CPU, fp32, dummy data, 2,048 tokens a step): the
+   whole ``train()`` loop of ``LLMTrainer`` (the legacy front door) and of ``HyperTrainer`` (the
+   same YAML converted by the generated adapter), each interleaved step by step with a plain
+   loop on a model wrapped like the trainer's (a 1-rank FSDP2 mesh) and a plain unwrapped loop
+   (``bench/_trainer_overhead.py``). ``trainer_over_same_wrapping`` (throughput, target >= 0.99)
+   is what the trainer adds; ``same_wrapping_over_plain`` is what the wrapping costs;
+2. the same on two ranks under ``torchrun`` (FSDP over 2, TP over 2; target >= 0.98), each entry
+   against a plain 2-rank loop with the same parallelism;
+3. the time from launching ``torchrun`` to the end of the first optimizer step, through the
    legacy entry point (a YAML) and the new one (a generated recipe);
-3. the peak RSS of building the ``0.8b`` flavor on the meta device and materializing it, against
-   its fp32 parameter bytes (in a fresh subprocess, so the figure is not polluted by 1.).
+4. the peak RSS of building the ``0.8b`` flavor on the meta device and materializing it, against
+   its fp32 parameter bytes (in a fresh subprocess, so the figure is not polluted by 1.);
+5. with ``--gpu`` (a CUDA machine): the 0.8b flavor through the real trainer, bf16, FSDP on one
+   rank, ``model.kernels`` torch and fla interleaved: tokens/s, MFU and the speed-up
+   (``bench/_gpu_throughput.py``).
 
 Figures, not assertions: nothing here fails on a slow machine.
 """
@@ -32,135 +39,46 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-SEQ_LEN = 256
-GLOBAL_BATCH = 8  # 8 x 256 = 2,048 tokens a step
-MICRO_BATCH = 8
-LR = 1e-3
-
-
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _legacy_args(steps: int, output_dir: str):
-    from hyper_parallel.trainer.config_parser import load_config
-    from hyper_parallel.trainer.config import HyperTrainerConfig
-
-    text = f"""
-model: {{name: qwen3_5, config_overrides: {{flavor: debugmodel}}}}
-data: {{type: dummy, max_seq_len: {SEQ_LEN}, shuffle: false, pin_memory: false}}
-train:
-  max_steps: {steps}
-  global_batch_size: {GLOBAL_BATCH}
-  micro_batch_size: {MICRO_BATCH}
-  seed: 0
-  comm_backend: gloo
-  optimizer: {{lr: {LR}, lr_warmup_ratio: 0.0, lr_decay_style: constant, weight_decay: 0.0,
-               max_grad_norm: 1.0}}
-  checkpoint: {{output_dir: {output_dir}, save_steps: 0, save_hf_weights: false}}
-  logging: {{log_steps: 1000000, report_throughput: false}}
-"""
-    return load_config(HyperTrainerConfig, text, source="bench")
+TARGETS = {"trainer_over_same_wrapping_1_rank": 0.99, "trainer_over_same_wrapping_2_ranks": 0.98}
 
 
-def _trainer_runner(which: str, steps: int, tmp: str):
-    """A step function of LLMTrainer (``legacy``: the YAML front door) or of HyperTrainer built
-    from the same YAML converted by the generated adapter (``new``); the runner's state."""
-    from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config
-    from hyper_parallel.models.spec import discover_model_spec
-    from hyper_parallel.trainer.llm_trainer import LLMTrainer
+def bench_one_rank(steps: int, warmup: int) -> dict:
+    """Both entries on one rank, in this process (one process group, shared by both)."""
+    import torch.distributed as dist
 
-    args = _legacy_args(steps, os.path.join(tmp, which))
-    discover_model_spec(args.model.name)
-    trainer = LLMTrainer(args) if which == "legacy" else _legacy_to_trainer_config(args).build()
-    batches = trainer._micro_batch_iterator()
+    from bench import _trainer_overhead as overhead
 
-    def step() -> float:
-        micro = next(batches)
-        trainer.state.global_step += 1
-        trainer.train_step(micro)
-        return trainer.state.loss_history[-1][1]
-
-    return step, trainer
-
-
-def _plain_runner(steps: int):
-    """The same work with nothing but torch: model, AdamW, cross-entropy, clip, step."""
-    import torch
-    import torch.nn.functional as F
-
-    from hyper_parallel.data import DummyDataset
-    from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM
-
-    config = FLAVORS["debugmodel"]
-    torch.manual_seed(0)
-    with torch.device("meta"):
-        model = Qwen3_5ForCausalLM(config)
-    model.to_empty(device="cpu")
-    model.init_weights()
-    decay = [p for n, p in model.named_parameters() if "norm" not in n and "bias" not in n]
-    no_decay = [p for n, p in model.named_parameters() if "norm" in n or "bias" in n]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.0}, {"params": no_decay, "weight_decay": 0.0}], lr=LR
-    )
-    data = DummyDataset(GLOBAL_BATCH * steps, SEQ_LEN, config.vocab_size)
-    counter = iter(range(steps))
-
-    def step() -> float:
-        i = next(counter)
-        batch = torch.stack([data[i * GLOBAL_BATCH + j]["input_ids"] for j in range(GLOBAL_BATCH)])
-        logits = model(batch)
-        loss = F.cross_entropy(
-            logits[:, :-1].float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1)
-        )
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.item()
-
-    return step
-
-
-def bench_throughput(steps: int, warmup: int) -> dict:
-    """The plain loop, LLMTrainer and HyperTrainer, one step each per round, interleaved (the
-    order rotates every round) so that machine noise falls on all three alike; ratios are of
-    medians, and new/legacy also as the median of the per-round ratios."""
-    total = steps + warmup
-    with tempfile.TemporaryDirectory() as tmp:
-        new_step, new = _trainer_runner("new", total, tmp)
-        legacy_step, legacy = _trainer_runner("legacy", total, tmp)
-        runners = {"plain": _plain_runner(total), "trainer": legacy_step,
-                   "hyper_trainer": new_step}
-        times: dict[str, list[float]] = {name: [] for name in runners}
-        losses: dict[str, float] = {}
-        names = list(runners)
-        for i in range(total):
-            order = names[i % len(names):] + names[:i % len(names)]
-            for name in order:
-                start = time.perf_counter()
-                losses[name] = runners[name]()
-                if i >= warmup:
-                    times[name].append(time.perf_counter() - start)
-        new.close()  # one process group, shared by both trainers
-        del legacy
-    out = {name: _summary(times[name], losses[name]) for name in names}
-    paired = sorted(b / a for a, b in zip(times["trainer"], times["hyper_trainer"]))
-    out["new_over_legacy_paired_median"] = paired[len(paired) // 2]
+    out = {}
+    for entry in overhead.ENTRIES:
+        medians = overhead.measure(entry, "single", steps, warmup)
+        out[entry] = {"median_step_s": medians, **overhead.ratios(medians),
+                      "tokens_per_s": overhead.GLOBAL_BATCH * overhead.SEQ_LEN / medians["trainer"]}
+    if dist.is_initialized():
+        dist.destroy_process_group()
     return out
 
 
-def _summary(times: list[float], loss: float) -> dict:
-    times = sorted(times)
-    median = times[len(times) // 2]
-    tokens = GLOBAL_BATCH * SEQ_LEN
-    return {
-        "steps_timed": len(times),
-        "median_step_s": median,
-        "mean_step_s": sum(times) / len(times),
-        "tokens_per_s": tokens / median,
-        "last_loss": loss,
-    }
+def bench_two_ranks(layout: str, steps: int, warmup: int) -> dict:
+    """Both entries on a 2-rank layout under torchrun, one thread per rank."""
+    from bench import _trainer_overhead as overhead
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out_file = Path(tmp) / "result.json"
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+            str(REPO / "bench" / "_trainer_overhead.py"), "--layout", layout,
+            "--steps", str(steps), "--warmup", str(warmup), "--out", str(out_file),
+        ]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1"}
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            return {"error": proc.stderr[-2000:]}
+        medians = json.loads(out_file.read_text())
+    return {entry: {"median_step_s": m, **overhead.ratios(m)} for entry, m in medians.items()}
 
 
 ENTRY_POINTS = {
@@ -240,32 +158,58 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "train.json"))
-    parser.add_argument("--skip", nargs="*", default=[], choices=["throughput", "startup", "memory"])
+    parser.add_argument("--skip", nargs="*", default=[],
+                        choices=["throughput", "two_ranks", "startup", "memory"])
+    parser.add_argument("--gpu", action="store_true",
+                        help="also the 0.8b kernel comparison on CUDA (bench/_gpu_throughput.py)")
     opts = parser.parse_args()
     os.environ.setdefault("HYPER_PARALLEL_DISABLE_TQDM", "1")
-    results: dict = {"threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None}
+    results: dict = {"threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
+                     "targets": TARGETS}
     if "throughput" not in opts.skip:
         import torch
 
         results["torch_threads"] = torch.get_num_threads()
-        results.update(bench_throughput(opts.steps, opts.warmup))
+        results["one_rank"] = bench_one_rank(opts.steps, opts.warmup)
         results["peak_rss_mib"] = _peak_rss_mib()
-        plain = results["plain"]["median_step_s"]
-        results["trainer_overhead_pct"] = 100 * (results["trainer"]["median_step_s"] / plain - 1)
-        results["hyper_trainer_overhead_pct"] = 100 * (
-            results["hyper_trainer"]["median_step_s"] / plain - 1
-        )
-        results["new_over_legacy_step_time"] = (
-            results["hyper_trainer"]["median_step_s"] / results["trainer"]["median_step_s"]
-        )
+    if "two_ranks" not in opts.skip:
+        results["two_ranks"] = {
+            layout: bench_two_ranks(layout, opts.steps, opts.warmup) for layout in ("fsdp", "tp")
+        }
     if "startup" not in opts.skip:
         results["startup"] = {entry: bench_startup(entry) for entry in ENTRY_POINTS}
     if "memory" not in opts.skip:
         results["memory_0_8b"] = bench_memory()
+    if opts.gpu:
+        from bench._gpu_throughput import gpu_throughput
+
+        results["gpu_0_8b"] = gpu_throughput("0.8b")
     print(json.dumps(results, indent=2))
+    _print_ratios(results)
     Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
     Path(opts.out).write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {opts.out}")
+
+
+def _print_ratios(results: dict) -> None:
+    """One line per measured ratio, with its target (throughput: higher is faster)."""
+    rows = []
+    for entry, r in results.get("one_rank", {}).items():
+        rows.append((f"1 rank, {entry}: trainer / plain with the same wrapping",
+                     r["trainer_over_same_wrapping"], TARGETS["trainer_over_same_wrapping_1_rank"]))
+        rows.append((f"1 rank, {entry}: plain wrapped / plain unwrapped (the wrapping's cost)",
+                     r["same_wrapping_over_plain"], None))
+    for layout, by_entry in results.get("two_ranks", {}).items():
+        for entry, r in by_entry.items():
+            if entry == "error":
+                rows.append((f"2 ranks {layout}: failed", float("nan"), None))
+                continue
+            rows.append((f"2 ranks {layout}, {entry}: trainer / plain with the same parallelism",
+                         r["trainer_over_same_wrapping"],
+                         TARGETS["trainer_over_same_wrapping_2_ranks"]))
+    for label, ratio, target in rows:
+        verdict = "" if target is None else f"  (target >= {target}: {'met' if ratio >= target else 'MISSED'})"
+        print(f"{label}: {ratio:.3f}{verdict}")
 
 
 if __name__ == "__main__":

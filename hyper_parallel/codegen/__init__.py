@@ -18,22 +18,22 @@ temporary directory and compares: silent with exit 0 when everything is current,
 unified diff per file, the reason and the fix, exit 1. A table or descriptor that does not
 validate is exit 2.
 
-Modules: :mod:`.yamlsrc` (YAML with lines), :mod:`.table` (schema), :mod:`.types` (annotations),
-:mod:`.introspect` (legacy schema, component Configs, flavor tables), :mod:`.coverage`,
-:mod:`.descriptors` (model descriptors), :mod:`.render`, :mod:`.pipeline` (generate / write /
-check), ``__main__`` (CLI).
+Modules: reading the inputs -- :mod:`.checked_yaml` (YAML with lines, problems),
+:mod:`.table` (schema), :mod:`.mapping_rows` (the rows and their probes, :mod:`.probes`),
+:mod:`.constraints`, :mod:`.types` (annotations), :mod:`.introspect` (legacy schema, component
+Configs, flavor tables), :mod:`.coverage`, :mod:`.descriptors` and :mod:`.descriptor_recipes`
+(model descriptors); rendering -- one template context per output (:mod:`.sections_context`,
+:mod:`.adapter_context`, :mod:`.reference_context`, :mod:`.registry_context`),
+:mod:`.templating`, :mod:`.render` (black), :mod:`.framing` (headers); :mod:`.outputs` (what
+each file is generated from), :mod:`.pipeline` (generate / write / up to date),
+:mod:`.writing` (atomic writes), :mod:`.recipe_record`, :mod:`.staleness` (check), ``__main__``
+(CLI).
 """
 
 from hyper_parallel.codegen.errors import CodegenError
-from hyper_parallel.codegen.pipeline import (
-    OUTPUTS,
-    Generation,
-    Stale,
-    check,
-    generate,
-    output_paths,
-    write,
-)
+from hyper_parallel.codegen.outputs import OUTPUTS, output_paths
+from hyper_parallel.codegen.pipeline import Generation, generate, write
+from hyper_parallel.codegen.staleness import Stale, check
 
 __all__ = ["OUTPUTS", "CodegenError", "Generation", "Stale", "check", "generate", "output_paths",
            "write"]

@@ -21,8 +21,10 @@ Migration commands (:mod:`.from_yaml`, :mod:`.to_yaml`):
   by default), or the new-only fields that prevent one.
 
 * ``generate`` (default): write the generated files that changed (atomically) and delete
-  generated files the table no longer produces; prints what changed. ``--out DIR`` writes the
-  whole set under ``DIR`` instead of the repository (nothing is deleted).
+  generated files the table no longer produces; prints what changed. When every file's recorded
+  input hashes still match (``pipeline.up_to_date``) nothing is rendered, formatted or
+  converted. ``--out DIR`` writes the whole set under ``DIR`` instead of the repository
+  (nothing is deleted).
 * ``check`` / ``--check``: regenerate into a temporary directory and compare; silent and exit 0
   when current, else per file a unified diff, the reason and the fix, exit 1.
 * ``--timings-json FILE``: also write ``{"black_seconds": ..., "recipes_seconds": ...}`` (with
@@ -49,7 +51,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hyper_parallel.codegen import pipeline
+from hyper_parallel.codegen import outputs, pipeline, staleness
 from hyper_parallel.codegen.errors import CodegenError
 
 
@@ -105,11 +107,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{', '.join(stray)} go with --from-yaml or --to-yaml")
     try:
         if args.check or args.command == "check":
-            stale = pipeline.check(root)
+            stale = staleness.check(root)
             if stale:
-                print(pipeline.format_report(stale), file=sys.stderr)
+                print(staleness.format_report(stale), file=sys.stderr)
                 return 1
             return 0
+        # Every recorded input hash matches: render nothing, run no black, import no torch.
+        current = pipeline.up_to_date(root) if args.out is None else None
+        if current is not None:
+            return _nothing_to_do(current, args)
         generation = pipeline.generate(root)
         changed = pipeline.write(root, generation, out_root=args.out)
     except pipeline.WriteError as exc:
@@ -137,6 +143,16 @@ def main(argv: list[str] | None = None) -> int:
 _RERUN = pipeline.RERUN_ENV
 
 
+def _nothing_to_do(count: int, args: argparse.Namespace) -> int:
+    if args.timings_json is not None and not _timings(
+            args.timings_json, {"black_seconds": 0.0, "recipes_seconds": 0.0}):
+        return 2
+    if not args.quiet:
+        print(f"codegen: {count} generated files are up to date (no input changed since they "
+              "were generated: nothing was rendered)")
+    return 0
+
+
 def _timings(path: Path, timings: dict[str, float]) -> bool:
     """Write ``--timings-json``; False (the error printed) when the path cannot be written."""
     try:
@@ -156,7 +172,7 @@ def _reconvert_recipes(root: Path, generation: pipeline.Generation, changed: lis
     Returns the exit status."""
     rewritten = set(generation.modules) & set(changed)
     if not (rewritten or generation.unverified) or os.environ.get(_RERUN) \
-            or not pipeline.example_recipes(root):
+            or not outputs.example_recipes(root):
         return 0
     if args.out is not None:
         for rel, why in generation.unverified.items():

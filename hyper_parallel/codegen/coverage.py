@@ -30,7 +30,8 @@ from typing import Any
 from hyper_parallel.codegen import introspect
 from hyper_parallel.codegen import types as T
 from hyper_parallel.codegen.errors import CodegenError
-from hyper_parallel.codegen.table import Row, Table
+from hyper_parallel.codegen.mapping_rows import Row
+from hyper_parallel.codegen.table import Table
 from hyper_parallel.utils.suggest import closest
 
 TRANSFORMS_MODULE = "hyper_parallel.config.transforms"

@@ -22,61 +22,37 @@ and reports every problem with ``file:line`` and the field:
 Every base recipe also gets ``model.name = <model name>`` and ``model.config_overrides =
 {"flavor": <flavor>, ...}`` so that the legacy ``model`` section describes the same model as
 ``model_spec`` (a recipe may add other override keys; a ``flavor`` key must agree).
+
+The model and its flavors are read here; the recipes and their settings are checked by
+:mod:`.descriptor_recipes`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import keyword
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from hyper_parallel.codegen import introspect
-from hyper_parallel.codegen import types as T
-from hyper_parallel.codegen.coverage import NewLeaf, Resolved
+from hyper_parallel.codegen.checked_yaml import Problems, check_keys, load
+from hyper_parallel.codegen.coverage import Resolved
+from hyper_parallel.codegen.descriptor_recipes import (
+    Recipe,
+    build_recipes,
+    chain_problems,
+    paragraphs,
+    raw_recipes,
+)
 from hyper_parallel.codegen.errors import CodegenError
-from hyper_parallel.codegen.yamlsrc import LDict, LList, load, plain
-from hyper_parallel.utils.suggest import closest, did_you_mean
-from hyper_parallel.utils.yaml_lines import holds_invalid
+from hyper_parallel.utils.suggest import did_you_mean
+from hyper_parallel.utils.yaml_lines import LDict, LList
 
 MODELS_DIR = "codegen/models"
 REGISTRY = "hyper_parallel/models/{name}/config_registry.py"
-FLAVOR_KEY = "flavor"
-#: Paths a recipe may not set: they follow from the descriptor.
-DERIVED_PATHS = {
-    "model_spec": "it is built from the recipe's flavor (`flavor:`, or the base's) by the "
-    "descriptor's spec factory",
-    "model.name": "every recipe of a descriptor names its model (the descriptor's `model.name`)",
-}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
-
-
-@dataclass
-class Setting:
-    """One ``path: value`` of a recipe (``line`` 0: added by the generator)."""
-
-    path: str
-    value: Any
-    line: int
-
-
-@dataclass
-class Recipe:
-    """A checked recipe: ``settings`` are what its function states (base recipes: everything
-    that is not a default, derived recipes: what differs from the base), in the tree's order;
-    ``effective`` is every leaf's resulting value."""
-
-    name: str
-    line: int
-    doc: str
-    flavor: str
-    base: str | None
-    settings: list[Setting]
-    effective: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -100,140 +76,9 @@ class ModelDescriptor:
         return REGISTRY.format(name=self.name)
 
 
-class _Problems:
-    def __init__(self, rel: str):
-        self.rel = rel
-        self.items: list[str] = []
-
-    def add(self, line: int, where: str, message: str) -> None:
-        self.items.append(f"{self.rel}:{line}: {where}: {message}")
-
-
-def _text(value: Any) -> str:
-    return " ".join(str(value).split()) if value is not None else ""
-
-
-def _paragraphs(value: Any) -> str:
-    """A folded (``>-``) doc: a line break (a blank line in the YAML) separates paragraphs."""
-    return "\n".join(_text(p) for p in str(value).strip().split("\n") if p.strip())
-
-
-def _same(a: Any, b: Any) -> bool:
-    return a == b and type(a) is type(b)
-
-
-def _keys(obj: Any, where: str, line: int, allowed: tuple[str, ...], required: tuple[str, ...],
-          problems: _Problems) -> bool:
-    if not isinstance(obj, LDict):
-        problems.add(line, where, f"must be a mapping, got {type(obj).__name__} {obj!r}")
-        return False
-    ok = True
-    for key in obj:
-        if key not in allowed:
-            problems.add(obj.key_lines[key], where, f"unknown key {key!r}"
-                         f"{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
-            ok = False
-    for key in required:
-        if key not in obj:
-            problems.add(obj.line, where, f"missing key {key!r}")
-            ok = False
-    return ok
-
-
-# ---------------------------------------------------------------------------------------------
-# values
-# ---------------------------------------------------------------------------------------------
-
-
-def constraint_problem(constraints: dict[str, Any], base: str, value: Any) -> str | None:
-    """What ``value`` (not None, of type ``base``) violates in the table's constraints."""
-    extra = constraints.get("extra_values") or []
-    if base in ("int", "float") and value in extra:
-        return None
-    also = f" (or one of {', '.join(map(repr, extra))})" if extra else ""
-    if "min" in constraints and value < constraints["min"]:
-        return f"must be >= {constraints['min']!r}{also}"
-    if "max" in constraints and value > constraints["max"]:
-        return f"must be <= {constraints['max']!r}{also}"
-    if constraints.get("nonempty"):
-        items = value if isinstance(value, list) else [value]
-        if any(v == "" for v in items):
-            return "must not be empty"
-    if "pattern" in constraints and not re.fullmatch(constraints["pattern"], value):
-        return f"must be {constraints.get('pattern_hint') or 'matching ' + constraints['pattern']}"
-    choices = constraints.get("items_choices")
-    if choices is not None and any(v not in choices for v in value):
-        bad = next(v for v in value if v not in choices)
-        return (f"item {bad!r} is not allowed{did_you_mean(str(bad), choices)}; items must be "
-                f"among: {', '.join(choices)}")
-    return None
-
-
-def check_value(leaf: NewLeaf, raw: Any) -> tuple[Any, str | None]:
-    """``(value as the field's type, problem or None)`` for a descriptor value."""
-    value = T.from_yaml(plain(raw), leaf.type)
-    if not T.matches(value, leaf.type):
-        literal = T.literal_values(leaf.type)
-        if literal is not None:
-            choices = ", ".join(repr(v) for v in literal)
-            return value, (f"{raw!r} is not allowed{did_you_mean(str(raw), map(str, literal))}; "
-                           f"choose one of: {choices}"
-                           + (" (or null)" if T.split_optional(leaf.type)[1] else ""))
-        shown = "null" if raw is None else repr(plain(raw))
-        return value, f"wrong type: {shown} is not of type {leaf.type}"
-    if value is not None and leaf.spec is not None and leaf.spec.constraints:
-        base, _ = T.split_optional(leaf.type)
-        problem = constraint_problem(leaf.spec.constraints, base, value)
-        if problem:
-            return value, f"{value!r}: {problem}"
-    return value, None
-
-
-def _unknown_path(path: str, r: Resolved) -> str:
-    containers = {leaf.container for leaf in r.new.values() if leaf.container}
-    if path in containers:
-        names = [leaf.name for leaf in r.new.values() if leaf.container == path]
-        return (f"{path!r} is a section of HyperTrainer.Config, not a field; set its fields "
-                f"({path}.{names[0]}, ...): {', '.join(names)}")
-    head, _, name = path.rpartition(".")
-    if head in containers:
-        # The section is right: compare the field name with its fields only (on whole paths the
-        # shared prefix would make any field of the section look close).
-        names = [leaf.name for leaf in r.new.values() if leaf.container == head]
-        near = closest(name, names)
-        hint = f"{head}.{near}" if near else None
-    else:
-        hint = closest(path, r.new)
-        if hint is None:  # a wrong section: is the field name unique somewhere else?
-            same = [p for p, leaf in r.new.items() if leaf.name == name]
-            hint = same[0] if len(same) == 1 else None
-    text = f"unknown field {path!r}" + (f" (did you mean {hint!r}?)" if hint else "")
-    if head in containers and not hint:
-        text += f"; {head} has: {', '.join(names)}"
-    elif not hint:
-        text += (f"; HyperTrainer.Config has: {', '.join(sorted(containers))} and the fields "
-                 f"{', '.join(p for p, leaf in r.new.items() if not leaf.container)}")
-    return text
-
-
-# ---------------------------------------------------------------------------------------------
-# the descriptor
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _RawRecipe:
-    name: str
-    line: int
-    obj: LDict
-    base: str | None
-    flavor: str | None
-    doc: str
-
-
-def _model_section(data: LDict, repo: Path, problems: _Problems) -> dict[str, Any] | None:
+def _model_section(data: LDict, repo: Path, problems: Problems) -> dict[str, Any] | None:
     where = "model"
-    if not _keys(data.get("model"), where, data.key_lines.get("model", 1),
+    if not check_keys(data.get("model"), where, data.key_lines.get("model", 1),
                  ("name", "doc", "spec_factory", "flavor_table"),
                  ("name", "doc", "spec_factory", "flavor_table"), problems):
         return None
@@ -276,12 +121,12 @@ def _model_section(data: LDict, repo: Path, problems: _Problems) -> dict[str, An
     except CodegenError as exc:
         problems.add(obj.key_lines["flavor_table"], f"{where}.flavor_table", str(exc))
         table_flavors = None
-    return {"name": name, "doc": _paragraphs(obj["doc"]), "factory_module": factory_module,
+    return {"name": name, "doc": paragraphs(obj["doc"]), "factory_module": factory_module,
             "factory": factory, "flavor_module": flavor_module, "flavor_table": flavor_table,
             "table_flavors": table_flavors, "flavor_table_text": obj["flavor_table"]}
 
 
-def _flavors(data: LDict, model: dict[str, Any] | None, problems: _Problems) -> list[str]:
+def _flavors(data: LDict, model: dict[str, Any] | None, problems: Problems) -> list[str]:
     raw = data.get("flavors")
     line = data.key_lines.get("flavors", 1)
     if not isinstance(raw, LList) or not raw:
@@ -307,191 +152,16 @@ def _flavors(data: LDict, model: dict[str, Any] | None, problems: _Problems) -> 
     return out
 
 
-def _raw_recipes(data: LDict, problems: _Problems, reserved: set[str]) -> list[_RawRecipe]:
-    raw = data.get("recipes")
-    if not isinstance(raw, LDict) or not raw:
-        problems.add(data.key_lines.get("recipes", 1), "recipes",
-                     "must map recipe names to recipes")
-        return []
-    out = []
-    for name, obj in raw.items():
-        line = raw.key_lines[name]
-        where = f"recipes.{name}"
-        if (not _IDENT.fullmatch(name) or keyword.iskeyword(name) or not name[0].islower()):
-            problems.add(line, where, "a recipe name must be a lower-case Python identifier (it "
-                         "is the function name and the --config value)")
-            continue
-        if name in reserved:
-            problems.add(line, where, f"{name!r} is a name the generated module imports; choose "
-                         "another recipe name")
-            continue
-        if not _keys(obj, where, line, ("doc", "flavor", "base", "set"), ("doc",), problems):
-            continue
-        has_base, has_flavor = "base" in obj, "flavor" in obj
-        if has_base == has_flavor:
-            problems.add(obj.line, where, "give exactly one of `flavor:` (a base recipe) or "
-                         "`base:` (a recipe derived from another one)")
-            continue
-        doc = _paragraphs(obj["doc"]) if isinstance(obj["doc"], str) else ""
-        if not doc:
-            problems.add(obj.key_lines["doc"], f"{where}.doc",
-                         "must be a non-empty string (the recipe's docstring)")
-            continue
-        out.append(_RawRecipe(name, line, obj, obj.get("base"), obj.get("flavor"), doc))
-    return out
-
-
-def _chain_problems(raw: list[_RawRecipe], problems: _Problems) -> set[str]:
-    """Report unknown bases and cycles; returns the names whose base chain is sound."""
-    by_name = {r.name: r for r in raw}
-    sound: set[str] = set()
-    reported: set[frozenset[str]] = set()
-    for recipe in raw:
-        chain = [recipe.name]
-        current = recipe
-        while current.base is not None:
-            base = current.base
-            if not isinstance(base, str) or base not in by_name:
-                if current is recipe:
-                    problems.add(recipe.obj.key_lines["base"], f"recipes.{recipe.name}.base",
-                                 f"unknown base recipe {base!r}"
-                                 f"{did_you_mean(str(base), by_name)}; recipes: "
-                                 f"{', '.join(by_name)}")
-                break
-            if base in chain:
-                cycle = chain[chain.index(base):]
-                if frozenset(cycle) not in reported and recipe.name in cycle:
-                    reported.add(frozenset(cycle))
-                    problems.add(recipe.obj.key_lines["base"], f"recipes.{recipe.name}.base",
-                                 "recipes derive from each other in a cycle: "
-                                 + " -> ".join([*cycle, base]) + "; one of them must start "
-                                 "from a `flavor:`")
-                break
-            chain.append(base)
-            current = by_name[base]
-        else:
-            sound.add(recipe.name)
-    return sound
-
-
-def _settings(recipe: _RawRecipe, r: Resolved, inherited: dict[str, Any], flavor: str,
-              base_label: str, problems: _Problems) -> list[Setting] | None:
-    """The recipe's ``set:`` checked against the tree; ``inherited`` is every leaf's value
-    without it (defaults or the base's result). None when anything is wrong (reported)."""
-    obj = recipe.obj.get("set")
-    where = f"recipes.{recipe.name}.set"
-    if obj is None:
-        return []
-    if not isinstance(obj, LDict):
-        problems.add(recipe.obj.key_lines["set"], where,
-                     "must map dotted HyperTrainer.Config paths to values")
-        return None
-    out: list[Setting] = []
-    ok = True
-    for path, raw in obj.items():
-        line = obj.key_lines[path]
-        fwhere = f"{where}.{path}"
-        if path in DERIVED_PATHS:
-            problems.add(line, fwhere, f"cannot be set here: {DERIVED_PATHS[path]}")
-            ok = False
-            continue
-        leaf = r.new.get(path)
-        if leaf is None:
-            problems.add(line, where, _unknown_path(path, r))
-            ok = False
-            continue
-        if holds_invalid(raw):
-            ok = False  # a value YAML could not read: its problem is reported already
-            continue
-        value, problem = check_value(leaf, raw)
-        if problem:
-            problems.add(line, fwhere, problem)
-            ok = False
-            continue
-        if path == "model.config_overrides" and value is not None:
-            value = _with_flavor(value, flavor, line, fwhere, problems)
-            if value is None:
-                ok = False
-                continue
-        if _same(value, inherited[path]):
-            why = base_label
-            if path == "model.config_overrides" and recipe.base is None:
-                why = "the generator adds the flavor"
-            problems.add(line, fwhere, f"{value!r} is what the recipe already has ({why}); "
-                         "state only what differs: remove this line")
-            ok = False
-            continue
-        out.append(Setting(path, value, line))
-    return out if ok else None
-
-
-def _with_flavor(value: dict[str, Any], flavor: str, line: int, where: str,
-                 problems: _Problems) -> dict[str, Any] | None:
-    """``model.config_overrides`` with ``flavor`` first; a different flavor is an error."""
-    given = value.get(FLAVOR_KEY, flavor)
-    if given != flavor:
-        problems.add(line, f"{where}.{FLAVOR_KEY}",
-                     f"{given!r} disagrees with the recipe's flavor {flavor!r}: the legacy model "
-                     "section must describe the same model as model_spec; remove the key (the "
-                     "generator adds it)")
-        return None
-    return {FLAVOR_KEY: flavor, **{k: v for k, v in value.items() if k != FLAVOR_KEY}}
-
-
-def _check_result(recipe: Recipe, r: Resolved, lines: dict[str, int], problems: _Problems,
-                  rel_where: str) -> None:
-    """The table's cross-field checks and the batch-size rule on the recipe's result."""
-    eff = recipe.effective
-    for section in r.table.sections:
-        values = {f.name: eff[f"{section.name}.{f.name}"] for f in section.fields}
-        ns = SimpleNamespace(**values)
-        for chk in section.checks:
-            # The table's own expressions (hand-written, reviewed), as __post_init__ runs them.
-            try:
-                applies = eval(chk.when, {}, {"self": ns}) if chk.when else True
-                holds = not applies or eval(chk.require, {}, {"self": ns})
-                message = chk.message
-            except Exception as exc:  # noqa: BLE001 - a bad table expression, reported here
-                holds, message = False, f"cannot be checked ({exc!r})"
-            if not holds:
-                path = f"{section.name}.{chk.field}"
-                # Point at the checked field, else at another field the rule reads, if the
-                # recipe states it; else at the recipe.
-                read = re.findall(r"self\.(\w+)", f"{chk.when or ''} {chk.require}")
-                stated = [lines[p] for p in (path, *(f"{section.name}.{n}" for n in read))
-                          if p in lines]
-                problems.add(stated[0] if stated else recipe.line, rel_where,
-                             f"{path}={values[chk.field]!r} {message}")
-    local, global_ = eff["training.local_batch_size"], eff["training.global_batch_size"]
-    shard = eff["parallelism.data_parallel_shard_degree"]
-    if shard != -1 and global_ >= local:  # global < local is the table's own check, above
-        dp = eff["parallelism.data_parallel_replicate_degree"] * (shard or 1)
-        if global_ % (local * dp):
-            paths = ("training.global_batch_size", "training.local_batch_size",
-                     "parallelism.data_parallel_shard_degree",
-                     "parallelism.data_parallel_replicate_degree")
-            line = next((lines[p] for p in paths if p in lines), recipe.line)
-            problems.add(line, rel_where,
-                         f"training.global_batch_size={global_} is not a multiple of "
-                         f"local_batch_size={local} x data-parallel size {dp}; change one of them")
-
-
-def _tree_order(r: Resolved) -> dict[str, int]:
-    """Leaf path -> position in HyperTrainer.Config (root fields, sections and components in the
-    table's root order, fields in declaration order)."""
-    return {path: i for i, path in enumerate(r.new)}
-
-
 def _load_one(path: Path, rel: str, repo: Path, r: Resolved) -> ModelDescriptor:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CodegenError(f"{rel}: cannot read the descriptor: {exc}") from None
-    problems = _Problems(rel)
-    # The YAML-level problems (duplicate keys, YAML 1.1 spellings) are reported with the rest.
+    problems = Problems(rel)
+    # The YAML-level problems (duplicate keys, unsupported tags) are reported with the rest.
     data = load(text, rel, problems.items)
     parts = ("schema_version", "model", "flavors", "recipes")
-    if not _keys(data, "the descriptor", 1, parts, parts, problems) and not isinstance(data, LDict):
+    if not check_keys(data, "the descriptor", 1, parts, parts, problems) and not isinstance(data, LDict):
         raise CodegenError(problems.items)
     if "schema_version" in data and data["schema_version"] != 1:
         problems.add(data.key_lines["schema_version"], "schema_version",
@@ -500,69 +170,18 @@ def _load_one(path: Path, rel: str, repo: Path, r: Resolved) -> ModelDescriptor:
     model = _model_section(data, repo, problems) if "model" in data else None
     flavors = _flavors(data, model, problems) if "flavors" in data else []
     reserved = {model["factory"]} if model else set()
-    raw = _raw_recipes(data, problems, reserved) if "recipes" in data else []
-    sound = _chain_problems(raw, problems)
+    raw = raw_recipes(data, problems, reserved) if "recipes" in data else []
+    sound = chain_problems(raw, problems)
     if model is None:  # the recipes cannot be checked without the model's facts
         raise CodegenError(problems.items)
-    by_name = {rr.name: rr for rr in raw}
-    order = _tree_order(r)
-    defaults = {p: leaf.default for p, leaf in r.new.items()}
-    done: dict[str, Recipe | None] = {}
-
-    def build(rr: _RawRecipe) -> Recipe | None:
-        if rr.name in done:
-            return done[rr.name]
-        done[rr.name] = None
-        where = f"recipes.{rr.name}"
-        if rr.base is not None:
-            base = build(by_name[rr.base])
-            if base is None:
-                return None  # the base's own problems are reported
-            flavor = base.flavor
-            inherited = dict(base.effective)
-            label = f"base {rr.base} gives it"
-            auto: list[Setting] = []
-        else:
-            flavor = rr.flavor
-            if not isinstance(flavor, str) or flavor not in flavors:
-                known = model["table_flavors"]
-                hint = (" (it is in the flavor table: add it to `flavors:`)"
-                        if known and flavor in known else did_you_mean(str(flavor), flavors))
-                problems.add(rr.obj.key_lines["flavor"], f"{where}.flavor",
-                             f"unknown flavor {flavor!r}{hint}; listed flavors: "
-                             f"{', '.join(flavors)}")
-                return None
-            overrides = {FLAVOR_KEY: flavor}
-            auto = [Setting("model.name", model["name"], 0),
-                    Setting("model.config_overrides", overrides, 0)]
-            inherited = {**defaults, "model.name": model["name"],
-                         "model.config_overrides": overrides}
-            label = "it is the default"
-        settings = _settings(rr, r, inherited, flavor, label, problems)
-        if settings is None:
-            return None
-        if rr.base is None:
-            stated = {s.path for s in settings}
-            settings = [s for s in auto if s.path not in stated] + settings
-        elif not settings:
-            problems.add(rr.line, where, f"derives from {rr.base} but sets nothing; a derived "
-                         "recipe must change something (or remove it)")
-            return None
-        settings.sort(key=lambda s: order[s.path])
-        effective = {**inherited, **{s.path: s.value for s in settings}}
-        recipe = Recipe(rr.name, rr.line, rr.doc, flavor, rr.base, settings, effective)
-        _check_result(recipe, r, {s.path: s.line for s in settings if s.line}, problems, where)
-        done[rr.name] = recipe
-        return recipe
-
-    recipes = [build(rr) for rr in raw if rr.name in sound]
+    recipes = build_recipes(raw, sound, model, flavors, r, problems)
     if problems.items:
         raise CodegenError(problems.items)
     descriptor = ModelDescriptor(
         path=path, rel=rel, sha256=hashlib.sha256(text.encode()).hexdigest(), name=model["name"],
         doc=model["doc"], factory_module=model["factory_module"], factory=model["factory"],
         flavor_module=model["flavor_module"], flavor_table=model["flavor_table"],
-        flavors=flavors, recipes=[rc for rc in recipes if rc is not None],
+        flavors=flavors, recipes=recipes,
     )
     descriptor.schema = schema_hash(r, descriptor, model["table_flavors"] or [])
     return descriptor

@@ -3,12 +3,13 @@
 * The legacy schema (``HyperTrainerConfig``) is imported -- it is framework-free -- and walked
   with ``dataclasses.fields``: every leaf field's dotted path, canonical type, default and
   docstring.
-* The component Configs are read from their *source* with ``ast``, not imported: importing them
-  imports torch, which would cost ``make codegen`` seconds. The reader follows what the classes
+* The component Configs are read from their *source* with ``ast``, not imported, so the
+  generator never depends on what a component module imports at run time. The reader follows what the classes
   use: a ``Config`` subclassing another component's ``Config``, a component without a ``Config``
   of its own (it inherits its base's, as ``Configurable`` derives it), defaults that name
-  module constants (also across ``from x import NAME``), ``field(default_factory=...)`` and the
-  attribute docstrings. ``tests/codegen/test_introspect.py`` checks the result against the
+  module constants (also across ``from x import NAME``), annotations that name a type alias
+  (``decay_style: DecayStyle``, a ``Literal`` of ``hyper_parallel.utils.choices``),
+  ``field(default_factory=...)`` and the attribute docstrings. ``tests/codegen/test_introspect.py`` checks the result against the
   imported classes, so the two readings cannot drift apart.
 """
 
@@ -17,8 +18,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import inspect
-import itertools
 import sys
 import typing
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any
 
 from hyper_parallel.codegen import types as T
 from hyper_parallel.codegen.errors import CodegenError
+from hyper_parallel.utils.docstrings import attribute_docstrings
 
 MISSING: Any = dataclasses.MISSING
 
@@ -81,22 +81,8 @@ def _module_field_docs(path: str) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
-            out[node.name] = _attribute_docs(node.body)
+            out[node.name] = attribute_docstrings(node.body)
     return out
-
-
-def _attribute_docs(body: list[ast.stmt]) -> dict[str, str]:
-    docs = {}
-    for node, following in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[node.target.id] = inspect.cleandoc(following.value.value)
-    return docs
 
 
 def legacy_sections(root_cls: type | None = None) -> dict[str, type]:
@@ -208,6 +194,23 @@ def _eval_constant(src_root: Path, module: _Module, node: ast.AST, where: str, d
     )
 
 
+def _type_alias(src_root: Path, module: _Module, annotation: ast.AST) -> ast.AST:
+    """The annotation a bare name stands for when it is a module-level alias of a subscripted
+    type (``DecayStyle = Literal[...]``, defined in the module or imported from another
+    ``hyper_parallel`` module, as the choice lists of ``hyper_parallel.utils.choices`` are);
+    any other annotation as it is."""
+    if not isinstance(annotation, ast.Name):
+        return annotation
+    owner, name = module, annotation.id
+    if name not in owner.constants and name in owner.imports:
+        target_module, name = owner.imports[name]
+        if not target_module.startswith("hyper_parallel."):
+            return annotation
+        owner = _read_module(src_root, target_module)
+    value = owner.constants.get(name)
+    return value if isinstance(value, ast.Subscript) else annotation
+
+
 def _is_classvar(annotation: ast.AST) -> bool:
     text = ast.unparse(annotation)
     return text.startswith(("ClassVar", "typing.ClassVar"))
@@ -239,7 +242,7 @@ def _config_fields(
                 raise CodegenError(f"{module.name}.{owner.name}.Config: cannot resolve base {text}")
             fields.update(_config_fields(src_root, resolved[0], resolved[1], seen))
     body = config.body
-    docs = _attribute_docs(body)
+    docs = attribute_docstrings(body)
     for node in body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
@@ -248,7 +251,7 @@ def _config_fields(
         name = node.target.id
         where = f"{module.path}:{node.lineno} ({owner.name}.Config.{name})"
         try:
-            type_text = T.canonical(ast.unparse(node.annotation))
+            type_text = T.canonical(ast.unparse(_type_alias(src_root, module, node.annotation)))
         except T.TypeSyntaxError as exc:
             raise CodegenError(f"{where}: {exc}") from None
         default = MISSING if node.value is None else _eval_constant(

@@ -16,7 +16,9 @@ come here. :func:`parse` reads, in order:
    (``config_parser.load_config(..., overrides=...)``), which reports their mistakes.
 
 A command that names no YAML, or holds tokens between the script and the YAML, is a
-:class:`LaunchError` that shows what was understood.
+:class:`LaunchError` that shows what was understood. :func:`nproc_of` gives the rank count a
+recipe's ``torchrun`` line shows, :func:`launch_warnings` the report's warning when the command's
+``--nproc_per_node`` does not fit the config's parallel degrees.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from hyper_parallel.codegen.errors import CodegenError
 
@@ -203,3 +206,34 @@ def nproc_problem(nproc: str | None, world: int, inferred: bool) -> str | None:
     need = f"a multiple of {world}" if inferred else f"{world}"
     return (f"the launch command runs --nproc_per_node {count}, but the config's parallel "
             f"degrees need {need} rank(s)")
+
+
+def parallel_size(legacy: Any) -> tuple[int, bool]:
+    """``(product of the parallel degrees, whether one of them is inferred (-1))``: the ranks a
+    run of ``legacy`` needs (any multiple of it when a degree is inferred)."""
+    acc = legacy.train.accelerator
+    size, inferred = 1, False
+    for degree in (acc.dp_replicate, acc.dp_shard, acc.tp, acc.cp, acc.pp):
+        size *= degree if degree and degree > 0 else 1
+        inferred = inferred or degree == -1
+    return size, inferred
+
+
+def nproc_of(legacy: Any, launch: Launch | None = None) -> int:
+    """The ``--nproc_per_node`` of a recipe's ``torchrun`` line: the launch command's when it
+    gives one that fits the config (a degree of -1 takes what the launch gives), else the
+    product of the degrees."""
+    size, inferred = parallel_size(legacy)
+    nproc = getattr(launch, "nproc", None)
+    if nproc is not None and nproc_problem(nproc, size, inferred) is None:
+        return int(nproc)
+    return size
+
+
+def launch_warnings(display: str, legacy: Any, launch: Launch | None) -> list[str]:
+    """The report's warnings about ``launch`` (None: no launch command) for the config
+    ``legacy`` read from ``display``."""
+    if launch is None:
+        return []
+    problem = nproc_problem(launch.nproc, *parallel_size(legacy))
+    return [f"{display}: {problem}"] if problem else []

@@ -2,8 +2,10 @@
 
 :func:`load_table` validates the *shape* of the table -- known keys, required keys, value kinds,
 parseable types, defaults that fit their types, constraints that fit their fields -- and reports
-every problem with ``file:line`` and the row (``mappings[12]``). Whether the rows agree with the
-classes and cover every field is :mod:`hyper_parallel.codegen.coverage`'s job.
+every problem with ``file:line`` and where (``sections[2] (training).fields[0]``). The sections,
+component slots and root are read here; the mapping rows by :mod:`.mapping_rows`, the
+constraints by :mod:`.constraints`. Whether the rows agree with the classes and cover every
+field is :mod:`hyper_parallel.codegen.coverage`'s job.
 """
 
 from __future__ import annotations
@@ -16,15 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from hyper_parallel.codegen import types as T
+from hyper_parallel.codegen.checked_yaml import Problems, check_keys, load, one_line
+from hyper_parallel.codegen.constraints import CONSTRAINTS, check_constraints
 from hyper_parallel.codegen.errors import CodegenError
-from hyper_parallel.codegen.probes import OBSERVABLES, PROBE_KEYS
-from hyper_parallel.codegen.yamlsrc import INVALID, LDict, LList, load, plain
+from hyper_parallel.codegen.mapping_rows import Row, read_rows
 from hyper_parallel.utils.suggest import did_you_mean
+from hyper_parallel.utils.yaml_lines import INVALID, LDict, LList
 
-KINDS = ("rename", "transform", "unsupported", "new_only")
-CONSTRAINTS = ("min", "max", "extra_values", "nonempty", "pattern", "pattern_hint", "items_choices")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
@@ -96,32 +97,6 @@ class RootEntry:
 
 
 @dataclass
-class Row:
-    """One mapping row; ``legacy`` / ``new`` / ``reads`` / ``reads_new`` map local names to
-    dotted paths (rename rows use the leaf names as local names)."""
-
-    index: int
-    line: int
-    kind: str
-    legacy: dict[str, str]
-    new: dict[str, str]
-    reads: dict[str, str] = field(default_factory=dict)
-    reads_new: dict[str, str] = field(default_factory=dict)
-    forward: str | None = None
-    backward: str | None = None
-    canonical: str | None = None
-    reason: str | None = None
-    note: str | None = None
-    probe: dict = field(default_factory=dict)
-    """The setting and the observable it moves (see :mod:`hyper_parallel.codegen.probes`)."""
-    raw: str = ""
-
-    @property
-    def label(self) -> str:
-        return f"mappings[{self.index}]"
-
-
-@dataclass
 class Table:
     path: Path
     rel: str
@@ -140,42 +115,7 @@ class Table:
         return next(c for c in self.components if c.slot == slot)
 
 
-class _Problems:
-    def __init__(self, rel: str):
-        self.rel = rel
-        self.items: list[str] = []
-
-    def add(self, line: int, where: str, message: str) -> None:
-        self.items.append(f"{self.rel}:{line}: {where}: {message}")
-
-
-def _text(value: Any) -> str:
-    return " ".join(str(value).split()) if value is not None else ""
-
-
-def _keys(
-    obj: Any, where: str, line: int, allowed: tuple[str, ...], required: tuple[str, ...],
-    problems: _Problems,
-) -> bool:
-    if not isinstance(obj, LDict):
-        problems.add(line, where, f"must be a mapping, got {type(obj).__name__} {obj!r}")
-        return False
-    ok = True
-    for key in obj:
-        if key not in allowed:
-            problems.add(
-                obj.key_lines[key], where,
-                f"unknown key {key!r}{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}",
-            )
-            ok = False
-    for key in required:
-        if key not in obj:
-            problems.add(obj.line, where, f"missing key {key!r}")
-            ok = False
-    return ok
-
-
-def _parse_type(text: Any, where: str, line: int, problems: _Problems) -> str | None:
+def _parse_type(text: Any, where: str, line: int, problems: Problems) -> str | None:
     if not isinstance(text, str):
         problems.add(line, where, f"type must be a string, got {text!r}")
         return None
@@ -186,9 +126,9 @@ def _parse_type(text: Any, where: str, line: int, problems: _Problems) -> str | 
         return None
 
 
-def _field_spec(obj: LDict, where: str, problems: _Problems, *, root: bool = False) -> FieldSpec | None:
+def _field_spec(obj: LDict, where: str, problems: Problems, *, root: bool = False) -> FieldSpec | None:
     allowed = ("name", "type", "default", "doc", *CONSTRAINTS) + (("cli",) if root else ())
-    if not _keys(obj, where, getattr(obj, "line", 0), allowed, ("name", "type", "default", "doc"),
+    if not check_keys(obj, where, getattr(obj, "line", 0), allowed, ("name", "type", "default", "doc"),
                  problems):
         return None
     if any(value is INVALID for value in obj.values()):
@@ -210,84 +150,24 @@ def _field_spec(obj: LDict, where: str, problems: _Problems, *, root: bool = Fal
         )
         return None
     constraints = {k: obj[k] for k in CONSTRAINTS if k in obj}
-    _check_constraints(constraints, type_text, default, where, obj, problems)
+    check_constraints(constraints, type_text, default, where, obj, problems)
     cli = obj.get("cli")
     if cli not in (None, "hidden"):
         problems.add(obj.key_lines["cli"], where, f"cli must be 'hidden', got {cli!r}")
-    doc = _text(obj["doc"])
+    doc = one_line(obj["doc"])
     if not doc:
         problems.add(line, where, "doc must not be empty (it is the --help text)")
     return FieldSpec(name, type_text, default, doc, line, constraints, cli == "hidden")
 
 
-def _check_constraints(
-    constraints: dict[str, Any], type_text: str, default: Any, where: str, obj: LDict,
-    problems: _Problems,
-) -> None:
-    base, _optional = T.split_optional(type_text)
-    numeric = base in ("int", "float")
-    wrong: set[str] = set()
-
-    def bad(key: str, message: str) -> None:
-        problems.add(obj.key_lines[key], where, message)
-        wrong.add(key)
-
-    for key, value in constraints.items():
-        if key in ("min", "max"):
-            if not numeric or not T.matches(value, base):
-                bad(key, f"{key} needs an {base} field and an {base} bound")
-        elif key == "extra_values":
-            if not numeric or not isinstance(value, list) or not all(T.matches(v, base) for v in value):
-                bad(key, "extra_values must list values of the field's type")
-        elif key == "nonempty":
-            if value is not True or base not in ("str", "list[str]"):
-                bad(key, "nonempty: true applies to str and list[str] fields")
-        elif key == "pattern":
-            if base != "str" or not isinstance(value, str):
-                bad(key, "pattern applies to str fields")
-            else:
-                try:
-                    re.compile(value)
-                except re.error as exc:
-                    bad(key, f"pattern is not a regular expression: {exc}")
-        elif key == "pattern_hint" and "pattern" not in constraints:
-            bad(key, "pattern_hint needs a pattern")
-        elif key == "items_choices" and (base != "list[str]" or not isinstance(value, list)):
-            bad(key, "items_choices applies to list[str] fields")
-    # The default against the constraints that are themselves right (a wrong one is reported).
-    usable = {k: v for k, v in constraints.items() if k not in wrong}
-    if default is not None and not satisfies_constraints(usable, base, default):
-        problems.add(obj.key_lines["default"], where,
-                     f"default {default!r} violates the field's own constraints")
-
-
-def satisfies_constraints(constraints: dict[str, Any], base: str, value: Any) -> bool:
-    """Whether ``value`` (not None) satisfies ``constraints`` (the rules __post_init__ emits)."""
-    extra = constraints.get("extra_values") or []
-    if value in extra and base in ("int", "float"):
-        return True
-    if "min" in constraints and value < constraints["min"]:
-        return False
-    if "max" in constraints and value > constraints["max"]:
-        return False
-    if constraints.get("nonempty"):
-        items = value if isinstance(value, list) else [value]
-        if any(v == "" for v in items):
-            return False
-    if "pattern" in constraints and not re.fullmatch(constraints["pattern"], value):
-        return False
-    choices = constraints.get("items_choices")
-    return choices is None or all(v in choices for v in value)
-
-
-def _sections(raw: Any, problems: _Problems) -> list[Section]:
+def _sections(raw: Any, problems: Problems) -> list[Section]:
     out: list[Section] = []
     if not isinstance(raw, LList):
         problems.add(getattr(raw, "line", 1), "sections", "must be a list of sections")
         return out
     for i, obj in enumerate(raw):
         where = f"sections[{i}]"
-        if not _keys(obj, where, raw.item_lines[i], ("name", "class", "doc", "fields", "checks"),
+        if not check_keys(obj, where, raw.item_lines[i], ("name", "class", "doc", "fields", "checks"),
                      ("name", "class", "doc", "fields"), problems):
             continue
         name, cls = obj["name"], obj["class"]
@@ -316,7 +196,7 @@ def _sections(raw: Any, problems: _Problems) -> list[Section]:
             raw_checks = LList()
         for j, cobj in enumerate(raw_checks):
             cwhere = f"{where}.checks[{j}]"
-            if not _keys(cobj, cwhere, obj.line, ("field", "when", "require", "message"),
+            if not check_keys(cobj, cwhere, obj.line, ("field", "when", "require", "message"),
                          ("field", "require", "message"), problems):
                 continue
             if not isinstance(cobj["field"], str):
@@ -333,13 +213,13 @@ def _sections(raw: Any, problems: _Problems) -> list[Section]:
             if cobj["field"] not in {f.name for f in fields}:
                 problems.add(cobj.key_lines["field"], cwhere,
                              f"field {cobj['field']!r} is not a field of {name}")
-            checks.append(Check(cobj["field"], str(cobj["require"]), _text(cobj["message"]),
+            checks.append(Check(cobj["field"], str(cobj["require"]), one_line(cobj["message"]),
                                 cobj.line, cobj.get("when")))
-        out.append(Section(name, cls, _text(obj["doc"]), fields, checks, obj.line))
+        out.append(Section(name, cls, one_line(obj["doc"]), fields, checks, obj.line))
     return out
 
 
-def _split_target(text: Any, where: str, line: int, problems: _Problems) -> tuple[str, str] | None:
+def _split_target(text: Any, where: str, line: int, problems: Problems) -> tuple[str, str] | None:
     if not isinstance(text, str) or not _TARGET.fullmatch(text):
         problems.add(line, where, f"expected 'package.module:Class', got {text!r}")
         return None
@@ -347,14 +227,14 @@ def _split_target(text: Any, where: str, line: int, problems: _Problems) -> tupl
     return module, owner
 
 
-def _components(raw: Any, problems: _Problems) -> list[Component]:
+def _components(raw: Any, problems: Problems) -> list[Component]:
     out: list[Component] = []
     if not isinstance(raw, LList):
         problems.add(getattr(raw, "line", 1), "components", "must be a list")
         return out
     for i, obj in enumerate(raw):
         where = f"components[{i}]"
-        if not _keys(obj, where, raw.item_lines[i], ("slot", "class", "slot_type", "doc", "fields"),
+        if not check_keys(obj, where, raw.item_lines[i], ("slot", "class", "slot_type", "doc", "fields"),
                      ("slot", "class", "slot_type", "doc", "fields"), problems):
             continue
         if not isinstance(obj["slot"], str) or not _IDENT.fullmatch(obj["slot"]):
@@ -373,7 +253,7 @@ def _components(raw: Any, problems: _Problems) -> list[Component]:
             continue
         for j, fobj in enumerate(raw_fields):
             fwhere = f"{where}.fields[{j}]"
-            if not _keys(fobj, fwhere, obj.line, ("name", "type", "default"),
+            if not check_keys(fobj, fwhere, obj.line, ("name", "type", "default"),
                          ("name", "type", "default"), problems):
                 continue
             if not isinstance(fobj["name"], str) or not _IDENT.fullmatch(fobj["name"]):
@@ -389,14 +269,14 @@ def _components(raw: Any, problems: _Problems) -> list[Component]:
                              f"wrong type: default {fobj['default']!r} is not of type {type_text}")
                 continue
             expected.append(ExpectedField(fobj["name"], type_text, default, fobj.line))
-        out.append(Component(obj["slot"], *target, *slot_target, _text(obj["doc"]), expected,
+        out.append(Component(obj["slot"], *target, *slot_target, one_line(obj["doc"]), expected,
                              obj.line))
     return out
 
 
 def _root(raw: Any, sections: list[Section], components: list[Component],
-          problems: _Problems) -> tuple[str, list[RootEntry]]:
-    if not _keys(raw, "root", getattr(raw, "line", 1), ("doc", "fields"), ("doc", "fields"),
+          problems: Problems) -> tuple[str, list[RootEntry]]:
+    if not check_keys(raw, "root", getattr(raw, "line", 1), ("doc", "fields"), ("doc", "fields"),
                  problems):
         return "", []
     entries: list[RootEntry] = []
@@ -404,7 +284,7 @@ def _root(raw: Any, sections: list[Section], components: list[Component],
     slots = {c.slot for c in components}
     if not isinstance(raw["fields"], LList):
         problems.add(raw.key_lines["fields"], "root", "fields must be a list of root entries")
-        return _text(raw["doc"]), entries
+        return one_line(raw["doc"]), entries
     for i, obj in enumerate(raw["fields"]):
         where = f"root.fields[{i}]"
         line = raw["fields"].item_lines[i]
@@ -413,13 +293,13 @@ def _root(raw: Any, sections: list[Section], components: list[Component],
             problems.add(line, where, "section / component must name one by its name, got "
                          f"{obj.get('section', obj.get('component'))!r}")
         elif isinstance(obj, LDict) and "section" in obj:
-            if _keys(obj, where, line, ("section",), ("section",), problems):
+            if check_keys(obj, where, line, ("section",), ("section",), problems):
                 if obj["section"] not in section_names:
                     problems.add(line, where, f"no section named {obj['section']!r}"
                                  f"{did_you_mean(str(obj['section']), section_names)}")
                 entries.append(RootEntry("section", obj["section"], line))
         elif isinstance(obj, LDict) and "component" in obj:
-            if _keys(obj, where, line, ("component",), ("component",), problems):
+            if check_keys(obj, where, line, ("component",), ("component",), problems):
                 if obj["component"] not in slots:
                     problems.add(line, where, f"no component slot {obj['component']!r}"
                                  f"{did_you_mean(str(obj['component']), slots)}")
@@ -437,149 +317,7 @@ def _root(raw: Any, sections: list[Section], components: list[Component],
     for slot in sorted(slots - {e.name for e in entries if e.kind == "component"}):
         problems.add(raw.line, "root", f"component {slot!r} is not placed in root.fields; add "
                      f"`- {{component: {slot}}}`")
-    return _text(raw["doc"]), entries
-
-
-# Every row needs a probe (see hyper_parallel/codegen/probes.py): accepted-and-ignored fields
-# cannot land.
-_ROW_KEYS = {
-    "rename": (("kind", "legacy", "new", "note", "probe"), ("kind", "legacy", "new")),
-    "transform": (
-        ("kind", "legacy", "new", "reads", "reads_new", "forward", "backward", "canonical", "note",
-         "probe"),
-        ("kind", "legacy", "new", "forward", "backward"),
-    ),
-    "unsupported": (("kind", "legacy", "reason", "note", "probe"), ("kind", "legacy", "reason")),
-    "new_only": (("kind", "new", "reason", "note", "probe"), ("kind", "new", "reason")),
-}
-"""Allowed and required keys per row kind; ``probe`` is required of every row too, reported on
-its own so that a row without one still gets its other problems checked."""
-
-
-def _probe(obj: Any, where: str, line: int, own: list[str], problems: _Problems) -> dict | None:
-    """Shape-check a row's probe; ``own`` are the paths one of which ``set`` must contain."""
-    where = f"{where}.probe"
-    if not _keys(obj, where, line, PROBE_KEYS, ("observe", "set"), problems):
-        return None
-    ok = True
-    observe = obj["observe"]
-    if observe not in OBSERVABLES:
-        problems.add(obj.key_lines["observe"], where, f"observe: unknown observable {observe!r}"
-                     f"{did_you_mean(str(observe), OBSERVABLES)}; known: {', '.join(OBSERVABLES)}")
-        ok = False
-    for key in ("set", "base"):
-        value = obj.get(key, LDict() if key == "base" else None)
-        if not isinstance(value, dict) or (key == "set" and not value) or not all(
-                isinstance(k, str) and _PATH.fullmatch(k) for k in value):
-            problems.add(obj.key_lines[key], where, f"{key} must map dotted field paths to "
-                         f"values, got {value!r}")
-            ok = False
-    if ok and not any(path in obj["set"] for path in own):
-        problems.add(obj.key_lines["set"], where, f"set must set the row's own field "
-                     f"({' or '.join(own)}), so the probe tests this row")
-        ok = False
-    for key, needed in (("path", "attribute"), ("expect", "refused")):
-        if (key in obj) != (observe == needed):
-            problems.add(line, where, f"{key} is required with observe: {needed}, and only then")
-            ok = False
-    if obj.get("ranks", 1) not in (1, 2):
-        problems.add(obj.key_lines["ranks"], where, f"ranks must be 1 or 2, got {obj['ranks']!r}")
-        ok = False
-    steps = obj.get("steps", 3)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        problems.add(obj.key_lines["steps"], where, f"steps must be an integer >= 0, got {steps!r}")
-        ok = False
-    return plain(obj) if ok else None
-
-
-def _path_map(value: Any, where: str, line: int, key: str, problems: _Problems,
-              *, single: bool) -> dict[str, str] | None:
-    if single:
-        if not isinstance(value, str) or not _PATH.fullmatch(value):
-            problems.add(line, where, f"{key} must be a dotted field path, got {value!r}")
-            return None
-        return {value.rsplit(".", 1)[-1]: value}
-    if not isinstance(value, LDict) or not value:
-        problems.add(line, where, f"{key} must map local names to dotted paths "
-                     f"({{local_name: a.b.c}}), got {value!r}")
-        return None
-    out = {}
-    for local, path in value.items():
-        if not _IDENT.fullmatch(local) or keyword.iskeyword(local):
-            problems.add(value.key_lines[local], where, f"{key}: {local!r} is not a usable "
-                         "keyword name")
-        if not isinstance(path, str) or not _PATH.fullmatch(path):
-            problems.add(value.key_lines[local], where, f"{key}.{local} must be a dotted path, "
-                         f"got {path!r}")
-            return None
-        out[local] = path
-    return out
-
-
-def _rows(raw: Any, lines: list[str], problems: _Problems) -> list[Row]:
-    out: list[Row] = []
-    if not isinstance(raw, LList):
-        problems.add(getattr(raw, "line", 1), "mappings", "must be a list of rows")
-        return out
-    for i, obj in enumerate(raw):
-        line = raw.item_lines[i]
-        where = f"mappings[{i}]"
-        if not isinstance(obj, LDict):
-            problems.add(line, where, f"a row must be a mapping, got {obj!r}")
-            continue
-        kind = obj.get("kind")
-        if kind not in KINDS:
-            problems.add(line, where, f"kind must be one of {', '.join(KINDS)}, got {kind!r}"
-                         f"{did_you_mean(str(kind), KINDS)}")
-            continue
-        allowed, required = _ROW_KEYS[kind]
-        if not _keys(obj, where, line, allowed, required, problems):
-            continue
-        single = kind != "transform"
-        legacy = new = {}
-        if "legacy" in obj:
-            legacy = _path_map(obj["legacy"], where, obj.key_lines["legacy"], "legacy", problems,
-                               single=single)
-        if "new" in obj:
-            new = _path_map(obj["new"], where, obj.key_lines["new"], "new", problems,
-                            single=single)
-        reads = reads_new = {}
-        if "reads" in obj:
-            reads = _path_map(obj["reads"], where, obj.key_lines["reads"], "reads", problems,
-                              single=False)
-        if "reads_new" in obj:
-            reads_new = _path_map(obj["reads_new"], where, obj.key_lines["reads_new"],
-                                  "reads_new", problems, single=False)
-        if legacy is None or new is None or reads is None or reads_new is None:
-            continue
-        for key in ("forward", "backward", "canonical"):
-            if key in obj and (not isinstance(obj[key], str) or not _IDENT.fullmatch(obj[key])):
-                problems.add(obj.key_lines[key], where, f"{key} must name a function in "
-                             f"hyper_parallel/config/transforms.py, got {obj[key]!r}")
-        if set(legacy) & set(reads):
-            problems.add(line, where, "a local name is used in both legacy and reads")
-        if set(new) & set(reads_new):
-            problems.add(line, where, "a local name is used in both new and reads_new")
-        own = list(legacy.values()) if kind == "unsupported" else list(new.values())
-        probe = None
-        if "probe" not in obj:
-            problems.add(line, where, "missing key 'probe': every row names a non-default "
-                         "setting and the observable it moves (hyper_parallel/codegen/probes.py)")
-        else:
-            probe = _probe(obj["probe"], where, obj.key_lines["probe"], own, problems)
-        end = raw.item_lines[i + 1] - 1 if i + 1 < len(raw) else len(lines)
-        block = lines[line - 1:end]
-        while len(block) > 1 and (not block[-1].strip() or block[-1].lstrip().startswith("#")):
-            block.pop()
-        text = "\n".join(block)
-        out.append(Row(
-            index=i, line=line, kind=kind, legacy=legacy, new=new, reads=reads,
-            reads_new=reads_new, forward=obj.get("forward"), backward=obj.get("backward"),
-            canonical=obj.get("canonical"),
-            reason=_text(obj["reason"]) if "reason" in obj else None,
-            note=_text(obj["note"]) if "note" in obj else None, probe=probe or {}, raw=text,
-        ))
-    return out
+    return one_line(raw["doc"]), entries
 
 
 def load_table(path: Path, rel: str | None = None) -> Table:
@@ -589,12 +327,12 @@ def load_table(path: Path, rel: str | None = None) -> Table:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CodegenError(f"{rel}: cannot read the field table: {exc}") from None
-    problems = _Problems(rel)
-    # The YAML-level problems (duplicate keys, YAML 1.1 spellings) come first, then the schema's:
+    problems = Problems(rel)
+    # The YAML-level problems (duplicate keys, unsupported tags) come first, then the schema's:
     # all of them are reported together.
     data = load(text, rel, problems.items)
     parts = ("schema_version", "sections", "components", "root", "mappings")
-    if not _keys(data, "the table", 1, parts, parts, problems) and not isinstance(data, LDict):
+    if not check_keys(data, "the table", 1, parts, parts, problems) and not isinstance(data, LDict):
         raise CodegenError(problems.items)
     if "schema_version" in data and data["schema_version"] != 1:
         problems.add(data.key_lines["schema_version"], "schema_version",
@@ -606,7 +344,7 @@ def load_table(path: Path, rel: str | None = None) -> Table:
     root_doc, root = "", []
     if "root" in data and "sections" in data and "components" in data:
         root_doc, root = _root(data["root"], sections, components, problems)
-    rows = _rows(data["mappings"], text.splitlines(), problems) if "mappings" in data else []
+    rows = read_rows(data["mappings"], text.splitlines(), problems) if "mappings" in data else []
     if problems.items:
         raise CodegenError(problems.items)
     return Table(path, rel, text, hashlib.sha256(text.encode()).hexdigest(), sections,

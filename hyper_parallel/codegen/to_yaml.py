@@ -1,6 +1,6 @@
 """``--to-yaml``: the legacy YAML of a recipe, for users who must go back.
 
-The recipe is converted with the generated adapter (``_trainer_config_to_legacy``). A field the
+The recipe is converted with the generated adapter (``trainer_config_to_legacy``). A field the
 legacy schema has no key for (a ``new_only`` row of the field table set off its default, such
 as a ``dump_folder``) makes the conversion impossible (a ``model_spec`` that trains what the
 spec registered under ``model.name`` trains counts as unset);
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from hyper_parallel.codegen.errors import CodegenError
-from hyper_parallel.codegen.from_yaml import ConversionError, differences
+from hyper_parallel.codegen.recipe_proof import ConversionError, differences
 from hyper_parallel.utils.yaml_lines import dump as yaml_dump
 
 
@@ -71,7 +71,7 @@ def legacy_yaml(module: str, config_name: str) -> str:
 def config_yaml(config: Any, where: str, header: str = "") -> str:
     """The legacy YAML text of a ``HyperTrainer.Config`` (``where`` names it in errors); read
     back by the legacy parser and compared before it is returned."""
-    from hyper_parallel.config.legacy_adapter import _trainer_config_to_legacy
+    from hyper_parallel.config.legacy_adapter import trainer_config_to_legacy
     from hyper_parallel.config.transforms import without_registered_spec
     from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
     from hyper_parallel.trainer.config_parser import config_to_dict, load_config
@@ -85,7 +85,7 @@ def config_yaml(config: Any, where: str, header: str = "") -> str:
             + "\nreset them to their defaults in the recipe (or train it with --module/--config)"
         )
     try:
-        legacy = _trainer_config_to_legacy(config)
+        legacy = trainer_config_to_legacy(config)
     except ConfigError as exc:
         raise CodegenError(f"{where}: no legacy YAML: {exc}") from None
     data = _minimal(config_to_dict(legacy), config_to_dict(HyperTrainerConfig()))

@@ -15,6 +15,7 @@ The supported vocabulary is what configs use: ``int``, ``float``, ``bool``, ``st
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import types as _pytypes
 import typing
@@ -32,8 +33,10 @@ class TypeSyntaxError(ValueError):
 # ---------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1024)
 def canonical(text: str) -> str:
-    """The canonical spelling of the annotation ``text`` (``TypeSyntaxError`` if unsupported)."""
+    """The canonical spelling of the annotation ``text`` (``TypeSyntaxError`` if unsupported);
+    remembered, as the same few spellings come back for every field."""
     try:
         node = ast.parse(str(text).strip(), mode="eval").body
     except SyntaxError as exc:

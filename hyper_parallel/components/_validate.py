@@ -1,7 +1,9 @@
 """Validation helpers for the component Configs' ``__post_init__``.
 
-Every error is a ``ValueError`` whose message starts with ``<Owner>.Config.<field>`` and says
-what is allowed, so it points at the field to fix wherever the Config sits in a trainer config.
+Every error is a :class:`~hyper_parallel.utils.errors.ConfigFieldError` (a ``ValueError``) whose
+message starts with ``<Owner>.Config.<field>`` and says what is allowed, and which names the
+field as ``field`` too, so it points at the field to fix wherever the Config sits in a trainer
+config.
 
 The rules are those of the generated sections (:mod:`hyper_parallel.config.validation`): a
 number must be finite (an infinite or NaN learning rate cannot train) and an integer is bounded
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hyper_parallel.utils.errors import ConfigFieldError
 from hyper_parallel.utils.numbers import MAX_INT, is_finite_number
 from hyper_parallel.utils.suggest import did_you_mean
 
@@ -34,10 +37,9 @@ def field_path(config: Any, field: str) -> str:
 
 
 def require(condition: bool, config: Any, field: str, message: str) -> None:
-    """``ValueError("<path>=<value>: <message>")`` unless ``condition``."""
+    """``ConfigFieldError("<path>=<value>: <message>")`` unless ``condition``."""
     if not condition:
-        value = getattr(config, field)
-        raise ValueError(f"{field_path(config, field)}={value!r}: {message}")
+        raise ConfigFieldError(type(config).__qualname__, field, getattr(config, field), message)
 
 
 def one_of(config: Any, field: str, choices: Sequence[Any]) -> None:

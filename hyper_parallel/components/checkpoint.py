@@ -24,17 +24,16 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from hyper_parallel.components._validate import integer_at_least, one_of, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.runtime import checkpoint as ckpt
+from hyper_parallel.utils.choices import ASYNC_MODES, AsyncMode
+
+if TYPE_CHECKING:
+    from torch import nn
 
 logger = logging.getLogger(__name__)
-
-ASYNC_MODES = ("disabled", "async")
 # How errors name the setting of ``load_path``: the engine's section is ``checkpoint``; the legacy
 # YAML's key converts to it (both command lines build the same engine).
 LOAD_PATH_FIELD = "checkpoint.load_path"
@@ -69,7 +68,7 @@ class CheckpointManager(Configurable):
         directory holding them, or ``latest``: the newest complete checkpoint under ``folder``
         (a fresh start, with a warning, when there is none). Unset: start fresh."""
 
-        async_mode: Literal["disabled", "async"] = "disabled"
+        async_mode: AsyncMode = "disabled"
         """``async``: periodic saves snapshot the state and write it in a background thread
         (the final save is synchronous); ``disabled``: every save blocks."""
 
@@ -114,6 +113,13 @@ class CheckpointManager(Configurable):
             sd_adapter, model_config: the model's state-dict adapter (``to_hf``) and config,
                 required by ``export_hf``.
         """
+        # The runtime (torch, DCP) is imported here, where the manager is built: the Config
+        # above is configuration and must import without it.
+        from torch import nn
+
+        from hyper_parallel.runtime import checkpoint
+
+        self._ckpt = checkpoint
         self.config = config
         self.model_parts = (
             [model_parts] if isinstance(model_parts, nn.Module) else list(model_parts)
@@ -152,10 +158,10 @@ class CheckpointManager(Configurable):
         complete checkpoint to set ``load_path`` to instead.
         """
         fields = {"field": LOAD_PATH_FIELD, "legacy_field": LEGACY_LOAD_PATH_KEY}
-        path = ckpt.resolve_resume_path(self.config.load_path, self.config.folder, **fields)
+        path = self._ckpt.resolve_resume_path(self.config.load_path, self.config.folder, **fields)
         if path is None:
             return None
-        extra = ckpt.load_checkpoint(
+        extra = self._ckpt.load_checkpoint(
             path,
             model=self._model,
             optimizer=self.optimizers,
@@ -174,7 +180,7 @@ class CheckpointManager(Configurable):
         configured; returns the checkpoint directory. ``async_save`` overrides ``async_mode``."""
         if async_save is None:
             async_save = self.config.async_mode == "async"
-        path = ckpt.save_checkpoint(
+        path = self._ckpt.save_checkpoint(
             self.config.folder,
             step,
             model=self._model,
@@ -187,8 +193,8 @@ class CheckpointManager(Configurable):
         self.last_saved_step = step
         self.saved.append(path)
         if self.config.export_hf:
-            target = os.path.join(path, ckpt.HF_SUBDIR)
-            ckpt.export_hf_weights(self._model, self.sd_adapter, self.model_config, target)
+            target = os.path.join(path, self._ckpt.HF_SUBDIR)
+            self._ckpt.export_hf_weights(self._model, self.sd_adapter, self.model_config, target)
             self.exported.append(target)
         self._purge()
         return path
@@ -211,14 +217,16 @@ class CheckpointManager(Configurable):
 
     def _purge(self) -> None:
         if self.config.keep_latest_k > 0:
-            self.deleted += ckpt.purge_old_checkpoints(self.config.folder, self.config.keep_latest_k)
+            self.deleted += self._ckpt.purge_old_checkpoints(
+                self.config.folder, self.config.keep_latest_k
+            )
 
     def wait(self) -> None:
         """Wait for a background save (re-raising its error), then purge old checkpoints."""
-        ckpt.wait_async_save()
+        self._ckpt.wait_async_save()
         self._purge()
 
     close = wait
 
 
-__all__ = ["ASYNC_MODES", "CheckpointManager"]
+__all__ = ["CheckpointManager"]

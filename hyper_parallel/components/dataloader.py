@@ -30,22 +30,24 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from torch.utils.data import Dataset
-from torchdata.stateful_dataloader import StatefulDataLoader
+from typing import TYPE_CHECKING, Any
 
 from hyper_parallel.components._validate import integer_at_least, one_of, require
-from hyper_parallel.data import build_dataloader, build_dataset, collate
 from hyper_parallel.protocols.configurable import Configurable
 from hyper_parallel.utils.data_types import (
     DATA_TYPES,
-    ORDERED_TYPES,
     REFUSED_DATA_TYPES,
     TEMPLATES,
     TYPES_NEEDING_PATH,
     TYPES_NEEDING_TOKENIZER,
+    DataType,
+    Template,
+    setting_problems,
 )
+
+if TYPE_CHECKING:
+    from torch.utils.data import Dataset
+    from torchdata.stateful_dataloader import StatefulDataLoader
 
 # What dataset_path names, per type (for the "is required" message).
 _PATH_HINTS = {
@@ -55,6 +57,24 @@ _PATH_HINTS = {
     "json_file": "a JSON / JSON lines file of Alpaca records, a directory or a glob",
     "preset_pt": "a torch.save file: a list of batch dicts",
 }
+
+
+# The Config's field of each data-setting role (``utils.data_types.setting_problems``).
+_FIELD_OF_ROLE = {
+    "type": "dataset",
+    "path": "dataset_path",
+    "subset": "dataset_subset",
+    "text_key": "text_key",
+    "template": "template",
+    "max_samples": "max_samples",
+    "shuffle": "shuffle",
+}
+
+
+def _config_fields(config: Any) -> dict[str, str]:
+    """How the data rules name this Config's fields (``BaseDataLoader.Config.dataset_subset``)."""
+    owner = type(config).__qualname__
+    return {role: f"{owner}.{name}" for role, name in _FIELD_OF_ROLE.items()}
 
 
 class BaseDataLoader(Configurable):
@@ -67,7 +87,7 @@ class BaseDataLoader(Configurable):
 
     @dataclass(kw_only=True, slots=True)
     class Config(Configurable.Config):
-        dataset: Literal["dummy", "jsonl", "text", "hf_datasets", "json_file", "preset_pt"] = "dummy"
+        dataset: DataType = "dummy"
         """The data type. ``dummy``: random token ids, no files. ``jsonl``: one JSON object per
         line, the document under ``text_key``; ``text``: plain text, documents separated by
         blank lines (both packed into samples of exactly ``seq_len`` tokens). ``hf_datasets``:
@@ -93,7 +113,7 @@ class BaseDataLoader(Configurable):
         text_key: str = "text"
         """The key (``jsonl``) or column (``hf_datasets``) holding the document text."""
 
-        template: Literal["empty", "human_assistant"] = "empty"
+        template: Template = "empty"
         """``json_file`` only. ``empty``: the sample is prompt (instruction + input) followed by
         the response (output) and its eos, trained on the response only (the prompt's labels
         are -100). ``human_assistant``: the record as the text ``Human: {prompt}\\n\\nAssistant:
@@ -135,13 +155,6 @@ class BaseDataLoader(Configurable):
                     "dataset_subset",
                     "must be a non-empty configuration name, or None",
                 )
-                require(
-                    self.dataset == "hf_datasets",
-                    self,
-                    "dataset_subset",
-                    f"only applies to dataset='hf_datasets' (this is dataset={self.dataset!r}); "
-                    "unset it",
-                )
             require(
                 isinstance(self.text_key, str) and self.text_key != "",
                 self,
@@ -149,23 +162,16 @@ class BaseDataLoader(Configurable):
                 "must be a non-empty JSON key",
             )
             one_of(self, "template", TEMPLATES)
-            if self.template != "empty":
-                require(
-                    self.dataset == "json_file",
-                    self,
-                    "template",
-                    f"only applies to dataset='json_file' (this is dataset={self.dataset!r}); "
-                    "leave it at 'empty'",
-                )
-            if self.max_samples is not None:
-                integer_at_least(self, "max_samples", 1)
-            if self.dataset in ORDERED_TYPES:
-                require(
-                    self.shuffle is False,
-                    self,
-                    "shuffle",
-                    f"{self.dataset} replays the file's batches in file order; set shuffle=False",
-                )
+            problems = setting_problems(
+                self.dataset,
+                subset=self.dataset_subset,
+                template=self.template,
+                max_samples=self.max_samples,
+                shuffle=self.shuffle,
+                fields={**_config_fields(self), "type": "dataset"},  # a sibling: bare name
+            )
+            if problems:
+                require(False, self, _FIELD_OF_ROLE[problems[0].role], problems[0].reason)
             integer_at_least(self, "num_workers", 0)
             if self.prefetch_factor is not None:
                 integer_at_least(self, "prefetch_factor", 1)
@@ -215,6 +221,10 @@ class BaseDataLoader(Configurable):
                 ``{"path": "validation.dataset_path"}``; the roles not given are named
                 ``<Config class>.<field>`` (and ``training.seq_len``).
         """
+        # The data layer (torch, torchdata) is imported here, where the loader is built: the
+        # Config above is configuration and must import without it.
+        from hyper_parallel.data import build_dataloader, collate
+
         self.config = config
         self.field_names = dict(field_names or {})
         if config.dataset in TYPES_NEEDING_TOKENIZER and tokenizer is None:
@@ -255,8 +265,9 @@ class BaseDataLoader(Configurable):
         num_samples: int | None,
     ) -> Dataset:
         """The map-style dataset of ``self.config`` (override for another data source)."""
+        from hyper_parallel.data import build_dataset
+
         c = self.config
-        owner = type(c).__qualname__
         return build_dataset(
             c.dataset,
             train_path=c.dataset_path,
@@ -269,12 +280,7 @@ class BaseDataLoader(Configurable):
             template=c.template,
             max_samples=c.max_samples,
             fields={
-                "type": f"{owner}.dataset",
-                "path": f"{owner}.dataset_path",
-                "subset": f"{owner}.dataset_subset",
-                "text_key": f"{owner}.text_key",
-                "template": f"{owner}.template",
-                "max_samples": f"{owner}.max_samples",
+                **_config_fields(c),
                 "max_seq_len": "training.seq_len",
                 **getattr(self, "field_names", {}),
             },

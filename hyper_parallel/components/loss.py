@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Literal
-
-import torch
+from typing import TYPE_CHECKING
 
 from hyper_parallel.components._validate import one_of, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.runtime.loss import (
-    IGNORE_INDEX,
-    LOSS_AGGREGATIONS,
-    LossScaler,
-    count_tokens,
-    token_loss_sum,
-)
+from hyper_parallel.utils.choices import IGNORE_INDEX, LOSS_AGGREGATIONS, LossAggregation
+
+if TYPE_CHECKING:
+    import torch
+
+    from hyper_parallel.runtime.loss import LossScaler
 
 
 class BaseLoss(Configurable, abc.ABC):
@@ -41,7 +38,7 @@ class BaseLoss(Configurable, abc.ABC):
 
     @dataclass(kw_only=True, slots=True)
     class Config(Configurable.Config):
-        aggregation: Literal["token_weighted", "rank_average"] = "token_weighted"
+        aggregation: LossAggregation = "token_weighted"
         """``token_weighted``: the step loss is the mean over every label token of the global
         batch; ``rank_average``: each rank averages its micro-batch means, then ranks are
         averaged with equal weight (legacy ``train.optimizer.loss_aggregation``)."""
@@ -68,6 +65,8 @@ class BaseLoss(Configurable, abc.ABC):
 
     def scaler(self, *, global_tokens: int, num_micro_batches: int, dp_size: int) -> LossScaler:
         """The :class:`LossScaler` of one step (``global_tokens`` over the DP group)."""
+        from hyper_parallel.runtime.loss import LossScaler
+
         return LossScaler(self.config.aggregation, global_tokens, num_micro_batches, dp_size)
 
     def __call__(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -97,13 +96,22 @@ class CrossEntropyLoss(BaseLoss):
                 f"shift pads the last position with {IGNORE_INDEX}); remove the setting",
             )
 
+    def __init__(self, config: Config) -> None:
+        BaseLoss.__init__(self, config)
+        # The torch helpers are bound where the loss is built (the Config imports no torch),
+        # not imported per call: ``loss_sum`` may be compiled.
+        from hyper_parallel.runtime.loss import count_tokens, token_loss_sum
+
+        self._token_loss_sum = token_loss_sum
+        self._count_tokens = count_tokens
+
     def loss_sum(
         self, logits: torch.Tensor, labels: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return token_loss_sum(logits, labels)
+        return self._token_loss_sum(logits, labels)
 
     def count_tokens(self, labels: torch.Tensor) -> int:
-        return count_tokens(labels)
+        return self._count_tokens(labels)
 
 
 __all__ = ["BaseLoss", "CrossEntropyLoss"]

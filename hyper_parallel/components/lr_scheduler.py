@@ -26,18 +26,17 @@ import copy
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from hyper_parallel.components._validate import at_least, integer_at_least, one_of
 from hyper_parallel.protocols.configurable import Configurable
+from hyper_parallel.utils.choices import DECAY_STYLES, DecayStyle
 from hyper_parallel.utils.errors import ConfigError
-from hyper_parallel.runtime.optim import build_lr_scheduler
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
-
-DECAY_STYLES = ("cosine", "linear", "constant")
 
 
 class LRSchedulersContainer(Configurable):
@@ -54,7 +53,7 @@ class LRSchedulersContainer(Configurable):
         equals the legacy ``ceil(max_steps 100 x lr_warmup_ratio 0.1)``. Clamped to the
         number of training steps."""
 
-        decay_style: Literal["cosine", "linear", "constant"] = "cosine"
+        decay_style: DecayStyle = "cosine"
         """LR shape after warmup: ``cosine`` or ``linear`` decay from ``lr`` to ``lr_min`` at
         the last training step, or ``constant``."""
 
@@ -94,6 +93,12 @@ class LRSchedulersContainer(Configurable):
         optimizers: Iterable[torch.optim.Optimizer] | torch.optim.Optimizer,
         training_steps: int,
     ) -> None:
+        # The runtime (torch) is imported here, where schedulers are built: the Config above is
+        # configuration and must import without it.
+        import torch
+
+        from hyper_parallel.runtime.optim import build_lr_scheduler
+
         if not isinstance(training_steps, int) or isinstance(training_steps, bool) or training_steps < 1:
             raise ValueError(
                 f"LRSchedulersContainer needs training_steps >= 1 (the schedule horizon), got "
@@ -153,4 +158,4 @@ class LRSchedulersContainer(Configurable):
             scheduler.load_state_dict(copy.deepcopy(state_dict))
 
 
-__all__ = ["DECAY_STYLES", "LRSchedulersContainer"]
+__all__ = ["LRSchedulersContainer"]

@@ -39,29 +39,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import torch.distributed as dist
-
 from hyper_parallel.components._validate import integer_at_least, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.runtime.callbacks.logging import (
-    METRICS_FILE,
-    JsonlWriter,
-    format_eval_metrics,
-    format_step_record,
-    step_metrics_record,
-    truncate_metrics_file,
-)
-from hyper_parallel.runtime.callbacks.memory import (
-    format_memory,
-    has_device_peak_counter,
-    reset_device_peak,
-    sample_memory,
-)
-from hyper_parallel.runtime.callbacks.tensorboard import (
-    add_eval_scalars,
-    add_step_scalars,
-    open_summary_writer,
-)
+
+# The helpers below the Config (hyper_parallel.runtime.callbacks.logging / memory / tensorboard,
+# which import torch) are imported by the methods that use them: the Config is configuration
+# and must import without torch.
 
 logger = logging.getLogger(__name__)
 
@@ -75,13 +58,15 @@ class MetricsProcessor(Configurable):
         """Log the step metrics every N optimizer steps (legacy ``train.logging.log_steps``)."""
 
         report_throughput: bool = True
-        """Add tokens/s (and TFLOPS / MFU when the next two fields are set) to the metrics."""
+        """Add tokens/s (and TFLOPS / MFU when ``peak_tflops`` is set) to the metrics."""
 
         model_flops_per_token: int | None = None
-        """Training FLOPs per token, for TFLOPS and MFU."""
+        """Training FLOPs per token, for TFLOPS and MFU; unset: the model's own count at
+        ``training.seq_len`` (``num_flops_per_token``: ``6 * N`` plus attention and the Gated
+        DeltaNet state)."""
 
         peak_tflops: float | None = None
-        """Peak TFLOPS of one device, for MFU (e.g. 989.0 for an H100 in bf16)."""
+        """Peak TFLOPS of one device, for TFLOPS and MFU (e.g. 989.0 for an H100 in bf16)."""
 
         enable_tensorboard: bool = False
         """Write TensorBoard scalars (``train/loss``, ``train/lr``, ...) on rank 0."""
@@ -132,6 +117,7 @@ class MetricsProcessor(Configurable):
         world_size: int | None = None,
         device: Any | None = None,
         max_steps: int | None = None,
+        counted_flops_per_token: float | None = None,
     ) -> None:
         """
         Args:
@@ -141,8 +127,20 @@ class MetricsProcessor(Configurable):
             rank, world_size: default from ``torch.distributed`` (0 / 1 without a group).
             device: the training device, for the device-memory figures (None: host only).
             max_steps: shown in the log line as ``step <n>/<max_steps>``.
+            counted_flops_per_token: the model's own count, used when the Config leaves
+                ``model_flops_per_token`` unset.
         """
+        import torch.distributed as dist
+
+        from hyper_parallel.runtime.callbacks.logging import METRICS_FILE, JsonlWriter
+        from hyper_parallel.runtime.callbacks.memory import has_device_peak_counter
+
         self.config = config
+        self.flops_per_token = (
+            config.model_flops_per_token
+            if config.model_flops_per_token is not None
+            else counted_flops_per_token
+        )
         distributed = dist.is_available() and dist.is_initialized()
         self.rank = _pick(rank, trainer, "rank", dist.get_rank() if distributed else 0)
         self.world_size = _pick(
@@ -180,6 +178,8 @@ class MetricsProcessor(Configurable):
 
     def begin(self, step: int = 0) -> None:
         """Before the first step: open TensorBoard and take the first memory sample."""
+        from hyper_parallel.runtime.callbacks.memory import reset_device_peak
+
         self._tensorboard()
         if self.config.enable_memory_monitor:
             self._record_memory("train begin", step)
@@ -193,6 +193,8 @@ class MetricsProcessor(Configurable):
         run replaces the rows of the steps it repeats instead of appending duplicates."""
         if self._jsonl is None or not self.is_rank0:
             return
+        from hyper_parallel.runtime.callbacks.logging import truncate_metrics_file
+
         self._jsonl.close()  # reopened (appending) by the next write
         dropped = truncate_metrics_file(self.metrics_path, int(step))
         if dropped:
@@ -235,6 +237,10 @@ class MetricsProcessor(Configurable):
         ``tokens`` are the label tokens of the step over all DP ranks (throughput); the step
         time is measured from the last :meth:`step_begin` (None without one).
         """
+        from hyper_parallel.runtime.callbacks.logging import format_step_record, step_metrics_record
+        from hyper_parallel.runtime.callbacks.memory import reset_device_peak
+        from hyper_parallel.runtime.callbacks.tensorboard import add_step_scalars
+
         step_time = None if self._step_start is None else time.perf_counter() - self._step_start
         self._step_start = None
         c = self.config
@@ -247,7 +253,7 @@ class MetricsProcessor(Configurable):
             step_time=step_time,
             tokens=tokens,
             report_throughput=c.report_throughput,
-            flops_per_token=c.model_flops_per_token,
+            flops_per_token=self.flops_per_token,
             peak_tflops=c.peak_tflops,
             world_size=self.world_size,
         )
@@ -271,6 +277,9 @@ class MetricsProcessor(Configurable):
     def log_eval(self, step: int, metrics: dict[str, Any]) -> dict[str, Any]:
         """Log evaluation ``metrics`` (e.g. ``{"eval_loss": 2.1}``) at ``step``; returns the
         record ``{"step": step, **metrics}``."""
+        from hyper_parallel.runtime.callbacks.logging import format_eval_metrics
+        from hyper_parallel.runtime.callbacks.tensorboard import add_eval_scalars
+
         rec = {"step": int(step), **metrics}
         if self.is_rank0:
             logger.info("step %d | %s", rec["step"], format_eval_metrics(metrics))
@@ -289,12 +298,16 @@ class MetricsProcessor(Configurable):
 
     def _tensorboard(self):
         if self._tb_writer is None and self.config.enable_tensorboard and self.is_rank0:
+            from hyper_parallel.runtime.callbacks.tensorboard import open_summary_writer
+
             self._tb_writer = open_summary_writer(
                 self.config.save_tb_folder, field_name="MetricsProcessor.Config.enable_tensorboard"
             )
         return self._tb_writer
 
     def _record_memory(self, label: str, step: int) -> None:
+        from hyper_parallel.runtime.callbacks.memory import format_memory, sample_memory
+
         sample = sample_memory(self.device, step)
         self.memory_history.append(sample)
         if self.is_rank0:

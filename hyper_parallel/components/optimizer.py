@@ -21,17 +21,20 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from hyper_parallel.components._validate import at_least, finite_above, one_of, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.runtime.optim import NO_DECAY_KEYWORDS, build_optimizer
+from hyper_parallel.utils.choices import (
+    NO_DECAY_KEYWORDS,
+    OPTIMIZER_NAMES,
+    OPTIMIZER_TYPE_OF_NAME,
+    OptimizerName,
+)
 
-#: Accepted ``OptimizersContainer.Config.name`` values (torch class names) -> legacy type names.
-OPTIMIZER_NAMES: dict[str, str] = {"AdamW": "adamw", "Adam": "adam"}
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 
 @functools.cache
@@ -57,7 +60,7 @@ class OptimizersContainer(Configurable):
 
     @dataclass(kw_only=True, slots=True)
     class Config(Configurable.Config):
-        name: Literal["AdamW", "Adam"] = "AdamW"
+        name: OptimizerName = "AdamW"
         """``AdamW`` (decoupled weight decay) or ``Adam`` (L2 decay added to the gradient);
         the torch class names (legacy ``train.optimizer.type``: ``adamw`` / ``adam``)."""
 
@@ -86,7 +89,7 @@ class OptimizersContainer(Configurable):
         into the no-decay group (weight decay 0): biases and norm weights by default."""
 
         def __post_init__(self) -> None:
-            one_of(self, "name", tuple(OPTIMIZER_NAMES))
+            one_of(self, "name", OPTIMIZER_NAMES)
             at_least(self, "lr", 0.0)
             self.betas = tuple(self.betas)
             require(
@@ -119,6 +122,12 @@ class OptimizersContainer(Configurable):
             )
 
     def __init__(self, config: Config, *, model_parts: Sequence[nn.Module]) -> None:
+        # The runtime (torch) is imported here, where optimizers are built: the Config above is
+        # configuration and must import without it.
+        from torch import nn
+
+        from hyper_parallel.runtime.optim import build_optimizer
+
         parts = [model_parts] if isinstance(model_parts, nn.Module) else list(model_parts)
         if not parts or not all(isinstance(p, nn.Module) for p in parts):
             raise TypeError(
@@ -130,7 +139,7 @@ class OptimizersContainer(Configurable):
         self.optimizers: list[torch.optim.Optimizer] = [
             build_optimizer(
                 part,
-                name=OPTIMIZER_NAMES[config.name],
+                name=OPTIMIZER_TYPE_OF_NAME[config.name],
                 lr=config.lr,
                 betas=config.betas,
                 eps=config.eps,
@@ -199,4 +208,4 @@ class OptimizersContainer(Configurable):
             load(part, opt)
 
 
-__all__ = ["OPTIMIZER_NAMES", "OptimizersContainer"]
+__all__ = ["OptimizersContainer"]

@@ -22,12 +22,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import torch.distributed as dist
 from typing_extensions import Self
 
 from hyper_parallel.components._validate import integer_at_least, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.runtime.callbacks.profiler import make_step_profiler
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +67,8 @@ class Profiler(Configurable):
         """``rank`` names the trace files (default: the ``torch.distributed`` rank, or 0)."""
         self.config = config
         if rank is None:
+            import torch.distributed as dist  # here, not at import: the Config needs no torch
+
             rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
         self.rank = rank
         self.profiler = None
@@ -78,6 +78,8 @@ class Profiler(Configurable):
         c = self.config
         if not c.enable_profiling or self.profiler is not None:
             return
+        from hyper_parallel.runtime.callbacks.profiler import make_step_profiler
+
         self.profiler = make_step_profiler(
             output_dir=c.save_traces_folder,
             wait=c.wait,

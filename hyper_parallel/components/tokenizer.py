@@ -17,10 +17,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hyper_parallel.components._validate import require
-from hyper_parallel.data.tokenizer import TextTokenizer, load_tokenizer, resolve_tokenizer_path
 from hyper_parallel.protocols.configurable import Configurable
+
+if TYPE_CHECKING:
+    from hyper_parallel.data.tokenizer import TextTokenizer
 
 
 class BaseTokenizer(Configurable, abc.ABC):
@@ -79,6 +82,10 @@ class HuggingFaceTokenizer(BaseTokenizer):
             )
 
     def __init__(self, config: Config, *, weights_path: str | None = None) -> None:
+        # The data layer (the ``tokenizers`` library) is imported here, where the tokenizer is
+        # loaded: the Config above is configuration and must import without it.
+        from hyper_parallel.data.tokenizer import load_tokenizer, resolve_tokenizer_path
+
         super().__init__(config)
         self.tokenizer: TextTokenizer = load_tokenizer(
             resolve_tokenizer_path(config.path, weights_path),

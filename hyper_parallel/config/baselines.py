@@ -25,13 +25,13 @@ def flavor_baseline(model: str = "qwen3_5", flavor: str | None = None) -> HyperT
     name), its model Config already fitted to the flavor, so a converted recipe is a new-world
     recipe from its first line; it trains exactly what ``model_spec=None`` would, which is why it
     still converts back to the legacy schema."""
-    from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config
+    from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
     from hyper_parallel.models.spec import discover_model_spec
     from hyper_parallel.trainer.config import HyperTrainerConfig, ModelConfig
 
     overrides = None if flavor is None else {"flavor": flavor}
     legacy = HyperTrainerConfig(model=ModelConfig(name=model, config_overrides=overrides))
-    config = _legacy_to_trainer_config(legacy)
+    config = legacy_to_trainer_config(legacy)
     spec = discover_model_spec(model)
     spec.model.update_from_config(trainer_config=config)
     config.model_spec = spec

@@ -21,9 +21,10 @@ by ``tests/torch/ut/config/test_legacy_roundtrip.py`` over random legacy configs
 A ``ValueError`` raised by ``backward`` (a new-tree value with no legacy spelling) is turned into
 a ``ConfigError`` naming the new-tree fields by the generated adapter.
 
-This module imports no framework (no torch, no mindspore): the legacy trainer's own rules that
-it mirrors (``warmup_steps_from_ratio``, the FSDP2 no-op casts) are restated here and pinned by
-tests against the originals.
+This module imports no framework (no torch, no mindspore): the warmup rule it shares with the LR
+schedule is the framework-free ``hyper_parallel.utils.lr_warmup.warmup_steps_from_ratio``; the
+legacy trainer's other rule that it mirrors (the FSDP2 no-op casts) is restated here and pinned
+by tests against the original.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ import math
 from typing import Any
 
 from hyper_parallel.platform.dtypes import canonical_dtype_name
-from hyper_parallel.utils.data_types import ORDERED_TYPES, TEMPLATES
+from hyper_parallel.utils.choices import ASYNC_MODES, OPTIMIZER_NAME_OF_TYPE
+from hyper_parallel.utils.data_types import TEMPLATES, setting_problems
+from hyper_parallel.utils.lr_warmup import warmup_steps_from_ratio
 
 Changes = dict[str, tuple[Any, str]]
 
@@ -170,12 +173,6 @@ def mixed_precision_canonical(
 # ----------------------------------------------------------------------------------------------
 
 
-def warmup_steps_from_ratio(max_steps: int, ratio: float) -> int:
-    """The legacy rule (``hyper_parallel.runtime.optim.warmup_steps_from_ratio``):
-    ``ceil(max_steps * ratio)``, float rounding included."""
-    return math.ceil(max_steps * ratio)
-
-
 def ratio_for_warmup_steps(warmup_steps: int, max_steps: int) -> float:
     """The ratio closest to ``warmup_steps / max_steps`` for which the legacy rule gives back
     exactly ``warmup_steps`` (after clamping to ``[0, max_steps]``)."""
@@ -220,9 +217,8 @@ def warmup_canonical(*, lr_warmup_ratio: float, max_steps: int) -> Changes:
 # train.optimizer.type  <->  optimizer.name
 # ----------------------------------------------------------------------------------------------
 
-#: Legacy ``train.optimizer.type`` -> ``OptimizersContainer.Config.name`` (torch class names);
-#: the inverse of ``hyper_parallel.components.optimizer.OPTIMIZER_NAMES`` (a test pins it).
-OPTIMIZER_CLASS_NAMES = {"adamw": "AdamW", "adam": "Adam"}
+#: Legacy ``train.optimizer.type`` -> ``OptimizersContainer.Config.name`` (torch class names).
+OPTIMIZER_CLASS_NAMES = OPTIMIZER_NAME_OF_TYPE
 
 
 def optimizer_name_forward(*, type: str) -> dict[str, Any]:
@@ -249,7 +245,7 @@ def async_mode_forward(*, save_async: bool) -> dict[str, Any]:
 
 
 def async_mode_backward(*, async_mode: str) -> dict[str, Any]:
-    if async_mode not in ("async", "disabled"):
+    if async_mode not in ASYNC_MODES:
         raise ValueError(f"async_mode {async_mode!r} has no legacy train.checkpoint.save_async")
     return {"save_async": async_mode == "async"}
 
@@ -309,7 +305,7 @@ def template_canonical(*, template: str) -> Changes:
 
 def shuffle_forward(*, shuffle: bool, type: str) -> dict[str, Any]:
     """Replayed batches keep their file order: the legacy trainer never shuffles them."""
-    return {"shuffle": shuffle and type not in ORDERED_TYPES}
+    return {"shuffle": shuffle and not setting_problems(type, shuffle=shuffle)}
 
 
 def shuffle_backward(*, shuffle: bool) -> dict[str, Any]:
@@ -317,7 +313,7 @@ def shuffle_backward(*, shuffle: bool) -> dict[str, Any]:
 
 
 def shuffle_canonical(*, shuffle: bool, type: str) -> Changes:
-    if shuffle and type in ORDERED_TYPES:
+    if setting_problems(type, shuffle=shuffle):
         return {"shuffle": (False, f"data.type {type} replays the file's batches in order; the "
                                    "legacy trainer never shuffles them")}
     return {}

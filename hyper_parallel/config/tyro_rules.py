@@ -9,6 +9,12 @@ write lists, and it keeps every override a single shell word (which
 
 The rules live in one module-level registry that :func:`install_tyro_rules` fills once;
 ``ConfigManager`` installs it before its first ``tyro.cli`` call and passes it explicitly.
+
+``CLI_HIDDEN`` hides a field from the command line (``Annotated[ModelSpec | None,
+tyro_rules.CLI_HIDDEN]``): it is ``tyro.conf.Suppress``, imported when the attribute is first
+read -- which is when tyro resolves the (postponed) annotation -- so a config module that
+writes it imports no tyro (about 0.1 s) until a command line is parsed. Without tyro it is a
+plain string (``Annotated`` needs some metadata).
 """
 
 from __future__ import annotations
@@ -131,6 +137,17 @@ def _yaml_mapping_rule(type_info: Any) -> Any:
         is_instance=lambda value: isinstance(value, dict) or (optional and value is None),
         str_from_instance=render,
     )
+
+
+def __getattr__(name: str) -> Any:
+    if name != "CLI_HIDDEN":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        from tyro.conf import Suppress as hidden
+    except ImportError:  # tyro is optional: only the --module command line needs it
+        hidden = "hidden from the command line"
+    globals()[name] = hidden  # later lookups skip this hook
+    return hidden
 
 
 def install_tyro_rules() -> Any:

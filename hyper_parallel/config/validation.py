@@ -2,9 +2,10 @@
 
 The generator turns each field of ``codegen/field_table.yaml`` -- its type and constraints --
 into one call of these helpers in the class's ``__post_init__``. Every failure is a
-:class:`ConfigFieldError` whose message starts with ``<Class>.<field>=<value>:``, like the
-component Configs' errors, and which carries ``owner``, ``field`` and ``value`` so a command line
-can name the flag (``--<section>.<field>``).
+:class:`~hyper_parallel.utils.errors.ConfigFieldError` whose message starts with
+``<Class>.<field>=<value>:``, like the component Configs' errors, and which carries ``owner``,
+``field``, ``value`` and ``reason`` so a command line can name the flag
+(``--<section>.<field>``).
 
 Hand-written (not generated) so the generated modules stay short; imports no framework.
 """
@@ -15,6 +16,7 @@ import math
 import re
 from typing import Any, NoReturn
 
+from hyper_parallel.utils.errors import ConfigFieldError
 from hyper_parallel.utils.numbers import MAX_INT, is_finite_number
 
 __all__ = [
@@ -31,18 +33,6 @@ __all__ = [
     "fail",
     "is_finite_number",
 ]
-
-
-
-
-class ConfigFieldError(ValueError):
-    """A config field holds an invalid value: ``owner`` (the class), ``field`` and ``value``."""
-
-    def __init__(self, owner: str, field_name: str, value: Any, message: str) -> None:
-        self.owner = owner
-        self.field = field_name
-        self.value = value
-        super().__init__(f"{owner}.{field_name}={value!r}: {message}")
 
 
 def fail(config: Any, name: str, message: str) -> NoReturn:

@@ -43,21 +43,15 @@ from hyper_parallel import assets
 from hyper_parallel.data.tokenizer import TextTokenizer, load_tokenizer
 from hyper_parallel.utils.data_types import (
     DATA_TYPES,
+    LEGACY_DATA_FIELDS,
     TEMPLATES,
+    setting_problems,
     unsupported_type_message,
 )
 
 #: The config fields named in errors, legacy names by default; ``build_dataset(fields=...)``
 #: replaces them (the component passes its own, e.g. ``BaseDataLoader.Config.dataset_path``).
-LEGACY_FIELDS: dict[str, str] = {
-    "type": "data.type",
-    "path": "data.train_path",
-    "subset": "data.subset",
-    "text_key": "data.text_key",
-    "template": "data.template",
-    "max_samples": "data.train_size",
-    "max_seq_len": "data.max_seq_len",
-}
+LEGACY_FIELDS = LEGACY_DATA_FIELDS
 # Legacy: the dummy vocabulary comes from the model config, else 32000.
 DEFAULT_DUMMY_VOCAB_SIZE = 32000
 DUMMY_BASE_SEED = 42
@@ -274,7 +268,9 @@ def first_samples(dataset: Dataset, max_samples: int | None, *,
     """
     if max_samples is None:
         return dataset
-    _check_max_samples(max_samples, field)
+    problems = setting_problems(None, max_samples=max_samples, fields={"max_samples": field})
+    if problems:
+        raise ValueError(problems[0].message)
     if max_samples > len(dataset):
         raise ValueError(f"{field}={max_samples} is more than the dataset's {len(dataset)} "
                          f"samples; lower {field} or unset it to use them all")
@@ -282,12 +278,6 @@ def first_samples(dataset: Dataset, max_samples: int | None, *,
         return dataset
     head = getattr(dataset, "head", None)
     return head(max_samples) if callable(head) else Subset(dataset, range(max_samples))
-
-
-def _check_max_samples(max_samples: object, field: str) -> None:
-    if not isinstance(max_samples, int) or isinstance(max_samples, bool) or max_samples < 1:
-        raise ValueError(f"{field}={max_samples!r}: must be an integer >= 1 (or unset for the "
-                         "whole dataset)")
 
 
 def build_dataset(
@@ -336,17 +326,13 @@ def build_dataset(
     path_field = names["path"]
     if type not in DATA_TYPES:
         raise ValueError(unsupported_type_message(type, names["type"]))
-    if max_samples is not None:
-        _check_max_samples(max_samples, names["max_samples"])
-    if subset is not None and type != "hf_datasets":
-        raise ValueError(f"{names['subset']}={subset!r} only applies to "
-                         f"{names['type']}='hf_datasets' (this is {type!r}); unset it")
     if template not in TEMPLATES:
         raise ValueError(f"{names['template']}={template!r} is not supported; choose one of "
                          f"{', '.join(TEMPLATES)}")
-    if template != "empty" and type != "json_file":
-        raise ValueError(f"{names['template']}={template!r} only applies to "
-                         f"{names['type']}='json_file' (this is {type!r})")
+    problems = setting_problems(type, subset=subset, template=template,
+                                max_samples=max_samples, fields=names)
+    if problems:
+        raise ValueError(problems[0].message)
     if type == "dummy":
         if max_samples is None and num_samples is None:
             raise ValueError("the dummy dataset needs num_samples "

@@ -18,9 +18,11 @@ from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
+from hyper_parallel.utils.choices import IGNORE_INDEX
+from hyper_parallel.utils.data_types import setting_problems
+
 logger = logging.getLogger(__name__)
 
-IGNORE_INDEX = -100
 # Keys collate knows how to pad, with their pad values; None = the tokenizer pad id.
 _PAD_VALUES: dict[str, int | None] = {
     "input_ids": None,
@@ -132,7 +134,8 @@ def build_dataloader(
             ``dp_rank`` -- e.g. TP peers -- get identical batches).
         shuffle, seed: ``data.shuffle`` and ``train.seed``; the order also depends on the epoch,
             so call ``loader.sampler.set_epoch(epoch)`` at the start of every epoch. A dataset
-            with ``replay_in_order = True`` (``preset_pt``) refuses ``shuffle=True``.
+            whose ``data_type`` is replayed in file order (``preset_pt``) refuses
+            ``shuffle=True`` (:func:`~hyper_parallel.utils.data_types.setting_problems`).
         num_workers, prefetch_factor: ``data.num_workers``; ``data.prefetch_factor`` is only
             passed when there are workers (torch rejects it otherwise).
         pin_memory: ``data.pin_memory``; pinning needs an accelerator, so on a CPU-only host it
@@ -146,11 +149,10 @@ def build_dataloader(
         raise ValueError(f"dp_rank={dp_rank!r} must lie in [0, dp_size={dp_size!r})")
     if not isinstance(micro_batch_size, int) or micro_batch_size < 1:
         raise ValueError(f"train.micro_batch_size must be a positive int, got {micro_batch_size!r}")
-    if shuffle and getattr(dataset, "replay_in_order", False):
-        raise ValueError(
-            f"{type(dataset).__name__} replays its file's batches in file order and must not be "
-            "shuffled; set data.shuffle / dataloader.shuffle to false"
-        )
+    problems = setting_problems(getattr(dataset, "data_type", None), shuffle=shuffle,
+                                fields={"shuffle": "data.shuffle / dataloader.shuffle"})
+    if problems:
+        raise ValueError(f"{type(dataset).__name__}: {problems[0].message}")
     per_rank = len(dataset) // dp_size  # DistributedSampler(drop_last=True)
     if per_rank < micro_batch_size:
         raise ValueError(

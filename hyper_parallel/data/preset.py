@@ -6,8 +6,8 @@ list of batches, each a dict with ``input_ids`` (an integer tensor ``[B, S]``) a
 file order -- sample ``k`` is row ``k`` of the batches concatenated -- so the file's own batch
 size need not match the run's. ``labels`` default to a copy of ``input_ids``.
 
-The order is the point, so the dataset refuses to be shuffled (``replay_in_order``; the loader
-and the config check it). Every sample has exactly ``max_seq_len`` tokens: the file is the
+The order is the point, so the dataset refuses to be shuffled (its ``data_type`` is one of the
+ordered types; the loader and the config check it). Every sample has exactly ``max_seq_len`` tokens: the file is the
 data, a length mismatch means the run is configured for other data.
 
 Loaded with ``torch.load(weights_only=True)``: a data file must not be able to run code.
@@ -40,8 +40,9 @@ class PresetBatchesDataset(Dataset):
     or None, ``num_batches`` (batches in the file), ``source``.
     """
 
-    #: The loader refuses ``shuffle=True`` for this dataset.
-    replay_in_order = True
+    #: Its data type: one replayed in file order, so the loader refuses ``shuffle=True``
+    #: (``hyper_parallel.utils.data_types.setting_problems``).
+    data_type = "preset_pt"
 
     def __init__(self, path: str, *, max_seq_len: int, vocab_size: int | None = None,
                  fields: Mapping[str, str] | None = None) -> None:

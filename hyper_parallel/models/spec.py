@@ -103,9 +103,12 @@ def resolve_model_spec(name: str, model_spec: ModelSpec | None = None) -> ModelS
     keeps, so a typo there is refused rather than silently ignored. It is accepted when it is
     ``model_spec.name`` or a registered name; otherwise it is looked up (imported) like
     ``discover_model_spec`` does, whose ``ConfigError`` names ``model.name``.
+
+    The spec is returned :meth:`~hyper_parallel.protocols.model_spec.ModelSpec.resolved`: hooks
+    named by import path are imported here, where a run is about to use them.
     """
     if model_spec is None:
-        return discover_model_spec(name)
+        return discover_model_spec(name).resolved()
     if name != model_spec.name and name not in registered_names():
         discover_model_spec(name)
-    return model_spec
+    return model_spec.resolved()

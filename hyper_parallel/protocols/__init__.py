@@ -5,6 +5,8 @@
 * :class:`Module` / :class:`BaseModel` -- the framework's module base plus ``Configurable``, with
   the ``init_weights`` protocol and ``verify_module_protocol`` (``module.py``, ``model.py``).
 * :class:`ModelSpec` and its registry (``model_spec.py``); :class:`MeshAxisName` (``types.py``).
+* :class:`LazyRef` / :class:`LazyOwner` -- code named by import path, imported on first use
+  (``lazy.py``), so specs and model Configs need no framework (``model_config.py``).
 
 Importing this package imports no framework: ``Module``, ``BaseModel`` and
 ``ModuleProtocolError`` are loaded on first attribute access (which imports the platform's
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyper_parallel.protocols.configurable import Configurable, to_plain, traverse_value
 from hyper_parallel.protocols.function import Function
+from hyper_parallel.protocols.lazy import LazyOwner, LazyRef
 from hyper_parallel.protocols.model_spec import (
     ModelSpec,
     get_spec,
@@ -58,6 +61,8 @@ __all__ = [
     "BaseModel",
     "Configurable",
     "Function",
+    "LazyOwner",
+    "LazyRef",
     "MeshAxisName",
     "ModelSpec",
     "Module",

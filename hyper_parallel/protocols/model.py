@@ -16,9 +16,9 @@ The parameter walks use torch's ``nn.Module`` API (``parameters``, ``modules``,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
+from hyper_parallel.protocols.model_config import BaseModelConfig
 from hyper_parallel.protocols.module import Module
 
 
@@ -34,24 +34,11 @@ class ModuleProtocolError(RuntimeError):
 class BaseModel(Module):
     """Base of every model the trainer builds from a ``ModelSpec``."""
 
-    @dataclass(kw_only=True, slots=True)
-    class Config(Module.Config):
-        """Base of every model Config (the architecture)."""
+    # Declared framework-free in model_config.py (recipes and the registry hold model Configs
+    # without importing torch); adopting it here makes this class its owner.
+    Config = BaseModelConfig
 
-        def update_from_config(self, *, trainer_config: Any) -> None:
-            """Derive model settings from the trainer's config, in place, before ``build``.
-
-            The trainer calls it once, after the run's config is final and before the model is
-            built; for example a model may copy the training sequence length into its RoPE
-            cache size, or refuse a parallelism it cannot shard. Default: no-op.
-
-            Keep it narrow: read only what you need, raise ``ValueError`` naming the trainer
-            field for a combination the model cannot run, and do not touch other sections.
-            (Override with ``Parent.Config.update_from_config(self, trainer_config=...)`` to
-            chain; see configurable.py about ``super()`` in slotted Configs.)
-            """
-
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: BaseModelConfig) -> None:
         super().__init__(config=config)
 
     # ------------------------------------------------------------------ protocol

@@ -17,25 +17,27 @@ The registry is keyed by ``name`` (one spec per model family; ``flavor`` records
 ``model`` holds). ``get_spec`` returns a copy whose ``model`` tree is a deep copy, so a recipe
 may edit what it gets without changing the registered spec.
 
-This module imports no deep-learning framework (the ``model`` annotation is a string).
+A hook or the adapter may be a :class:`~hyper_parallel.protocols.lazy.LazyRef` (an import path
+resolved on first use), so a spec -- and every recipe holding one -- is built without importing
+the framework its hooks need; :meth:`ModelSpec.resolved` swaps the references for their targets
+before a trainer uses them.
+
+This module imports no deep-learning framework.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyper_parallel.protocols.configurable import to_plain, traverse_value
+from hyper_parallel.protocols.lazy import LazyRef, resolve_ref
+from hyper_parallel.protocols.model_config import BaseModelConfig
 from hyper_parallel.utils.suggest import did_you_mean
 
-if TYPE_CHECKING:
-    from hyper_parallel.protocols.model import BaseModel
-
-_MODEL_MODULE = "hyper_parallel.protocols.model"
 _CALLABLE_FIELDS = (
     "build_model_fn",
     "parallelize_fn",
@@ -56,7 +58,7 @@ class ModelSpec:
     flavor: str | None = None
     """Which size preset ``model`` was made from (e.g. ``0.8b``); informational."""
 
-    model: BaseModel.Config | None = None
+    model: BaseModelConfig | None = None
     """The architecture; the trainer builds it with ``model.build()`` (on the meta device)."""
 
     build_model_fn: Callable[..., Any] | None = None
@@ -89,10 +91,7 @@ class ModelSpec:
         if self.flavor is not None and not isinstance(self.flavor, str):
             raise TypeError(f"{where}.flavor must be a string or None, got {self.flavor!r}")
         if self.model is not None:
-            # A BaseModel.Config can only exist once its module is imported, so looking it up in
-            # sys.modules is exact and keeps this module free of torch.
-            model_module = sys.modules.get(_MODEL_MODULE)
-            if model_module is None or not isinstance(self.model, model_module.BaseModel.Config):
+            if not isinstance(self.model, BaseModelConfig):
                 raise TypeError(
                     f"{where}.model must be a BaseModel.Config (a model's architecture config), "
                     f"got {type(self.model).__qualname__}"
@@ -109,6 +108,17 @@ class ModelSpec:
                 f"{where} cannot build a model: set model=<YourModel>.Config(...) or "
                 "build_model_fn"
             )
+
+    def resolved(self) -> ModelSpec:
+        """This spec with every :class:`~hyper_parallel.protocols.lazy.LazyRef` hook (and the
+        adapter) replaced by its target, importing their modules; ``self`` when there is none.
+        The ``model`` tree is shared, not copied."""
+        changes = {
+            name: resolve_ref(getattr(self, name))
+            for name in (*_CALLABLE_FIELDS, "state_dict_adapter")
+            if isinstance(getattr(self, name), LazyRef)
+        }
+        return dataclasses.replace(self, **changes) if changes else self
 
     def traverse(
         self,

@@ -29,11 +29,11 @@ Mixing in a framework layer works as long as the framework class comes first:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from hyper_parallel.platform import get_platform
 from hyper_parallel.protocols.configurable import Configurable
+from hyper_parallel.protocols.model_config import ModuleConfig
 
 ModuleBase: type = get_platform().module_base
 """The platform's module base class this ``Module`` derives from."""
@@ -48,17 +48,11 @@ class Module(ModuleBase, Configurable):  # type: ignore[misc, valid-type]
     identically however it was built.
     """
 
-    @dataclass(kw_only=True, slots=True)
-    class Config(Configurable.Config):
-        """Base of every module Config."""
+    # Declared framework-free in model_config.py (a model Config must be importable without
+    # torch); adopting it here makes this class its owner.
+    Config = ModuleConfig
 
-        def build(self, **kwargs: Any) -> Module:
-            """Construct the module (see ``Configurable.Config.build``)."""
-            # Called explicitly rather than through super(): library code must not depend on
-            # the __class__-cell repair that slots=True makes necessary (see configurable.py).
-            return Configurable.Config.build(self, **kwargs)
-
-    def __init__(self, *args: Any, config: Config | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, config: ModuleConfig | None = None, **kwargs: Any) -> None:
         # Positional and other keyword arguments go to the framework base (e.g. mindspore's
         # Cell(auto_prefix, flags)); ``config`` is keyword-only so a framework layer mixed in
         # before Module (class Emb(nn.Embedding, Module)) reaches here with no config at all.

@@ -16,10 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from hyper_parallel.utils.choices import IGNORE_INDEX, LOSS_AGGREGATIONS
 from hyper_parallel.utils.errors import ConfigError
-
-IGNORE_INDEX = -100
-LOSS_AGGREGATIONS = ("token_weighted", "rank_average")
 
 
 def shift_labels(labels: torch.Tensor) -> torch.Tensor:

@@ -8,11 +8,9 @@ from typing import Iterable, Sequence
 
 import torch
 
+from hyper_parallel.utils.choices import DECAY_STYLES, NO_DECAY_KEYWORDS, OPTIMIZER_TYPE_OF_NAME
 from hyper_parallel.utils.errors import ConfigError
-
-#: A parameter whose lower-cased name contains one of these is not weight-decayed. This is a
-#: substring rule: ``q_norm``, ``input_layernorm``, ``linear_attn.norm`` and ``dt_bias`` match.
-NO_DECAY_KEYWORDS: tuple[str, ...] = ("bias", "layernorm", "norm", "rmsnorm")
+from hyper_parallel.utils.lr_warmup import warmup_steps_from_ratio  # noqa: F401 (re-exported)
 
 
 def build_param_groups(
@@ -40,8 +38,7 @@ def build_param_groups(
 
 #: Optimizer classes by their lower-case name (the legacy ``train.optimizer.type`` values).
 OPTIMIZER_CLASSES: dict[str, type[torch.optim.Optimizer]] = {
-    "adamw": torch.optim.AdamW,
-    "adam": torch.optim.Adam,
+    legacy_type: getattr(torch.optim, name) for name, legacy_type in OPTIMIZER_TYPE_OF_NAME.items()
 }
 
 
@@ -68,7 +65,25 @@ def build_optimizer(
             "(case-insensitive)",
             path="optimizer.name",
         ) from None
+    foreach, fused = choose_implementation(groups, foreach=foreach, fused=fused)
     return cls(groups, lr=lr, betas=tuple(betas), eps=eps, foreach=foreach, fused=fused)
+
+
+def choose_implementation(
+    groups: Sequence[dict], *, foreach: bool | None, fused: bool | None
+) -> tuple[bool | None, bool | None]:
+    """``(foreach, fused)`` for the optimizer over ``groups``.
+
+    What the config says wins. When it says nothing (both ``None``) and every parameter is a
+    floating-point CUDA tensor (FSDP / TP DTensors included), ``fused=True``: one kernel per
+    step instead of torch's default multi-tensor (foreach) loop. Anywhere else both stay
+    ``None`` -- torch's own choice, so CPU runs are bit-identical to what they always were.
+    """
+    if foreach is None and fused is None:
+        params = [p for group in groups for p in group["params"]]
+        if params and all(p.device.type == "cuda" and p.is_floating_point() for p in params):
+            return None, True
+    return foreach, fused
 
 
 @dataclass
@@ -86,9 +101,9 @@ class LRFactor:
     min_ratio: float
 
     def __post_init__(self) -> None:
-        if self.decay_style not in ("cosine", "linear", "constant"):
+        if self.decay_style not in DECAY_STYLES:
             raise ConfigError(
-                f"{self.decay_style!r} is not supported; choose one of: cosine, linear, constant",
+                f"{self.decay_style!r} is not supported; choose one of: {', '.join(DECAY_STYLES)}",
                 path="lr_scheduler.decay_style",
             )
 
@@ -103,11 +118,6 @@ class LRFactor:
         else:
             shape = 0.5 * (1.0 + math.cos(math.pi * progress))
         return self.min_ratio + (1.0 - self.min_ratio) * shape
-
-
-def warmup_steps_from_ratio(total_steps: int, ratio: float) -> int:
-    """Legacy rule: ``ceil(total_steps * ratio)``."""
-    return math.ceil(total_steps * ratio)
 
 
 def build_lr_scheduler(

@@ -10,9 +10,6 @@ runs this loop. The loop reads only what the engine set on ``self``: ``state``, 
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,18 +17,11 @@ from typing import Any
 import torch.distributed as dist
 
 from hyper_parallel.data import micro_batch_groups
+from hyper_parallel.runtime.fault_injection import maybe_fail_at_step
 from hyper_parallel.runtime.faults import StopSignal, TrainingStopped
 from hyper_parallel.runtime.step import StepResult, evaluate, train_step
 
 logger = logging.getLogger(__name__)
-
-#: Test hook: ``<kind>_at_step:<step>[:<rank>]`` makes that rank (every rank without one) fail at
-#: the start of the given step: ``exit`` (exit code 13), ``raise`` (an exception), ``sigkill``
-#: or ``sigterm`` (the signal sent to itself). The fault suite uses it to prove a fault ends the
-#: whole job fast and costs at most the steps since the last checkpoint.
-FAULT_ENV = "HYPER_PARALLEL_FAULT_INJECT"
-FAULT_KINDS = ("exit", "raise", "sigkill", "sigterm")
-
 
 @dataclass
 class TrainerState:
@@ -111,21 +101,8 @@ class BaseTrainer:
         return result
 
     def _maybe_inject_fault(self) -> None:
-        spec = os.environ.get(FAULT_ENV, "")
-        kind, _, rest = spec.partition("_at_step:")
-        if kind not in FAULT_KINDS:
-            return
-        step, _, rank = rest.partition(":")
-        if self.state.global_step != int(step) or (rank and int(rank) != self.rank):
-            return
-        # The epoch time lets the fault suite measure how fast the job ends after the fault.
-        logger.error("fault injection: %s on rank %d at step %s (t=%.3f)", kind, self.rank, step,
-                     time.time())
-        if kind == "exit":
-            os._exit(13)
-        if kind == "raise":
-            raise RuntimeError(f"injected fault at step {step}")
-        os.kill(os.getpid(), signal.SIGKILL if kind == "sigkill" else signal.SIGTERM)
+        """The ``<kind>_at_step`` test hook (:mod:`~hyper_parallel.runtime.fault_injection`)."""
+        maybe_fail_at_step(self.state.global_step, self.rank)
 
     def _on_first_step(self) -> None:
         """Called once, after the first step this process ran (the collective timeouts tighten)."""
@@ -187,4 +164,4 @@ class BaseTrainer:
             dist.destroy_process_group()
 
 
-__all__ = ["FAULT_ENV", "FAULT_KINDS", "BaseTrainer", "TrainerState"]
+__all__ = ["BaseTrainer", "TrainerState"]

@@ -25,8 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from hyper_parallel.platform.dtypes import DTYPE_NAMES
+from hyper_parallel.utils.choices import AC_MODES, DECAY_STYLES, LOSS_AGGREGATIONS, OPTIMIZER_TYPES
 from hyper_parallel.utils.data_types import DATA_TYPES, REFUSED_DATA_TYPES
 from hyper_parallel.utils.errors import ConfigError
+from hyper_parallel.utils.field_problems import ConfigValueError, FieldProblem
+from hyper_parallel.utils.kernel_choices import DEFAULT_KERNELS, KERNEL_CHOICES
 from hyper_parallel.utils.numbers import MAX_INT
 from hyper_parallel.utils.suggest import did_you_mean
 
@@ -55,10 +58,8 @@ __all__ = [
     "parse_args",
 ]
 
-ACTIVATION_CHECKPOINT_MODES = ("off", "none", "full", "selective")
-LR_DECAY_STYLES = ("cosine", "linear", "constant")
-LOSS_AGGREGATIONS = ("token_weighted", "rank_average")
-OPTIMIZER_TYPES = ("adamw", "adam")
+ACTIVATION_CHECKPOINT_MODES = AC_MODES
+LR_DECAY_STYLES = DECAY_STYLES
 BACKENDS = ("torch", "mindspore")
 INIT_DEVICES = ("meta", "cpu", "cuda", "npu")
 COMM_BACKENDS = ("gloo", "nccl", "hccl", "mpi", "ucc")
@@ -66,27 +67,6 @@ COMM_BACKENDS = ("gloo", "nccl", "hccl", "mpi", "ucc")
 
 MAX_TIMEOUT_SECONDS = 604800
 """The longest collective timeout (a week), as the new tree's ``comm`` section allows."""
-
-
-@dataclass(frozen=True)
-class FieldProblem:
-    """One problem a section's ``__post_init__`` found: the ``field``, what is wrong, and the
-    other fields of the section the rule ``reads`` (a cross-field rule is moot when one of those
-    is wrong already)."""
-
-    field: str
-    message: str
-    reads: tuple[str, ...] = ()
-
-
-class ConfigValueError(ValueError):
-    """Raised by a section's ``__post_init__``; ``problems`` holds every problem it found (at
-    most one per field) and ``field`` names the first one's field."""
-
-    def __init__(self, field_name: str, message: str, *, problems: Sequence[FieldProblem] = ()):
-        self.problems = list(problems) or [FieldProblem(field_name, message)]
-        self.field = self.problems[0].field
-        super().__init__("\n".join(f"{p.field}: {p.message}" for p in self.problems))
 
 
 _collecting = threading.local()
@@ -229,9 +209,16 @@ class ModelConfig:
     ...), merged last. The extra key ``flavor`` picks the base flavor (default ``0.8b``). An
     unknown key is an error."""
 
+    kernels: str = DEFAULT_KERNELS
+    """Implementation of the Gated DeltaNet layers: ``auto`` (fla-core's CUDA kernels when the
+    model is on a CUDA device and the ``gpu`` extra is installed, else the plain torch path),
+    ``torch`` (always the torch path) or ``fla`` (always fla-core; an error on a CPU or without
+    the package). The choice is logged once."""
+
     @_validated
     def __post_init__(self) -> None:
         _require(bool(self.name), "name", "must be a non-empty model spec name, e.g. 'qwen3_5'")
+        _one_of(self.kernels, KERNEL_CHOICES, "kernels")
         for name in (
             "num_hidden_layers",
             "hidden_size",
@@ -873,12 +860,14 @@ def parse_args(root_class: type = HyperTrainerConfig, argv: Sequence[str] | None
     See :mod:`hyper_parallel.trainer.config_parser` for the rules. ``argv`` defaults to
     ``sys.argv[1:]``. Every problem is a :class:`ConfigError`.
     """
-    from hyper_parallel.trainer.config_parser import parse_args as _parse_args
+    # Imported when called: reading a YAML needs the YAML loader, the schema alone does not.
+    # The parser's parts sit below this module (they never import it).
+    from hyper_parallel.trainer.legacy_parsing.load import parse_args as _parse_args
 
     return _parse_args(root_class, argv)
 
 
 if __name__ == "__main__":  # python -m hyper_parallel.trainer.config old.yaml [overrides]
-    from hyper_parallel.trainer.config_parser import main
+    from hyper_parallel.trainer.legacy_parsing.show import main
 
-    raise SystemExit(main())
+    raise SystemExit(main(HyperTrainerConfig))

@@ -155,7 +155,10 @@ class HyperTrainer(BaseTrainer):
             model_config=self.model_config,
         )
         self.metrics = config.metrics.build(                                        # 10
-            trainer=self, output_dir=config.checkpoint.folder, max_steps=config.training.steps
+            trainer=self,
+            output_dir=config.checkpoint.folder,
+            max_steps=config.training.steps,
+            counted_flops_per_token=self._model_flops_per_token(),
         )
         self.profiler = config.profiler.build(rank=self.rank)
         self.loss_fn = self._build_loss()
@@ -165,6 +168,12 @@ class HyperTrainer(BaseTrainer):
         self.callbacks.on_init_end()
 
     # ------------------------------------------------------------------ steps
+
+    def _model_flops_per_token(self) -> float | None:
+        """The model's training FLOPs per token at ``training.seq_len``, for TFLOPS and MFU when
+        ``metrics.model_flops_per_token`` is unset (None for a model that cannot count them)."""
+        count = getattr(self.model, "num_flops_per_token", None)
+        return None if count is None else count(self.config.training.seq_len)
 
     def _resolve_spec(self) -> None:
         c = self.config
@@ -333,6 +342,12 @@ class HyperTrainer(BaseTrainer):
                 adapter=self.spec.state_dict_adapter,
                 model_config=self.model_config,
             )
+        # A model that picks kernels by device (Qwen3.5's model.kernels) resolves them now that
+        # its parameters are on their device: a forced choice that cannot run here is a
+        # ConfigError before the first step, not during it.
+        select_kernels = getattr(self.model, "select_kernels", None)
+        if select_kernels is not None:
+            select_kernels()
         self.model.train()
 
     def _build_optimizer(self) -> None:

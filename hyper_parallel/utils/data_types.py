@@ -2,8 +2,9 @@
 
 Both config worlds (the legacy ``data.type`` and ``BaseDataLoader.Config.dataset``) and the data
 layer (:func:`hyper_parallel.data.build_dataset`) read the choices from here, so a type is added
-or refused in one place. Framework-free on purpose (no torch, no ``hyper_parallel.data``): the
-config tools import it without paying for torch.
+or refused in one place; the rules between a type and the settings that depend on it are
+:func:`setting_problems`, asked by every place that checks them. Framework-free on purpose (no
+torch, no ``hyper_parallel.data``): the config tools import it without paying for torch.
 
 Types:
 
@@ -19,7 +20,15 @@ Types:
 
 from __future__ import annotations
 
-DATA_TYPES: tuple[str, ...] = ("dummy", "jsonl", "text", "hf_datasets", "json_file", "preset_pt")
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from hyper_parallel.utils.numbers import MAX_INT
+
+#: The data types, as the ``Literal`` that ``BaseDataLoader.Config.dataset`` is annotated with.
+DataType = Literal["dummy", "jsonl", "text", "hf_datasets", "json_file", "preset_pt"]
+DATA_TYPES: tuple[str, ...] = get_args(DataType)
 
 #: Types the legacy trainer registered that hyper_parallel deliberately does not implement,
 #: with the reason shown to a user who asks for one.
@@ -36,7 +45,8 @@ REFUSED_DATA_TYPES: dict[str, str] = {
 
 #: ``json_file`` templates: ``empty`` = prompt-masked SFT (the prompt's labels are -100);
 #: ``human_assistant`` = one ``"Human: ...\n\nAssistant: ..."`` text trained on every token.
-TEMPLATES: tuple[str, ...] = ("empty", "human_assistant")
+Template = Literal["empty", "human_assistant"]
+TEMPLATES: tuple[str, ...] = get_args(Template)
 
 #: Types that read ``dataset_path`` (every type but ``dummy``).
 TYPES_NEEDING_PATH: tuple[str, ...] = tuple(t for t in DATA_TYPES if t != "dummy")
@@ -54,6 +64,85 @@ VARIABLE_LENGTH_TYPES: tuple[str, ...] = ("hf_datasets", "json_file")
 ORDERED_TYPES: tuple[str, ...] = ("preset_pt",)
 
 
+#: How the data settings are named in messages, by role: the legacy ``data`` keys. A caller
+#: with other names (``BaseDataLoader.Config.dataset_subset``, ``dataloader.template``) passes
+#: them as ``fields``.
+LEGACY_DATA_FIELDS: dict[str, str] = {
+    "type": "data.type",
+    "path": "data.train_path",
+    "subset": "data.subset",
+    "text_key": "data.text_key",
+    "template": "data.template",
+    "max_samples": "data.train_size",
+    "max_seq_len": "data.max_seq_len",
+    "shuffle": "data.shuffle",
+}
+
+@dataclass(frozen=True)
+class SettingProblem:
+    """One data setting that its data type does not allow: which one (``role``, as in
+    :data:`LEGACY_DATA_FIELDS`), its name in the caller's words (``field``), its ``value`` and
+    why it is refused, with the fix (``reason``)."""
+
+    role: str
+    field: str
+    value: object
+    reason: str
+
+    @property
+    def message(self) -> str:
+        """``<field>=<value>: <reason>``."""
+        return f"{self.field}={self.value!r}: {self.reason}"
+
+
+def setting_problems(
+    type: str | None,
+    *,
+    subset: object = None,
+    template: object = "empty",
+    max_samples: object = None,
+    shuffle: object = False,
+    fields: Mapping[str, str] | None = None,
+) -> list[SettingProblem]:
+    """What is wrong with the data settings that depend on the data type, in the order below
+    (empty: nothing). The one statement of these rules: the component Config, the dataset
+    factory, the loader and the legacy conversion all ask here.
+
+    * ``subset`` only with ``hf_datasets``;
+    * a ``template`` other than ``empty`` only with ``json_file``;
+    * ``max_samples`` unset or an integer >= 1 (at most 2**53 - 1);
+    * no ``shuffle`` of a type replayed in file order (``preset_pt``).
+
+    ``type`` is one of :data:`DATA_TYPES` (or None, which no type-dependent rule applies to:
+    the loader knows a dataset, not always its type). ``fields`` names the settings in the
+    caller's words, by role (:data:`LEGACY_DATA_FIELDS` names the roles not given). Whether
+    ``subset`` and ``template`` are themselves valid values is the caller's check.
+    """
+    names = {**LEGACY_DATA_FIELDS, **(fields or {})}
+    problems: list[SettingProblem] = []
+
+    def refuse(role: str, value: object, reason: str) -> None:
+        problems.append(SettingProblem(role, names[role], value, reason))
+
+    this = f"(this is {type!r})"
+    if subset is not None and type is not None and type != "hf_datasets":
+        refuse("subset", subset, f"only applies to {names['type']}='hf_datasets' {this}; "
+               "unset it")
+    if template != "empty" and type is not None and type != "json_file":
+        refuse("template", template, f"only applies to {names['type']}='json_file' {this}; "
+               "leave it at 'empty'")
+    if max_samples is not None:
+        if not isinstance(max_samples, int) or isinstance(max_samples, bool) or max_samples < 1:
+            refuse("max_samples", max_samples, "must be an integer >= 1 (or unset for the whole "
+                   "dataset)")
+        elif max_samples > MAX_INT:
+            refuse("max_samples", max_samples, f"must be an integer <= {MAX_INT} (2**53 - 1)")
+    if shuffle and type in ORDERED_TYPES:
+        refuse("shuffle", shuffle, f"{type} replays the file's batches in file order; set it to "
+               "False")
+    return problems
+
+
 def unsupported_type_message(value: object, field: str) -> str:
     """Why ``value`` is not a data type, for an error on ``field``: the refusal reason of a
     refused type, else the list of choices."""
@@ -66,12 +155,17 @@ def unsupported_type_message(value: object, field: str) -> str:
 
 __all__ = [
     "DATA_TYPES",
+    "LEGACY_DATA_FIELDS",
     "ORDERED_TYPES",
     "REFUSED_DATA_TYPES",
+    "SettingProblem",
     "TEMPLATES",
     "TYPES_NEEDING_PATH",
     "TYPES_NEEDING_TOKENIZER",
     "TYPES_USING_TEXT_KEY",
     "VARIABLE_LENGTH_TYPES",
+    "DataType",
+    "Template",
+    "setting_problems",
     "unsupported_type_message",
 ]

@@ -2,7 +2,9 @@
 
 Fields document themselves with a string literal right after the annotation (the convention tyro
 and Sphinx understand). Python drops those strings at run time, so this module recovers them from
-the class source for ``--help`` and the reference docs.
+the class source for ``--help`` and the reference docs: :func:`field_docstrings` from a class,
+:func:`attribute_docstrings` from a class body already parsed (the generator reads component
+Configs from source without importing them).
 """
 
 from __future__ import annotations
@@ -10,19 +12,15 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import itertools
 import textwrap
 
 
-@functools.lru_cache(maxsize=None)
-def field_docstrings(cls: type) -> dict[str, str]:
-    """``{field_name: docstring}`` for the annotated attributes of ``cls`` that have one."""
-    try:
-        source = textwrap.dedent(inspect.getsource(cls))
-    except (OSError, TypeError):
-        return {}
-    body = ast.parse(source).body[0].body  # type: ignore[attr-defined]
+def attribute_docstrings(body: list[ast.stmt]) -> dict[str, str]:
+    """``{name: docstring}`` for the annotated attributes of a class body (its ``ast``
+    statements) that are followed by a string literal."""
     docs: dict[str, str] = {}
-    for node, following in zip(body, body[1:]):
+    for node, following in itertools.pairwise(body):
         if (
             isinstance(node, ast.AnnAssign)
             and isinstance(node.target, ast.Name)
@@ -32,3 +30,13 @@ def field_docstrings(cls: type) -> dict[str, str]:
         ):
             docs[node.target.id] = inspect.cleandoc(following.value.value)
     return docs
+
+
+@functools.cache
+def field_docstrings(cls: type) -> dict[str, str]:
+    """``{field_name: docstring}`` for the annotated attributes of ``cls`` that have one."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    return attribute_docstrings(ast.parse(source).body[0].body)  # type: ignore[attr-defined]

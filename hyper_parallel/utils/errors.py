@@ -1,4 +1,5 @@
-"""``ConfigError``: the one exception type for a configuration a user must fix.
+"""``ConfigError``: the one exception type for a configuration a user must fix; and
+``ConfigFieldError``, what a config class's own field check raises.
 
 Framework-free and schema-free, so every layer (the legacy parser, the generated configs, the
 engine, the models and the components) raises the same type without importing a schema; the
@@ -8,8 +9,9 @@ entry points turn it into one message and exit status 2.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["ConfigError"]
+__all__ = ["ConfigError", "ConfigFieldError"]
 
 
 class ConfigError(ValueError):
@@ -43,3 +45,18 @@ class ConfigError(ValueError):
         combined = cls(f"{len(flat)} problems in {source}:\n" + "\n".join(f"- {e}" for e in flat))
         combined.problems = flat
         return combined
+
+
+class ConfigFieldError(ValueError):
+    """A config field holds an invalid value: raised by the ``__post_init__`` checks of the
+    generated sections and of the component Configs. ``owner`` (the class's qualified name),
+    ``field``, ``value`` and ``reason`` say which and why, so that a caller names the field --
+    a command-line flag, the legacy key it came from -- without reading the message; the message
+    is ``<owner>.<field>=<value>: <reason>``."""
+
+    def __init__(self, owner: str, field_name: str, value: Any, message: str) -> None:
+        self.owner = owner
+        self.field = field_name
+        self.value = value
+        self.reason = message
+        super().__init__(f"{owner}.{field_name}={value!r}: {message}")

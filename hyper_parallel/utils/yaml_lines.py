@@ -8,14 +8,10 @@ into plain values plus a ``{key path: line}`` map.
 
 The semantics:
 
-* **YAML 1.2 core schema** for plain scalars: ``true`` / ``false`` (any case) are the booleans,
-  ``null`` / ``~`` / nothing is null, integers are decimal (``010`` is ten, ``+1`` is one),
-  ``0o10`` (eight) or ``0x10`` (sixteen), floats are ``1.5``, ``1e-4``, ``.inf``, ``.nan``.
-  YAML 1.1 also reads ``on`` / ``off`` / ``yes`` / ``no`` as booleans (which breaks string
-  fields such as ``activation_checkpoint: off``), ``010`` as eight, ``1_000`` and ``1:30`` as
-  integers, and dates as timestamps: here all of those are strings (a string where a number is
-  declared is then a type error, never a silent conversion). Only the core tags may be written
-  explicitly (``!!str``, ``!!int``, ``!!float``, ``!!bool``, ``!!null``, ``!!map``, ``!!seq``).
+* **YAML 1.2 core schema** for plain scalars (:mod:`hyper_parallel.utils.yaml_core`: ``off`` is
+  the string ``"off"``, ``010`` is ten; a string where a number is declared is then a type error,
+  never a silent conversion). Only the core tags may be written explicitly (``!!str``,
+  ``!!int``, ``!!float``, ``!!bool``, ``!!null``, ``!!map``, ``!!seq``).
 * **Merge keys** (``<<: *base`` or ``<<: [*a, *b]``) work as YAML defines them: the keys written
   in the mapping win over merged ones, and of several merged mappings the earlier wins. A key's
   line is where its winning value is written.
@@ -32,86 +28,34 @@ problems; their values load as :data:`INVALID`.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from hyper_parallel.utils.yaml_core import (
+    CORE_TAG,
+    FLOAT_RE,
+    INT_RE,
+    MAP_TAG,
+    MERGE_TAG,
+    SCALAR_TAGS,
+    SEQ_TAG,
+    CoreLoader,
+    dump,
+)
+
+# INT_RE, FLOAT_RE and dump are yaml_core's; the callers of this module take them from here.
+__all__ = ["FLOAT_RE", "INT_RE", "INVALID", "LDict", "LList", "LocatedYaml", "YamlProblem",
+           "YamlSyntaxError", "dump", "holds_invalid", "load_nodes", "load_yaml_located",
+           "load_yaml_with_lines", "parse_scalar", "plain"]
+
 MAX_NODES = 100_000
 """Most values (scalars, mappings and lists, counted after alias expansion) a document may hold."""
 
 MAX_DEPTH = 100
 """Deepest nesting of mappings and lists."""
-
-_CORE = "tag:yaml.org,2002:"
-_STR, _INT, _FLOAT, _BOOL, _NULL = (_CORE + t for t in ("str", "int", "float", "bool", "null"))
-_MAP, _SEQ, _MERGE = _CORE + "map", _CORE + "seq", _CORE + "merge"
-_SCALAR_TAGS = frozenset({_STR, _INT, _FLOAT, _BOOL, _NULL})
-
-INT_RE = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
-"""A YAML 1.2 core-schema integer."""
-FLOAT_RE = re.compile(
-    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-)
-"""A YAML 1.2 core-schema float (integers match too)."""
-_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
-
-_Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _Loader(_Base):  # type: ignore[misc, valid-type]
-    """The safe loader with the YAML 1.2 core schema's booleans, integers and floats (no YAML
-    1.1 timestamps or ``=`` values either)."""
-
-
-_DROPPED = {_BOOL, _INT, _FLOAT, _CORE + "timestamp", _CORE + "value"}
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _DROPPED]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(_BOOL, _BOOL_RE, list("tTfF"))
-_Loader.add_implicit_resolver(_INT, INT_RE, list("-+0123456789"))
-_Loader.add_implicit_resolver(_FLOAT, FLOAT_RE, list("-+0123456789."))
-
-
-def _construct_int(loader: Any, node: ScalarNode) -> int:
-    text = str(loader.construct_scalar(node)).strip()
-    if not INT_RE.match(text):
-        raise ValueError(f"{text!r} is not a YAML 1.2 integer (decimal, 0o octal or 0x hex)")
-    if text[:2] in ("0o", "0x"):
-        return int(text[2:], 8 if text[1] == "o" else 16)
-    return int(text, 10)
-
-
-def _construct_float(loader: Any, node: ScalarNode) -> float:
-    text = str(loader.construct_scalar(node)).strip()
-    lowered = text.lower()
-    if lowered.lstrip("+-") == ".inf":
-        return -math.inf if lowered.startswith("-") else math.inf
-    if lowered == ".nan":
-        return math.nan
-    if not FLOAT_RE.match(text) or "_" in text:
-        raise ValueError(f"{text!r} is not a YAML 1.2 float")
-    return float(text)
-
-
-def _construct_bool(loader: Any, node: ScalarNode) -> bool:
-    text = str(loader.construct_scalar(node)).strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError(f"{text!r} is not a YAML 1.2 boolean (true or false)")
-    return text == "true"
-
-
-_Loader.add_constructor(_INT, _construct_int)
-_Loader.add_constructor(_FLOAT, _construct_float)
-_Loader.add_constructor(_BOOL, _construct_bool)
-
-#: How YAML 1.1 (PyYAML's default) reads a plain scalar: for the strict mode.
-_YAML11 = yaml.SafeLoader("")
 
 
 class YamlSyntaxError(ValueError):
@@ -166,7 +110,6 @@ def holds_invalid(value: Any) -> bool:
     return False
 
 
-
 class LDict(dict):
     """A mapping with ``line`` (1-based, of the mapping) and ``key_lines`` (of each key)."""
 
@@ -197,16 +140,15 @@ def _line(node: Node) -> int:
 
 
 def _describe_tag(tag: str) -> str:
-    return "!!" + tag[len(_CORE):] if tag.startswith(_CORE) else tag
+    return "!!" + tag[len(CORE_TAG):] if tag.startswith(CORE_TAG) else tag
 
 
 class _Walker:
     """Builds :class:`LDict` / :class:`LList` / scalars from a composed node graph."""
 
-    def __init__(self, loader: Any, *, string_keys: bool, strict_yaml11: bool):
+    def __init__(self, loader: Any, *, string_keys: bool):
         self.loader = loader
         self.string_keys = string_keys
-        self.strict_yaml11 = strict_yaml11
         self.problems: list[YamlProblem] = []
 
     def problem(self, node: Node, message: str) -> _Invalid:
@@ -273,13 +215,13 @@ class _Walker:
 
     def value(self, node: Node) -> Any:
         if isinstance(node, MappingNode):
-            if node.tag != _MAP:
+            if node.tag != MAP_TAG:
                 return self.problem(
                     node, f"unsupported tag {_describe_tag(node.tag)}: write a plain mapping"
                 )
             return self.mapping(node)
         if isinstance(node, SequenceNode):
-            if node.tag != _SEQ:
+            if node.tag != SEQ_TAG:
                 return self.problem(
                     node, f"unsupported tag {_describe_tag(node.tag)}: write a plain list"
                 )
@@ -287,7 +229,7 @@ class _Walker:
         return self.scalar(node)
 
     def scalar(self, node: ScalarNode) -> Any:
-        if node.tag not in _SCALAR_TAGS:
+        if node.tag not in SCALAR_TAGS:
             return self.problem(
                 node,
                 f"unsupported tag {_describe_tag(node.tag)} on {node.value!r}: only plain "
@@ -297,32 +239,7 @@ class _Walker:
             value = self.loader.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
             return self.problem(node, f"invalid value {node.value!r}: {exc}")
-        if self.strict_yaml11 and not node.style:  # plain (LibYAML says "", PyYAML None)
-            old = self._yaml11(node)
-            if old is not INVALID and (type(old) is not type(value) or repr(old) != repr(value)):
-                if isinstance(old, bool):
-                    return self.problem(
-                        node,
-                        f"{node.value!r} is a YAML 1.1 boolean; write true / false, or quote it "
-                        f"('{node.value}') for the string",
-                    )
-                return self.problem(
-                    node,
-                    f"{node.value!r} reads as {value!r} in YAML 1.2 but as {old!r} in YAML 1.1; "
-                    "write it so that both agree, or quote it for the string",
-                )
         return value
-
-    @staticmethod
-    def _yaml11(node: ScalarNode) -> Any:
-        """How YAML 1.1 reads ``node`` (INVALID when it cannot)."""
-        tag = _YAML11.resolve(ScalarNode, node.value, (True, False))
-        construct = yaml.SafeLoader.yaml_constructors.get(tag)
-        try:
-            # The constructor function itself: construct_object would cache every node.
-            return construct(_YAML11, ScalarNode(tag, node.value)) if construct else INVALID
-        except Exception:  # noqa: BLE001 -- any failure means "no competing reading"
-            return INVALID
 
     def key(self, node: Node) -> Any:
         if not isinstance(node, ScalarNode):
@@ -343,14 +260,14 @@ class _Walker:
         out = LDict()
         out.line = _line(node)
         out.key_lines = {}
-        merges = [(k, v) for k, v in node.value if k.tag == _MERGE]
+        merges = [(k, v) for k, v in node.value if k.tag == MERGE_TAG]
         for extra, _ in merges[1:]:
             self.problem(extra, "duplicate merge key '<<' (give one `<<: [*a, *b]` instead)")
         if merges:
             self._merge(out, merges[0][1])
         explicit: dict[Any, int] = {}
         for key_node, value_node in node.value:
-            if key_node.tag == _MERGE:
+            if key_node.tag == MERGE_TAG:
                 continue
             key = self.key(key_node)
             if key is INVALID:
@@ -393,20 +310,19 @@ class _Walker:
 
 
 def load_nodes(
-    text: str, *, string_keys: bool = False, strict_yaml11: bool = False
+    text: str, *, string_keys: bool = False
 ) -> tuple[Any, list[YamlProblem]]:
     """One document as :class:`LDict` / :class:`LList` / scalars (None when empty) and the
-    problems collected while building it. ``string_keys``: every key must be a string;
-    ``strict_yaml11``: a plain scalar that YAML 1.1 would read differently is a problem too.
+    problems collected while building it. ``string_keys``: every key must be a string.
     Raises :class:`YamlSyntaxError` when the text cannot be loaded at all."""
     loader = None
     try:
         # The reader validates characters as soon as the loader is constructed.
-        loader = _Loader(text)
+        loader = CoreLoader(text)
         node = loader.get_single_node()
         if node is None:
             return None, []
-        walker = _Walker(loader, string_keys=string_keys, strict_yaml11=strict_yaml11)
+        walker = _Walker(loader, string_keys=string_keys)
         walker.check_size(node)
         return walker.value(node), walker.problems
     except yaml.MarkedYAMLError as exc:
@@ -460,24 +376,6 @@ def load_yaml_with_lines(text: str) -> LocatedYaml:
         first = located.problems[0]
         raise YamlSyntaxError(first.message, first.line)
     return located
-
-
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
-    """Quotes every string that YAML 1.2 (this loader) *or* YAML 1.1 (PyYAML's default, other
-    tools) would read as something else: ``'off'``, ``'010'``, ``'1e-4'`` stay strings for both."""
-
-
-_Dumper.yaml_implicit_resolvers = {
-    first: list(_Loader.yaml_implicit_resolvers.get(first, []))
-    + list(yaml.SafeDumper.yaml_implicit_resolvers.get(first, []))
-    for first in set(_Loader.yaml_implicit_resolvers) | set(yaml.SafeDumper.yaml_implicit_resolvers)
-}
-
-
-def dump(data: Any, **options: Any) -> str:
-    """``yaml.safe_dump(data, **options)`` whose text this loader (and YAML 1.1) reads back as
-    ``data``."""
-    return yaml.dump(data, Dumper=_Dumper, **options)
 
 
 def parse_scalar(text: str) -> Any:

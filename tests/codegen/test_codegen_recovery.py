@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hyper_parallel.codegen import pipeline
+from hyper_parallel.codegen import outputs, pipeline
 
 from .conftest import REPO
 
@@ -55,10 +55,10 @@ def _conflict(text: str) -> str:
 
 def test_broken_generated_files_are_regenerated(whole_copy):
     root = whole_copy
-    outputs = pipeline.output_paths(root)
-    before = {rel: (root / rel).read_bytes() for rel in outputs}
-    registry = next(rel for rel in outputs if rel.endswith("config_registry.py"))
-    recipes = sorted(rel for rel in outputs if rel.startswith("recipes/"))
+    paths = outputs.output_paths(root)
+    before = {rel: (root / rel).read_bytes() for rel in paths}
+    registry = next(rel for rel in paths if rel.endswith("config_registry.py"))
+    recipes = sorted(rel for rel in paths if rel.startswith("recipes/"))
     breakage = {
         "hyper_parallel/config/configs.py": lambda t: _conflict(t).encode(),
         "hyper_parallel/trainer/trainer_config.py": lambda t: t[: len(t) // 3].encode(),
@@ -87,8 +87,8 @@ def test_broken_generated_files_are_regenerated(whole_copy):
     generate = _run(root)
     assert generate.returncode == 0, generate.stderr
     assert "Traceback" not in generate.stderr
-    after = {rel: (root / rel).read_bytes() for rel in outputs}
-    assert [rel for rel in outputs if after[rel] != before[rel]] == []
+    after = {rel: (root / rel).read_bytes() for rel in paths}
+    assert [rel for rel in paths if after[rel] != before[rel]] == []
 
     again = _run(root, "--check")
     assert (again.returncode, again.stderr) == (0, "")

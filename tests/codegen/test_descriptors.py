@@ -21,7 +21,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hyper_parallel.codegen import CodegenError, check, generate, pipeline, render, write
+from hyper_parallel.codegen import (
+    CodegenError,
+    check,
+    framing,
+    generate,
+    registry_context,
+    render,
+    write,
+)
 from hyper_parallel.codegen.coverage import resolve
 from hyper_parallel.codegen.descriptors import load_descriptors
 from hyper_parallel.codegen.table import load_table
@@ -467,11 +475,11 @@ def test_generated_module_is_byte_stable():
 
 
 def test_order_of_the_descriptor_lines_does_not_change_the_code(repo_copy):
-    before = pipeline.split_header(generate(repo_copy).files[REGISTRY])[1]
+    before = framing.split_header(generate(repo_copy).files[REGISTRY])[1]
     _edit_recipe(repo_copy, "qwen3_5_v2_debugmodel", "      training.steps: 10\n", "")
     _edit_recipe(repo_copy, "qwen3_5_v2_debugmodel", "    set:\n",
                  "    set:\n      training.steps: 10\n")
-    assert pipeline.split_header(generate(repo_copy).files[REGISTRY])[1] == before
+    assert framing.split_header(generate(repo_copy).files[REGISTRY])[1] == before
 
 
 def test_readable_shape():
@@ -496,11 +504,11 @@ def test_readable_shape():
 
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_float_literals_round_trip(value):
-    assert float(render._float(value)) == value
+    assert float(registry_context._float(value)) == value
 
 
 def test_small_floats_are_written_as_people_write_them():
-    assert [render._float(v) for v in (1e-3, 3e-4, 1.5e-4, 3e-05, 0.1, 0.95, 1.0, -2e-6)] == [
+    assert [registry_context._float(v) for v in (1e-3, 3e-4, 1.5e-4, 3e-05, 0.1, 0.95, 1.0, -2e-6)] == [
         "1e-3", "3e-4", "1.5e-4", "3e-5", "0.1", "0.95", "1.0", "-2e-6"]
 
 
@@ -555,8 +563,9 @@ def _descriptor_problems(repo) -> list[str]:
 
 
 def test_every_problem_of_the_descriptor_is_reported_at_once(repo_copy):
-    """Problems in three recipes plus a duplicate key and a YAML 1.1 boolean: one error lists
-    all five with their lines."""
+    """Problems in three recipes plus a duplicate key and a YAML 1.1 boolean spelling (a string
+    under the YAML 1.2 rules of every YAML here, so a wrong type): one error lists all five
+    with their lines."""
     _edit_recipe(repo_copy, "qwen3_5_v2_debugmodel", "training.steps: 10", "training.step: 10")
     _edit_recipe(repo_copy, "qwen3_5_v2_0_8b", "training.seq_len: 4096", "training.seq_len: 1")
     _edit_recipe(repo_copy, "qwen3_5_v2_debugmodel_tp2", "base: qwen3_5_v2_debugmodel",
@@ -581,7 +590,8 @@ def test_every_problem_of_the_descriptor_is_reported_at_once(repo_copy):
     assert f"{DESCRIPTOR}:{base}: recipes.qwen3_5_v2_debugmodel_tp2.base: unknown base recipe" \
         in text
     assert f"{DESCRIPTOR}:{dup}: duplicate key 'optimizer.lr' (first at line {first})" in text
-    assert f"{DESCRIPTOR}:{yes}: 'yes' is a YAML 1.1 boolean" in text
+    assert (f"{DESCRIPTOR}:{yes}: recipes.qwen3_5_v2_debugmodel.set.debug.deterministic: wrong "
+            "type: 'yes' is not of type bool") in text
 
 
 def test_a_missing_part_of_the_descriptor_does_not_hide_the_others(repo_copy):

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyper_parallel.codegen import fleet, from_yaml
+from hyper_parallel.codegen import fleet, from_yaml, recipe_changes
 from hyper_parallel.codegen.__main__ import main
 from hyper_parallel.codegen.errors import CodegenError
 
@@ -178,9 +178,10 @@ def test_family_tree(family):
     }
     shared = next(f for f in family.families if f.name == "family_cpu_tp2_shared")
     assert shared.files == ["family_cpu", "family_cpu_eval", "family_tp2"]
+    # In the order of HyperTrainer.Config: the sections, then each section's fields.
     assert [_target(line) for line in shared.lines] == [
-        "config.training.steps", "config.training.global_batch_size",
-        "config.lr_scheduler.warmup_steps"]
+        "config.lr_scheduler.warmup_steps", "config.training.steps",
+        "config.training.global_batch_size"]
     eval_recipe = next(r for r in family.recipes if r.name == "family_cpu_eval")
     assert [_target(line) for line in eval_recipe.lines] == [
         "config.checkpoint.interval", "config.validation.freq", "config.validation.dataset_path"]
@@ -256,19 +257,24 @@ def test_family_names_never_collide(names, members, base, taken, expected):
 
 def test_shared_lines_say_so_and_carry_comments_once(family):
     base = family.text.split("def family_base", 1)[1].split("\ndef ", 1)[0]
-    assert "config.comm.backend = \"gloo\"  # train.comm_backend: 4 of 5 YAMLs, line 15" in base
-    assert base.count("# CPU ranks talk over gloo") == 1  # written in two YAMLs
-    assert "# the small model every CPU run uses" in base
-    assert family.text.count("# CPU ranks talk over gloo") == 1
+    # One comment: the key, how many YAMLs share it, its line, and the YAMLs' comment on it,
+    # once although two YAMLs write it.
+    assert ("    # train.comm_backend (4 of 5 YAMLs, line 15): CPU ranks talk over gloo\n"
+            "    config.comm.backend = \"gloo\"\n") in base
+    assert family.text.count("CPU ranks talk over gloo") == 1
+    assert ("# model.{name, config_overrides.flavor} (4 of 5 YAMLs, lines 3-5): the small model "
+            "every CPU run uses\n    config = flavor_baseline(") in base
     shared = family.text.split("def family_cpu_tp2_shared()", 1)[1].split("\ndef ", 1)[0]
-    assert "config.training.steps = 10  # train.max_steps: 3 of 5 YAMLs, line 12" in shared
+    assert "config.training.steps = 10  # train.max_steps (3 of 5 YAMLs, line 12)" in shared
     doc = " ".join(shared.split('"""')[1].split())
     assert doc.startswith("The settings shared by family_cpu, family_cpu_eval and family_tp2 (3 "
                           "of the 5 YAMLs): what family_base sets, and the 3 fields")
     assert "config = family_base()  # the settings shared by 4 of 5 YAMLs" in shared
     cpu = family.text.split("def family_cpu()", 1)[1].split("\ndef ", 1)[0]
-    assert "# The family's one-rank CPU run" in cpu and "family_cpu.yaml:17 train.optimizer.lr" \
-        in cpu
+    # The YAML's header goes to its recipe's docstring.
+    cpu_doc = cpu.split('"""')[1]
+    assert "The YAML's header comment:\n\n        The family's one-rank CPU run" in cpu_doc
+    assert "config.optimizer.lr = 0.001  # train.optimizer.lr (line 17)\n" in cpu
     doc = family.text.split('"""', 2)[1]
     assert "fleet_family/family_cpu.yaml" in doc and "(sha256 " in doc
     assert "--from-yaml tests/codegen/fleet_family" in " ".join(doc.split())
@@ -461,7 +467,7 @@ def test_cli_default_output_and_overrides_for_every_file(workdir, capsys):
     text = (workdir / "recipes" / "config_registry.py").read_text()
     base = text.split("def family_base", 1)[1].split("\ndef ", 1)[0]
     # Every file has the override, so the base sets it once.
-    assert "config.training.steps = 50  # command line: --train.max_steps=50: all 3 YAMLs" in base
+    assert "config.training.steps = 50  # command line: --train.max_steps=50 (all 3 YAMLs)" in base
     assert "The overrides after ``--`` apply to every YAML." in " ".join(text.split())
 
 
@@ -485,13 +491,13 @@ def test_cli_strict_applies_to_every_file(workdir, capsys):
 
 
 def test_a_failed_proof_writes_nothing(workdir, capsys, monkeypatch):
-    real = from_yaml.field_changes
+    real = recipe_changes.field_changes
 
     def lossy(base, target, path=()):
         changes = real(base, target, path)
         return [c for c in changes if c.dotted != "debug.seed"] if not path else changes
 
-    monkeypatch.setattr(from_yaml, "field_changes", lossy)
+    monkeypatch.setattr(recipe_changes, "field_changes", lossy)
     assert main(["--from-yaml", str(EXAMPLES / "train_qwen3_5_debug.yaml"),
                  str(EXAMPLES / "train_qwen3_5_tp2.yaml")]) == 1
     err = capsys.readouterr().err

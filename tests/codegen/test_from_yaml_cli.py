@@ -8,7 +8,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyper_parallel.codegen import from_yaml
+from hyper_parallel.codegen import from_yaml, recipe_changes
 from hyper_parallel.codegen.__main__ import main
 
 from .conftest import REPO
@@ -81,13 +81,13 @@ def test_legacy_parser_errors_keep_file_and_line(workdir, capsys):
 
 def test_a_failed_proof_writes_nothing(workdir, capsys, monkeypatch):
     """Drop one line from the recipe (a converter bug): the proof names the field, no file."""
-    real = from_yaml.field_changes
+    real = recipe_changes.field_changes
 
     def lossy(base, target, path=()):
         changes = real(base, target, path)
         return [c for c in changes if c.dotted != "training.steps"] if not path else changes
 
-    monkeypatch.setattr(from_yaml, "field_changes", lossy)
+    monkeypatch.setattr(recipe_changes, "field_changes", lossy)
     assert main(["--from-yaml", str(DEMO)]) == 1
     err = capsys.readouterr().err
     assert "does not reproduce the YAML, so nothing was written" in err

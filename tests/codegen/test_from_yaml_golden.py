@@ -10,6 +10,7 @@ that look like code. Update on purpose (then review the diff):
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from pathlib import Path
@@ -77,17 +78,26 @@ def test_conversion_is_byte_stable():
     assert convert("transforms") == convert("transforms")
 
 
+#: A line's provenance: ``a.b (line 4)``, ``a.{b, c.d} (lines 4-6)``, ``a.b, c.d (lines 4-6)``.
+_PROVENANCE = re.compile(r"# ((?:[\w.]+(?:\.\{[^}]*\})?)(?:, [\w.]+(?:\.\{[^}]*\})?)*) "
+                         r"\(lines? [\d-]+\)")
+
+
 def _provenance_keys(text: str) -> set[str]:
     keys = set()
-    for match in re.finditer(r"# \w+\.yaml:[\d-]+ (.*)$", text, re.MULTILINE):
-        for item in match.group(1).split(", "):
-            item = re.sub(r"^:\d+ ", "", item)
-            if "{" in item:  # section.{a, b}
-                section, names = item.split(".{")
-                keys |= {f"{section}.{n}" for n in names.rstrip("}").split(", ")}
+    for match in _PROVENANCE.finditer(text):
+        for item in re.split(r", (?![^{]*\})", match.group(1)):
+            if "{" in item:  # prefix.{a, b.c}
+                prefix, names = item.split(".{")
+                keys |= {f"{prefix}.{n}" for n in names.rstrip("}").split(", ")}
             else:
                 keys.add(item)
     return keys
+
+
+def _body(text: str) -> list[str]:
+    """The lines of the recipe function, without its ``def`` line."""
+    return text.split("\ndef ", 1)[1].splitlines()[1:]
 
 
 def test_goldens_cover_every_kind_of_row(results):
@@ -108,25 +118,69 @@ def test_goldens_cover_every_kind_of_row(results):
             assert row.legacy[0] in errors, f"no golden error for the unsupported {row.legacy}"
 
 
-def test_comments_are_carried_in_order(results):
+def test_one_comment_per_statement(results):
+    """Trailing when it fits in 100 columns, else one line above: never two comment lines in a
+    row, never a comment that a statement does not follow, never one above a line that fits."""
+    for stem, (text, _) in results.items():
+        if text is None:
+            continue
+        body = _body(text)
+        for above, below in itertools.pairwise(body):
+            if above.strip().startswith("#"):
+                assert not below.strip().startswith("#"), (stem, above, below)
+                assert below.strip() != "return config", (stem, above)
+                assert "  # " not in below, (stem, below)
+                assert len(f"{below}  {above.strip()}") > 100, (stem, above, below)
+        trailing = [line for line in body if "  # " in line and not line.strip().startswith("#")]
+        assert all(len(line) <= 100 for line in trailing), stem
+
+
+def test_statements_follow_the_order_of_the_config(results):
+    """Grouped by section in the order of HyperTrainer.Config's fields, each section's fields
+    in their own order."""
+    import dataclasses
+
+    from hyper_parallel.trainer.trainer_config import HyperTrainer
+
+    def rank(target: str) -> tuple:
+        node, ranks = HyperTrainer.Config(), []
+        for name in re.findall(r"\.(\w+)", target.split("[", 1)[0]):
+            names = [f.name for f in dataclasses.fields(node)]
+            ranks.append(names.index(name))
+            node = getattr(node, name)
+            if not dataclasses.is_dataclass(node):
+                break
+        return tuple(ranks)
+
+    for stem, (text, _) in results.items():
+        if text is None:
+            continue
+        targets = [line.split(" = ", 1)[0].strip().removeprefix("del ")
+                   for line in _body(text) if line.strip().startswith(("config.", "del config."))]
+        ranks = [rank(t) for t in targets]
+        assert ranks == sorted(ranks), (stem, targets)
+
+
+def test_comments_stay_with_their_keys(results):
     text, _ = results["overrides_and_comments"]
-    body = text.split("def overrides_and_comments()", 1)[1]
-    expected = [
-        "# Header comment of the file: it goes above the baseline line.",
-        "# A second block, after a blank line.",
-        "config = flavor_baseline(",
-        "# no flavor: the model's default one",
-        "config.model.config_overrides = ",
-        "# a section comment moves to the next line below it",
-        "# This key keeps its default, so its comment moves down to the next line.",
-        '# trailing comment with a tab\\tand a "quote"',
-        "config.training.steps = 5  # overrides_and_comments.yaml:16 train.max_steps",
-        "# Comments after the last key end the function.",
-        "return config",
-    ]
-    positions = [body.find(item) for item in expected]
-    assert -1 not in positions, [e for e, p in zip(expected, positions) if p == -1]
-    assert positions == sorted(positions)
+    doc, body = text.split('"""')[1], "\n".join(_body(text))
+    # The header, the closing comment and the comments of keys no line sets: the docstring.
+    assert "The YAML's header comment:\n\n    Header comment of the file" in doc
+    assert "    A second block, after a blank line." in doc
+    assert "* data (line 10): a section sets no line: its comment goes to the docstring" in doc
+    assert "* train.seed (line 15): This key keeps its default (no line)" in doc
+    assert "The YAML's closing comment:\n\n    Comments after the last key go to" in doc
+    assert "Header comment" not in body and "closing" not in body
+    # A dict line carries the block above the dict and its entries' comments, in one line.
+    assert ("    # model.config_overrides (line 7): A block comment on a dict joins the comment of "
+            "the line that sets the dict, and so do the comments of its entries\n"
+            "    config.model.config_overrides = {") in body
+    # A block of two lines and a trailing comment: one line.
+    assert ("# train.global_batch_size (line 20): A block of two comment lines above a key "
+            "becomes one comment, joined with the key's trailing one. (two sequences per step)\n"
+            "    config.training.global_batch_size = 2") in body
+    assert '# train.max_steps (line 16): trailing comment with a tab\\tand a "quote"\n' in body
+    assert "config.training.seq_len = 32  # data.max_seq_len (line 12)\n" in body
 
 
 def test_values_that_look_like_code_stay_data(results, tmp_path):

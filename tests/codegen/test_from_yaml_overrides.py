@@ -148,9 +148,9 @@ def test_override_lines_name_the_command_line(results):
     assert "# command line: --data.max_seq_len 32" in text
     # A dict entry merged into the YAML's mapping: the flavor stays the YAML's.
     assert "command line: --model.config_overrides.num_hidden_layers=2" in text
-    # The YAML's comment on the overridden key stays with the line that sets it.
-    body = text.split("def base_run", 1)[1]
-    assert body.index("# the command line makes it 30") < body.index("config.training.steps = 30")
+    # The YAML's comment on the overridden key stays with the line that sets it, in its comment.
+    assert ("config.training.steps = 30  # command line: --train.max_steps=30; the command line "
+            "makes it 30\n") in text
     assert ("--from-yaml base_run.yaml -- --train.max_steps=30 --data.max_seq_len 32" in
             " ".join(text.split()))
     assert "command-line overrides: --train.max_steps=30" in out
@@ -168,7 +168,7 @@ def test_launch_line_records_the_command_and_warns_about_nproc(results):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden_recipes_run_and_match_the_overridden_yaml(results, case):
-    from hyper_parallel.config.legacy_adapter import _trainer_config_to_legacy
+    from hyper_parallel.config.legacy_adapter import trainer_config_to_legacy
     from hyper_parallel.trainer.config import HyperTrainerConfig
     from hyper_parallel.trainer.config_parser import load_config
 
@@ -188,7 +188,7 @@ def test_golden_recipes_run_and_match_the_overridden_yaml(results, case):
     from hyper_parallel.config.legacy_adapter import canonicalize_legacy
 
     assert from_yaml.differences(canonicalize_legacy(legacy)[0],
-                                 _trainer_config_to_legacy(config)) == []
+                                 trainer_config_to_legacy(config)) == []
 
 
 # ---------------------------------------------------------------------------------------------

@@ -152,9 +152,23 @@ def test_unknown_path_suggests_the_closest(repo_copy):
            "'dataloader.pin_memory'?)" in message
 
 
-def test_yaml_1_1_boolean_must_be_quoted(repo_copy):
+def test_the_table_reads_yaml_as_the_legacy_configs_do(repo_copy):
+    """One YAML loader, one set of rules (YAML 1.2 core, utils/yaml_lines.py): an unquoted
+    ``off`` is the string "off" and ``010`` is ten, in the table as in a legacy config."""
+    from hyper_parallel.codegen.table import load_table
+
+    quoted = load_table(repo_copy / TABLE, TABLE)
     edit(repo_copy / TABLE, '        default: "off"', "        default: off")
-    assert "'off' is a YAML 1.1 boolean; write true / false, or quote it" in _error(repo_copy)
+    assert load_table(repo_copy / TABLE, TABLE).sections == quoted.sections
+    edit(repo_copy / TABLE, "        default: 100\n        min: 1\n",
+         "        default: 9\n        min: 010\n")
+    assert "default 9 violates the field's own constraints" in _error(repo_copy)
+
+
+def test_a_yaml_1_1_boolean_spelling_is_a_string(repo_copy):
+    # YAML 1.1 would read `no` as false; here it is the string "no", which a bool field refuses.
+    edit(repo_copy / TABLE, "        default: false\n", "        default: no\n")
+    assert "wrong type: default 'no' is not of type bool" in _error(repo_copy)
 
 
 def test_transform_function_must_exist_and_match_the_row(repo_copy):
@@ -234,7 +248,7 @@ def _table_error(repo) -> CodegenError:
 
 
 def test_every_problem_of_the_table_file_is_reported_at_once(repo_copy):
-    """Three malformed rows, a duplicate key and a YAML 1.1 boolean: one error lists all five,
+    """Three malformed rows, a duplicate key and an unsupported tag: one error lists all five,
     each with its line (the YAML-level problems do not hide the schema's)."""
     edit(repo_copy / TABLE, "  - {kind: rename, legacy: data.pin_memory, new: dataloader.pin_memory,",
          "  - {kind: renam, legacy: data.pin_memory, new: dataloader.pin_memory,")
@@ -244,10 +258,10 @@ def test_every_problem_of_the_table_file_is_reported_at_once(repo_copy):
          "  - {kind: rename, legacy: 'data num_workers', new: dataloader.num_workers,")
     edit(repo_copy / TABLE, "  - {kind: rename, legacy: train.max_steps, new: training.steps,",
          "  - {kind: rename, kind: rename, legacy: train.max_steps, new: training.steps,")
-    edit(repo_copy / TABLE, '        default: "off"', "        default: off")
+    edit(repo_copy / TABLE, '        default: "off"', "        default: !!binary b2Zm")
     lines = {needle: _line_of(repo_copy, needle) for needle in (
         "kind: renam,", "reson: x", "'data num_workers'", "kind: rename, kind: rename",
-        "        default: off")}
+        "        default: !!binary")}
     problems = _table_error(repo_copy).problems
     assert len(problems) == 5, problems
     text = "\n".join(problems)
@@ -257,7 +271,7 @@ def test_every_problem_of_the_table_file_is_reported_at_once(repo_copy):
     assert "legacy must be a dotted field path, got 'data num_workers'" in text
     assert (f"{TABLE}:{lines['kind: rename, kind: rename']}: duplicate key 'kind' (first at line "
             f"{lines['kind: rename, kind: rename']})") in text
-    assert f"{TABLE}:{lines['        default: off']}: 'off' is a YAML 1.1 boolean" in text
+    assert f"{TABLE}:{lines['        default: !!binary']}: unsupported tag !!binary" in text
 
 
 def test_a_missing_part_does_not_hide_the_other_problems(repo_copy):
@@ -274,8 +288,6 @@ def test_a_missing_part_does_not_hide_the_other_problems(repo_copy):
 @pytest.mark.parametrize(
     ("old", "new", "words"),
     [
-        ("        default: 100\n        min: 1\n", "        default: 100\n        min: 010\n",
-         "'010' reads as 10 in YAML 1.2 but as 8 in YAML 1.1"),
         ("        default: 100\n        min: 1\n", "        default: 100\n        min: abc\n",
          "min needs an int field and an int bound"),
         ("        default: 100\n        min: 1\n", "        default: 100\n        min: !!binary eA==\n",

@@ -2,14 +2,45 @@
 state-dict adapter and the model spec.
 
 ``Qwen3_5Model`` (:mod:`.protocol`) is the model on the protocol layer (a ``BaseModel`` over
-the ``Qwen3_5ForCausalLM`` modules). Importing this package registers the ``qwen3_5`` spec.
+the ``Qwen3_5ForCausalLM`` modules). Importing this package registers the ``qwen3_5`` spec and
+imports no framework: the configuration (``configuration``, ``model_config``) and the spec are
+framework-free, and the names below that need torch (the modules, the adapter) are imported on
+first attribute access.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .configuration import FLAVORS, Qwen3_5Config, config_from_legacy
-from .model import Qwen3_5ForCausalLM
-from .protocol import Qwen3_5Model, flavor_config
+from .model_config import flavor_config
 from .spec import SPEC_NAME, qwen3_5_spec_factory  # noqa: F401 - registers the spec
-from .state_dict_adapter import Qwen3_5StateDictAdapter
+
+if TYPE_CHECKING:
+    from .model import Qwen3_5ForCausalLM
+    from .protocol import Qwen3_5Model
+    from .state_dict_adapter import Qwen3_5StateDictAdapter
+
+# Names that need torch -> the submodule defining them.
+_LAZY = {
+    "Qwen3_5ForCausalLM": "hyper_parallel.models.qwen3_5.model",
+    "Qwen3_5Model": "hyper_parallel.models.qwen3_5.protocol",
+    "Qwen3_5StateDictAdapter": "hyper_parallel.models.qwen3_5.state_dict_adapter",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups skip this hook
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "FLAVORS",

@@ -60,6 +60,9 @@ class Qwen3_5Attention(nn.Module):
 
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         # Query head i reads kv head i // (Hq / Hkv), the same grouping as HF's repeat_kv.
+        # No explicit mask (is_causal instead) and native GQA: on CUDA in bf16 / fp16 this is
+        # what SDPA's flash-attention kernel takes (head_dim up to 256); elsewhere SDPA picks
+        # the memory-efficient or math kernel.
         out = F.scaled_dot_product_attention(
             q, k, v, is_causal=True, scale=self.scaling, enable_gqa=q.shape[1] != k.shape[1]
         )

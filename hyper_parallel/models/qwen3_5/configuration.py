@@ -8,6 +8,10 @@ so that a ``config.json`` maps onto this dataclass one-to-one. Two deliberate di
   :meth:`Qwen3_5Config.from_hf_dict` convert.
 * ``full_attention_interval`` is kept as a field (HF consumes it while deriving ``layer_types``).
 
+One field is not architecture and not Hugging Face's: ``kernels`` (``auto`` / ``torch`` /
+``fla``), which implementation the Gated DeltaNet layers dispatch to
+(:mod:`~hyper_parallel.models.qwen3_5.kernels`). It never reaches or comes from ``config.json``.
+
 ``config_from_legacy`` accepts one extra, non-HF override key, ``flavor``, naming the base size.
 
 The one home of the ``model.config_overrides`` rule is :func:`check_config_overrides` (every key
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyper_parallel.utils.errors import ConfigError
+from hyper_parallel.utils.kernel_choices import DEFAULT_KERNELS, KERNEL_CHOICES, KernelChoice
 from hyper_parallel.utils.numbers import is_finite_number
 from hyper_parallel.utils.suggest import did_you_mean
 
@@ -42,6 +47,10 @@ FLAVOR_KEY = "flavor"
 """The one non-HF key accepted in ``model.config_overrides``: the base flavor's name."""
 
 DEFAULT_FLAVOR = "0.8b"
+
+NON_HF_FIELDS = ("kernels",)
+"""Fields that are this project's, not Hugging Face's: never written to or read from
+``config.json``."""
 
 MAX_DIM = 2**31 - 1
 """The largest size an integer field may hold: every one of them is a tensor dimension (or a
@@ -127,6 +136,10 @@ class Qwen3_5Config:
     """Written to ``config.json`` only."""
     eos_token_id: int | list[int] | None = None
     """Written to ``config.json`` only."""
+    kernels: KernelChoice = DEFAULT_KERNELS
+    """Implementation of the Gated DeltaNet layers: ``auto`` (fla-core's CUDA kernels when the
+    parameters are on CUDA and the package imports, else the torch path), ``torch`` or ``fla``
+    (fla-core, an error where it cannot run). Not architecture: not written to ``config.json``."""
 
     def __post_init__(self) -> None:
         for name in _POSITIVE_INT_FIELDS:
@@ -142,6 +155,12 @@ class Qwen3_5Config:
             value = getattr(self, name)
             if not is_finite_number(value):
                 raise ValueError(f"Qwen3_5Config.{name} must be a finite number, got {value!r}.")
+        if self.kernels not in KERNEL_CHOICES:
+            raise ValueError(
+                f"Qwen3_5Config.kernels={self.kernels!r} is invalid"
+                f"{did_you_mean(str(self.kernels), KERNEL_CHOICES)}; choose from "
+                f"{list(KERNEL_CHOICES)}."
+            )
         if self.hidden_act != "silu":
             raise ValueError(
                 f"Qwen3_5Config.hidden_act={self.hidden_act!r} is not supported; use 'silu'."
@@ -260,7 +279,7 @@ class Qwen3_5Config:
         }
         rope_keys = {"rope_theta", "partial_rotary_factor", "mrope_section"}
         for f in dataclasses.fields(self):
-            if f.name in rope_keys or f.name == "full_attention_interval":
+            if f.name in rope_keys or f.name in ("full_attention_interval", *NON_HF_FIELDS):
                 continue
             out[f.name] = copy.deepcopy(getattr(self, f.name))
         out["rope_parameters"] = {
@@ -289,7 +308,7 @@ class Qwen3_5Config:
             raise NotImplementedError(
                 f"HF config has rope_type={rope_type!r}; only 'default' RoPE is implemented."
             )
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)} - set(NON_HF_FIELDS)
         values = {k: copy.deepcopy(v) for k, v in text.items() if k in names}
         for key in ("rope_theta", "partial_rotary_factor", "mrope_section"):
             if key in rope:
@@ -427,6 +446,10 @@ LEGACY_UNIVERSAL_FIELDS = (
     "max_position_embeddings",
 )
 
+# Every ``model.*`` field that sets the config field of the same name: the universal ones and
+# ``model.kernels`` (always set: its default is the config's default, ``auto``).
+MODEL_SECTION_FIELDS = (*LEGACY_UNIVERSAL_FIELDS, "kernels")
+
 
 def _get(section: Any, name: str) -> Any:
     if isinstance(section, Mapping):
@@ -484,7 +507,7 @@ def _error_path(message: str, section: Any, overrides: Mapping[str, Any]) -> str
     match = _FIELD_IN_MESSAGE.search(message)
     field_name = match.group(1) if match else None
     if (
-        field_name in LEGACY_UNIVERSAL_FIELDS
+        field_name in MODEL_SECTION_FIELDS
         and field_name not in overrides
         and _get(section, field_name) is not None
     ):
@@ -495,8 +518,9 @@ def _error_path(message: str, section: Any, overrides: Mapping[str, Any]) -> str
 def apply_model_section(base: Any, section: Any, flavor_config: Any = None) -> Any:
     """``base`` with a ``model`` section's overrides applied, in the legacy precedence (later
     wins): ``config_overrides['flavor']`` re-bases on that flavor (``flavor_config(name)``,
-    default the ``FLAVORS`` entry), then the non-None universal ``model.*`` fields
-    (``LEGACY_UNIVERSAL_FIELDS``), then every other ``config_overrides`` key (HF field names).
+    default the ``FLAVORS`` entry), then the non-None universal ``model.*`` fields and
+    ``model.kernels`` (``MODEL_SECTION_FIELDS``), then every other ``config_overrides`` key (HF
+    field names).
     A derived ``layer_types`` is re-derived for the final layer count (``base.replace``).
 
     Raises :class:`~hyper_parallel.utils.errors.ConfigError` (a ``ValueError``) naming an
@@ -510,7 +534,7 @@ def apply_model_section(base: Any, section: Any, flavor_config: Any = None) -> A
         flavor = overrides.pop(FLAVOR_KEY)
         base = flavor_config(flavor) if flavor_config is not None else FLAVORS[flavor]
     changes: dict[str, Any] = {}
-    for name in LEGACY_UNIVERSAL_FIELDS:
+    for name in MODEL_SECTION_FIELDS:
         value = _get(section, name)
         if value is not None:
             changes[name] = value

@@ -19,6 +19,9 @@ in_proj_z/b/a       (Hv*Dv | Hv | Hv, hidden)   in_proj_z / in_proj_b / in_proj_
 
 The depthwise conv weights are plain ``nn.Parameter`` s (not ``nn.Conv1d`` modules) so that a
 ``Shard(0)`` DTensor can be used directly through :func:`_local`.
+
+The convolution and the delta rule run on the implementation ``config.kernels`` selects for the
+device the parameters are on (:mod:`.kernels`: the torch path, or fla-core's CUDA kernels).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from torch import nn
 
 from ._dtensor import _local, _match_input
 from .configuration import Qwen3_5Config
-from .delta_rule import DEFAULT_CHUNK_SIZE, chunk_gated_delta_rule
+from .kernels import GdnKernels, select_gdn_kernels
 
 
 class Qwen3_5RMSNormGated(nn.Module):
@@ -57,24 +60,6 @@ class Qwen3_5RMSNormGated(nn.Module):
         return f"{tuple(self.weight.shape)}, eps={self.eps}"
 
 
-def causal_depthwise_conv_silu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """SiLU(causal depthwise conv) over the sequence. ``x``: ``(B, S, C)``; ``weight``: ``(C, 1, K)``.
-
-    Left-pads ``K - 1`` steps so position ``t`` sees ``t-K+1 .. t``. Computed in the weight's dtype.
-    """
-    seq, channels = x.shape[1], x.shape[2]
-    if weight.shape[0] != channels:
-        raise ValueError(
-            f"conv weight has {weight.shape[0]} channels but the input has {channels}; under "
-            "tensor parallelism shard the conv weight like the projection feeding it."
-        )
-    kernel = weight.shape[-1]
-    y = F.conv1d(x.transpose(1, 2).to(weight.dtype), weight, padding=kernel - 1, groups=channels)[
-        ..., :seq
-    ]
-    return F.silu(y).transpose(1, 2).to(x.dtype)
-
-
 class Qwen3_5GatedDeltaNet(nn.Module):
     """Gated DeltaNet: projections, causal conv + SiLU, chunked gated delta rule, gated RMSNorm,
     output projection. Local head counts are inferred from tensor shapes (TP-safe)."""
@@ -84,7 +69,8 @@ class Qwen3_5GatedDeltaNet(nn.Module):
         self.layer_idx = layer_idx
         self.head_k_dim = config.linear_key_head_dim
         self.head_v_dim = config.linear_value_head_dim
-        self.chunk_size = DEFAULT_CHUNK_SIZE
+        self.kernels = config.kernels  # requested (model.kernels); select_kernels() resolves it
+        self._selected: GdnKernels | None = None
         key_dim, value_dim, hv = (
             config.linear_key_dim,
             config.linear_value_dim,
@@ -117,7 +103,20 @@ class Qwen3_5GatedDeltaNet(nn.Module):
             self.dt_bias.fill_(1.0)
             self.A_log.copy_(sample_A_log(self.A_log.shape, self.A_log.device))
 
+    def select_kernels(self) -> GdnKernels:
+        """The implementation this layer computes with, for the device its parameters are on now.
+
+        Chosen on first use and again after the parameters moved to another device type (a
+        :class:`~hyper_parallel.utils.errors.ConfigError` where ``kernels`` cannot run there);
+        otherwise a cached attribute read, which compiled code traces without a graph break.
+        """
+        device_type = self.A_log.device.type
+        if self._selected is None or self._selected.device_type != device_type:
+            self._selected = select_gdn_kernels(self.kernels, device_type)
+        return self._selected
+
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        kernels = self.select_kernels()
         batch, seq, _ = hidden_states.shape
         dk, dv = self.head_k_dim, self.head_v_dim
         q = self.in_proj_q(hidden_states)
@@ -132,7 +131,7 @@ class Qwen3_5GatedDeltaNet(nn.Module):
         conv_w = torch.cat(
             [_local(self.conv_q_weight), _local(self.conv_k_weight), _local(self.conv_v_weight)], 0
         )
-        mixed = causal_depthwise_conv_silu(torch.cat([q, k, v], dim=-1), conv_w)
+        mixed = kernels.conv(torch.cat([q, k, v], dim=-1), conv_w)
         q, k, v = mixed.split([qk_width, qk_width, v_width], dim=-1)
         q = q.reshape(batch, seq, -1, dk)
         k = k.reshape(batch, seq, -1, dk)
@@ -141,7 +140,7 @@ class Qwen3_5GatedDeltaNet(nn.Module):
         beta = b.sigmoid()
         # fp32 so that exp(A_log) cannot overflow in low precision.
         g = -_local(self.A_log).float().exp() * F.softplus(a.float() + _local(self.dt_bias).float())
-        out, _ = chunk_gated_delta_rule(q, k, v, g, beta, chunk_size=self.chunk_size)
+        out = kernels.delta_rule(q, k, v, g, beta)
 
         out = self.norm(out, z.reshape(batch, seq, -1, dv))
         return self.out_proj(out.reshape(batch, seq, -1))

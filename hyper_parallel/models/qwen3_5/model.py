@@ -18,6 +18,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 from .attention import Qwen3_5Attention
 from .configuration import FULL_ATTENTION, Qwen3_5Config
 from .gated_deltanet import Qwen3_5GatedDeltaNet, Qwen3_5RMSNormGated, sample_A_log
+from .kernels import log_kernel_choice
 from .mlp import Qwen3_5MLP
 from .norms import Qwen3_5RMSNorm
 from .rope import Qwen3_5RotaryEmbedding
@@ -65,10 +66,29 @@ class Qwen3_5Model(nn.Module):
         )
         self.norm = Qwen3_5RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.rotary_emb = Qwen3_5RotaryEmbedding(config)
+        self._logged_kernels: set[tuple[str, str, str, str]] = set()
+
+    def select_kernels(self) -> None:
+        """Resolve ``model.kernels`` for every Gated DeltaNet layer where its parameters are, and
+        log each choice the first time this model makes it.
+
+        ``forward`` calls it before running the layers, so compiled layers (``fullgraph``) only
+        read the cached choice; a forced ``fla`` that cannot run raises its ``ConfigError``
+        here, on the first step.
+        """
+        for module in self.modules():
+            if isinstance(module, Qwen3_5GatedDeltaNet):
+                selected = module.select_kernels()
+                key = (module.kernels, selected.name, selected.conv_name, selected.device_type)
+                if key not in self._logged_kernels:
+                    self._logged_kernels.add(key)
+                    log_kernel_choice(module.kernels, selected)
 
     def forward(
         self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None
     ) -> torch.Tensor:
+        if not torch.compiler.is_compiling():
+            self.select_kernels()
         hidden_states = self.embed_tokens(input_ids)
         if position_ids is None:
             batch, seq = input_ids.shape
@@ -102,6 +122,11 @@ class Qwen3_5ForCausalLM(nn.Module):
         self.model = Qwen3_5Model(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.tie_weights()
+
+    def select_kernels(self) -> None:
+        """Resolve the device-specific kernels now that the parameters are on their device
+        (:meth:`Qwen3_5Model.select_kernels`); the engine calls it before the first step."""
+        self.model.select_kernels()
 
     def tie_weights(self) -> None:
         """``lm_head.weight = model.embed_tokens.weight`` when ``tie_word_embeddings`` (call

@@ -62,7 +62,8 @@ local shard) -> ``model.tie_weights()``. Nothing here touches values, so shardin
 Parameter names: activation checkpointing inserts ``_checkpoint_wrapped_module`` after the layer
 index in ``named_parameters()`` (``model.layers.0._checkpoint_wrapped_module.mlp.up_proj.weight``).
 ``state_dict()`` keys are clean (the wrapper strips the infix in a state-dict hook and adds it
-back on load); use :func:`strip_wrapper_prefixes` for names from ``named_parameters()``.
+back on load); use :func:`strip_wrapper_prefixes` (``hyper_parallel.utils.module_names``, re-exported
+here) for names from ``named_parameters()``.
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+from hyper_parallel.platform import get_platform
+from hyper_parallel.utils.choices import AC_MODES
+from hyper_parallel.utils.module_names import strip_wrapper_prefixes
 
 __all__ = [
     "AC_MODES",
@@ -337,9 +342,7 @@ def _unwrap(layer: nn.Module) -> nn.Module:
 
 
 # ====================================================================== activation checkpointing
-AC_MODES = ("off", "none", "full", "selective")
 _AC_OFF = {"off", "none", ""}
-_WRAPPER_INFIXES = ("_checkpoint_wrapped_module", "_orig_mod", "_fsdp_wrapped_module")
 
 
 def _op(namespace: Any, name: str, overload: str = "default") -> Any:
@@ -445,27 +448,11 @@ def apply_ac(model: nn.Module, mode: Any) -> nn.Module:
     return model
 
 
-def strip_wrapper_prefixes(name: str) -> str:
-    """Parameter name without wrapper infixes: ``_checkpoint_wrapped_module`` (AC), ``_orig_mod``
-    (``torch.compile``) and ``_fsdp_wrapped_module`` (FSDP1). FSDP2 adds none.
-
-    ``model.layers.0._checkpoint_wrapped_module.mlp.up_proj.weight`` ->
-    ``model.layers.0.mlp.up_proj.weight``.
-    """
-    return ".".join(part for part in name.split(".") if part not in _WRAPPER_INFIXES)
-
-
 # ====================================================================== FSDP and mixed precision
-DEFAULT_DTYPE_MAP: dict[str, torch.dtype] = {
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-    "half": torch.float16,
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "float": torch.float32,
-}
+#: Accepted dtype spellings -> torch dtypes: the torch platform's map (the spellings themselves
+#: are ``hyper_parallel.platform.dtypes.DTYPE_ALIASES``). This module is torch-only, so it asks
+#: for the torch platform by name rather than the one ``HYPER_PARALLEL_PLATFORM`` selects.
+DEFAULT_DTYPE_MAP: Mapping[str, torch.dtype] = get_platform("torch").dtype_map
 
 
 def _resolve_dtype(field: str, value: Any, dtype_map: Mapping[str, Any]) -> torch.dtype | None:

@@ -7,22 +7,16 @@ the legacy ones; the TP plan, the HF state-dict adapter and DCP checkpoints appl
 
 What the protocol adds:
 
-* ``Qwen3_5Model.Config`` -- a ``BaseModel.Config`` (``kw_only``, ``slots``) that *is* a
-  :class:`Qwen3_5Config`: it declares no field of its own, so every architecture field, default,
-  rule and derived size (``rotary_dim``, ``linear_key_dim``, ``to_hf_dict()``) is written once,
-  in ``configuration.py``, and the state-dict adapter, the HF writer and the modules take it
-  wherever they take a ``Qwen3_5Config``. A ``layer_types`` that is the
-  ``full_attention_interval`` pattern of another length is re-derived when ``num_hidden_layers``
-  changes (``dataclasses.replace(flavor, num_hidden_layers=4)``), like ``Qwen3_5Config.replace``.
-* ``Config.update_from_config(trainer_config=...)`` -- the ``model`` section's architecture
-  overrides, the parallel degrees the model cannot run, ``training.seq_len`` vs the context
-  length (see its docstring). ``Config.replace(**changes)`` is the legacy ``replace``.
+* ``Qwen3_5Model.Config`` -- :class:`~.model_config.Qwen3_5ModelConfig`, a ``BaseModel.Config``
+  that *is* a :class:`Qwen3_5Config` (every architecture field written once, in
+  ``configuration.py``), with ``update_from_config`` and ``replace``. It is declared in
+  the framework-free ``model_config.py`` (with :func:`flavor_config`,
+  :func:`config_from_model_section` and :func:`tp_divisibility_problems`, re-exported here), so
+  recipes and the spec registry hold it without importing torch; this class adopts it.
 * ``verify_module_protocol()`` -- ``BaseModel``'s, with a memory-safe default: the ``init_weights``
   check runs on a full copy only for small models, on a miniature of the architecture otherwise.
 * ``num_flops_per_token`` -- ``BaseModel``'s ``6 * N`` plus the weight-free token mixing and the
   tied ``lm_head`` matmul (:meth:`Qwen3_5Model.extra_flops_per_token`).
-* :func:`flavor_config` -- the legacy ``FLAVORS`` table as ``Qwen3_5Model.Config`` (one source of
-  truth: the sizes are only written in ``qwen3_5/configuration.py``).
 
 Class layout: ``class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel)`` -- the framework module first,
 as the protocol recommends for mixing a framework class into a ``Module`` -- so the legacy
@@ -32,24 +26,21 @@ as the protocol recommends for mixing a framework class into a ``Module`` -- so 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
-from hyper_parallel.models.qwen3_5.configuration import (
-    DEFAULT_FLAVOR,
-    FLAVORS,
-    FULL_ATTENTION,
-    LINEAR_ATTENTION,
-    Qwen3_5Config,
-    apply_model_section,
-)
 from hyper_parallel.models.qwen3_5.model import Qwen3_5ForCausalLM
+from hyper_parallel.models.qwen3_5.model_config import (
+    DEFAULT_FLAVOR,
+    FLAVOR_NAMES,
+    Qwen3_5ModelConfig,
+    config_from_model_section,
+    flavor_config,
+    tp_divisibility_problems,
+)
 from hyper_parallel.protocols.model import BaseModel, ModuleProtocolError
-from hyper_parallel.utils.errors import ConfigError
-from hyper_parallel.utils.suggest import did_you_mean
 
+# The configuration half is re-exported: this is where callers have always found it.
 __all__ = [
     "DEFAULT_FLAVOR",
     "FLAVOR_NAMES",
@@ -58,14 +49,6 @@ __all__ = [
     "flavor_config",
     "tp_divisibility_problems",
 ]
-
-FLAVOR_NAMES: tuple[str, ...] = tuple(FLAVORS)
-"""The named sizes, in the legacy table's order (``debugmodel``, ``0.8b``, ... ``27b``)."""
-
-_LEGACY_NAME = "Qwen3_5Config"
-_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Qwen3_5Config))
-_DERIVED_FLAG = "_layer_types_derived"
-_NAME = "Qwen3_5Model.Config"
 
 AUTO_INIT_CHECK_MAX_PARAMS = 100_000_000
 """``verify_module_protocol()`` runs its init check on a full copy up to this many parameters
@@ -80,141 +63,12 @@ class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
     be parallelised, then ``to_empty`` + ``init_weights``), or ``flavor_config(name).build()``.
     """
 
-    @dataclass(kw_only=True, slots=True)
-    class Config(BaseModel.Config, Qwen3_5Config):
-        """Architecture of a Qwen3.5 dense text decoder; defaults are Qwen3.5-0.8B(-Base).
-
-        Every field, its default, its validation and the derived sizes (``rotary_dim``,
-        ``linear_key_dim``, ...) are the one declaration in :class:`Qwen3_5Config` (Hugging Face
-        ``Qwen3_5TextConfig`` names; RoPE flat rather than nested in ``rope_parameters``); this
-        class adds the protocol (``build``, ``update_from_config``). A ``layer_types`` that is
-        the ``full_attention_interval`` pattern of another length is re-derived when the layer
-        count changes (``dataclasses.replace(flavor, num_hidden_layers=4)``).
-        """
-
-        def __post_init__(self) -> None:
-            if _is_interval_pattern(self.layer_types, self.full_attention_interval):
-                self.layer_types = None  # re-derived for the current length
-            try:
-                Qwen3_5Config.__post_init__(self)
-            except ValueError as exc:
-                raise ValueError(str(exc).replace(_LEGACY_NAME, _NAME)) from None
-
-        # ------------------------------------------------------------ legacy bridge
-        def to_legacy(self) -> Qwen3_5Config:
-            """A plain :class:`Qwen3_5Config` with the same values (a fresh one)."""
-            return Qwen3_5Config(
-                **{
-                    f.name: copy.deepcopy(getattr(self, f.name))
-                    for f in dataclasses.fields(Qwen3_5Config)
-                }
-            )
-
-        @classmethod
-        def from_legacy(cls, legacy: Qwen3_5Config) -> Qwen3_5Model.Config:
-            """The protocol config with the values of a plain one."""
-            return cls(
-                **{
-                    f.name: copy.deepcopy(getattr(legacy, f.name))
-                    for f in dataclasses.fields(Qwen3_5Config)
-                }
-            )
-
-        def replace(self, **changes: Any) -> Qwen3_5Model.Config:
-            """A validated copy with ``changes`` applied; a ``layer_types`` that is the interval
-            pattern is re-derived unless ``changes`` sets it. Unknown names are a
-            ``TypeError``."""
-            if "layer_types" not in changes and _is_interval_pattern(
-                self.layer_types, self.full_attention_interval
-            ):
-                changes["layer_types"] = None
-            return dataclasses.replace(self, **copy.deepcopy(changes))
-
-        def __setattr__(self, name: str, value: Any) -> None:
-            # Qwen3_5Config keeps a __dict__ (its derived-layer_types flag), which would let a
-            # misspelt field through; the protocol's rule is that a typo is an error.
-            if name not in _FIELD_NAMES and name != _DERIVED_FLAG:
-                raise AttributeError(
-                    f"{_NAME} has no field {name!r}{did_you_mean(name, _FIELD_NAMES)}"
-                )
-            object.__setattr__(self, name, value)
-
-        # ------------------------------------------------------------ trainer hook
-        def update_from_config(self, *, trainer_config: Any) -> None:
-            """Fit this architecture to the run, in place; called once before ``build``.
-
-            Reads (each section optional; a missing one is skipped):
-
-            1. ``model`` -- the legacy-style architecture overrides, so that a run can change
-               the architecture from the command line (``model_spec`` itself is hidden from it):
-               ``model.config_overrides['flavor']`` first re-bases every field on that flavor,
-               then the non-``None`` ``model.{num_hidden_layers, hidden_size, ...}`` fields, then
-               the other ``model.config_overrides`` keys (HF field names) -- the precedence of
-               the legacy ``config_from_legacy``. Without a ``flavor`` key the current values are
-               the base. Applying the same section twice changes nothing. All-or-nothing: an
-               invalid result raises and leaves this config untouched.
-            2. ``parallelism`` -- ``context_parallel_degree``, ``pipeline_parallel_degree``,
-               ``expert_parallel_degree`` and ``expert_tensor_parallel_degree`` above 1 raise
-               a ``ConfigError`` (not supported for this dense model); ``tensor_parallel_degree``
-               must divide every dimension TP shards (a ``ConfigError`` listing each one; see
-               :func:`tp_divisibility_problems`).
-            3. ``training.seq_len`` must not exceed ``max_position_embeddings`` (``ConfigError``):
-               RoPE itself is computed on the fly, but the exported ``config.json`` would claim
-               a context the model was never trained for.
-
-            Nothing else is derived: the RoPE tables need no resizing (computed per batch), and
-            precision / checkpointing are parallelisation settings, not architecture.
-            """
-            section = getattr(trainer_config, "model", None)
-            if section is not None:
-                updated = _apply_model_section(self, section)
-                for f in dataclasses.fields(self):
-                    setattr(self, f.name, getattr(updated, f.name))
-
-            parallelism = getattr(trainer_config, "parallelism", None)
-            if parallelism is not None:
-                for name, what in (
-                    ("context_parallel_degree", "context parallelism"),
-                    ("pipeline_parallel_degree", "pipeline parallelism"),
-                    (
-                        "expert_parallel_degree",
-                        "expert parallelism (the dense model has no experts)",
-                    ),
-                ):
-                    degree = getattr(parallelism, name, 1) or 1
-                    if degree > 1:
-                        raise ConfigError(
-                            f"{degree}: {what} is not supported by qwen3_5_v2 yet; set it to 1",
-                            path=f"parallelism.{name}",
-                        )
-                etp = getattr(parallelism, "expert_tensor_parallel_degree", 1) or 1
-                if etp > 1:
-                    raise ConfigError(
-                        f"{etp}: the dense model has no experts to shard; set it to 1",
-                        path="parallelism.expert_tensor_parallel_degree",
-                    )
-                tp = getattr(parallelism, "tensor_parallel_degree", 1) or 1
-                problems = tp_divisibility_problems(self, tp)
-                if problems:
-                    raise ConfigError(
-                        f"{tp} cannot shard this Qwen3.5 model evenly: {'; '.join(problems)}. "
-                        "Choose a tensor_parallel_degree that divides them (or change the model "
-                        "dimensions).",
-                        path="parallelism.tensor_parallel_degree",
-                    )
-
-            training = getattr(trainer_config, "training", None)
-            seq_len = getattr(training, "seq_len", None)
-            if seq_len is not None and seq_len > self.max_position_embeddings:
-                raise ConfigError(
-                    f"{seq_len} exceeds the model's max_position_embeddings="
-                    f"{self.max_position_embeddings}: lower it, or raise max_position_embeddings "
-                    "(model.max_position_embeddings)",
-                    path="training.seq_len",
-                )
+    # The architecture, declared framework-free in model_config.py (recipes and the registry
+    # hold it without torch); adopting it here makes this class its owner.
+    Config = Qwen3_5ModelConfig
 
     # ------------------------------------------------------------------ construction
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Qwen3_5ModelConfig) -> None:
         # BaseModel.__init__ stores the config and reaches nn.Module.__init__ (the legacy
         # __init__ is skipped: it would store a legacy config); the legacy hook then builds the
         # very same submodules from the equivalent legacy config.
@@ -270,7 +124,7 @@ class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
         return token_mixing_flops_per_token(c, seq_len) + tied
 
 
-def _miniature(config: Qwen3_5Model.Config) -> Qwen3_5Model.Config:
+def _miniature(config: Qwen3_5ModelConfig) -> Qwen3_5ModelConfig:
     """The same architecture, tiny: one layer per mixer type in use, narrow vocab / hidden / MLP
     (head counts, head sizes, RoPE, flags unchanged)."""
     kinds = list(dict.fromkeys(config.layer_types))  # in order of first use
@@ -282,60 +136,3 @@ def _miniature(config: Qwen3_5Model.Config) -> Qwen3_5Model.Config:
         num_hidden_layers=len(kinds),
         layer_types=kinds,
     )
-
-
-def _is_interval_pattern(layer_types: Any, interval: int) -> bool:
-    """Whether ``layer_types`` is what ``full_attention_interval`` derives for its length."""
-    if not isinstance(layer_types, (list, tuple)):
-        return False
-    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
-        return False  # invalid: the legacy validation reports it
-    kinds = list(layer_types)
-    return kinds == [
-        FULL_ATTENTION if (i + 1) % interval == 0 else LINEAR_ATTENTION for i in range(len(kinds))
-    ]
-
-
-# ---------------------------------------------------------------------- flavors & overrides
-def flavor_config(name: str) -> Qwen3_5Model.Config:
-    """A fresh ``Qwen3_5Model.Config`` of the named size (from the legacy ``FLAVORS`` table)."""
-    if name not in FLAVORS:
-        raise ValueError(
-            f"unknown Qwen3.5 flavor {name!r}{did_you_mean(str(name), FLAVORS)}; "
-            f"valid flavors: {', '.join(FLAVOR_NAMES)}"
-        )
-    return Qwen3_5Model.Config.from_legacy(FLAVORS[name])
-
-
-def _apply_model_section(base: Qwen3_5Model.Config, section: Any) -> Qwen3_5Model.Config:
-    """``base`` with a ``model`` section's overrides applied (see ``update_from_config``)."""
-    return apply_model_section(base, section, flavor_config)
-
-
-def config_from_model_section(section: Any) -> Qwen3_5Model.Config:
-    """The config a legacy-style ``model`` section describes, exactly as the legacy trainer reads
-    it (``config_from_legacy``): the base is ``config_overrides['flavor']``, default ``0.8b``."""
-    return _apply_model_section(flavor_config(DEFAULT_FLAVOR), section)
-
-
-def tp_divisibility_problems(config: Any, tp: int) -> list[str]:
-    """Every dimension that tensor parallelism shards and ``tp`` does not divide (empty: fine).
-
-    The rule of the TP plan (``qwen3_5.parallelize.validate_tp_degree``, which ``apply_tp``
-    enforces again): ``vocab_size`` and ``intermediate_size`` always; the attention head counts
-    only when the model has full-attention layers; the GDN head counts only when it has Gated
-    DeltaNet layers. ``config`` is a ``Qwen3_5Model.Config`` or a legacy ``Qwen3_5Config``.
-    """
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-        raise ValueError(f"tensor parallel degree must be a positive int, got {tp!r}")
-    kinds = set(config.layer_types)
-    fields = ["vocab_size", "intermediate_size"]
-    if FULL_ATTENTION in kinds:
-        fields += ["num_attention_heads", "num_key_value_heads"]
-    if LINEAR_ATTENTION in kinds:
-        fields += ["linear_num_key_heads", "linear_num_value_heads"]
-    return [
-        f"{name}={getattr(config, name)} is not divisible by tp={tp}"
-        for name in fields
-        if getattr(config, name) % tp
-    ]

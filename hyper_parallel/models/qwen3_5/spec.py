@@ -1,25 +1,39 @@
 """The Qwen3.5 model spec, registered as ``qwen3_5`` (the legacy ``model.name``).
 
 ``qwen3_5_spec_factory(flavor)`` is the one description of the model family the engine trains:
-the architecture as a :class:`~hyper_parallel.models.qwen3_5.protocol.Qwen3_5Model.Config`, the
-keyword-section parallelisation, the Hugging Face state-dict adapter and the DTensor-aware clip.
+the architecture as a :class:`~hyper_parallel.models.qwen3_5.model_config.Qwen3_5ModelConfig`
+(``Qwen3_5Model.Config``), the keyword-section parallelisation and the Hugging Face state-dict
+adapter; gradients are clipped by the engine's DTensor-aware default.
 ``hyper_parallel.models.qwen3_5_v2`` registers the same spec under ``qwen3_5_v2`` (the name its
 recipes use), so a legacy YAML (``model.name: qwen3_5``) and a recipe resolve to the same code.
+
+Framework-free: the hooks need torch, so the spec names them by import path
+(:class:`~hyper_parallel.protocols.lazy.LazyRef`); recipes, the registry and the code generator
+build specs without importing torch, and the engine resolves them
+(:meth:`~hyper_parallel.protocols.model_spec.ModelSpec.resolved`) when it trains.
 """
 
 from __future__ import annotations
 
+from hyper_parallel.protocols.lazy import LazyRef
 from hyper_parallel.protocols.model_spec import ModelSpec, register_spec, registered_names
-from hyper_parallel.runtime.optim import clip_grad_norm_
 
 from .configuration import DEFAULT_FLAVOR
-from .parallelize_v2 import parallelize_qwen3_5_v2
-from .protocol import flavor_config
-from .state_dict_adapter import Qwen3_5StateDictAdapter
+from .model_config import flavor_config
 
-__all__ = ["SPEC_NAME", "qwen3_5_spec_factory", "register_default_spec"]
+__all__ = [
+    "PARALLELIZE_FN",
+    "SPEC_NAME",
+    "STATE_DICT_ADAPTER",
+    "qwen3_5_spec_factory",
+    "register_default_spec",
+]
 
 SPEC_NAME = "qwen3_5"
+
+#: The spec's hooks, by import path (each module imports torch).
+PARALLELIZE_FN = "hyper_parallel.models.qwen3_5.parallelize_v2:parallelize_qwen3_5_v2"
+STATE_DICT_ADAPTER = "hyper_parallel.models.qwen3_5.state_dict_adapter:Qwen3_5StateDictAdapter"
 
 
 def qwen3_5_spec_factory(flavor: str, *, name: str = SPEC_NAME) -> ModelSpec:
@@ -28,23 +42,26 @@ def qwen3_5_spec_factory(flavor: str, *, name: str = SPEC_NAME) -> ModelSpec:
     * ``model``: ``flavor_config(flavor)`` -- the engine runs ``model.update_from_config(...)``
       (which applies the ``model`` section: ``config_overrides['flavor']`` re-bases it) and
       builds it with ``model.build()`` on ``training.init_device``.
-    * ``parallelize_fn``: :func:`parallelize_qwen3_5_v2` (keyword sections, CP -> TP -> AC ->
-      compile -> FSDP).
-    * ``state_dict_adapter``: :class:`Qwen3_5StateDictAdapter` (the engine builds it with the
-      model config and ``hf_assets_path``).
-    * ``clip_grad_fn``: the DTensor-aware ``hyper_parallel.runtime.optim.clip_grad_norm_``.
+    * ``parallelize_fn``: :func:`~hyper_parallel.models.qwen3_5.parallelize_v2.
+      parallelize_qwen3_5_v2` (keyword sections, CP -> TP -> AC -> compile -> FSDP).
+    * ``state_dict_adapter``: :class:`~hyper_parallel.models.qwen3_5.state_dict_adapter.
+      Qwen3_5StateDictAdapter` (the engine builds it with the model config and
+      ``hf_assets_path``).
+    * ``clip_grad_fn``: ``None``, the engine's own DTensor-aware
+      ``hyper_parallel.runtime.optim.clip_grad_norm_`` (the model layer names nothing of the
+      runtime above it).
     * ``pipelining_fn`` / ``post_optimizer_build_fn``: ``None`` (no pipeline parallelism, no
       optimizer hooks).
 
-    An unknown flavor is a ``ValueError`` listing the valid ones.
+    The two hooks are :class:`~hyper_parallel.protocols.lazy.LazyRef` s, equal to what they
+    name. An unknown flavor is a ``ValueError`` listing the valid ones.
     """
     return ModelSpec(
         name=name,
         flavor=flavor,
         model=flavor_config(flavor),
-        parallelize_fn=parallelize_qwen3_5_v2,
-        state_dict_adapter=Qwen3_5StateDictAdapter,
-        clip_grad_fn=clip_grad_norm_,
+        parallelize_fn=LazyRef(PARALLELIZE_FN),
+        state_dict_adapter=LazyRef(STATE_DICT_ADAPTER),
     )
 
 

@@ -5,24 +5,57 @@ The model, its flavors and its parallelisation live in :mod:`hyper_parallel.mode
 (``Qwen3_5Model`` is the model on the protocol layer); importing this package registers the
 same spec as ``qwen3_5`` under the name ``qwen3_5_v2`` (flavor ``0.8b``). Recipes call
 ``qwen3_5_v2_spec_factory(flavor)``.
+
+Importing it imports no framework (recipes are configuration): the names below that need torch
+(the model class, the parallelisation helpers) are imported on first attribute access.
 """
 
-from hyper_parallel.models.qwen3_5.parallelize_v2 import (
-    apply_compile,
-    compiled_layers,
-    mp_policy_from_training,
-    parallelize_qwen3_5_v2,
-)
-from hyper_parallel.models.qwen3_5.protocol import (
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from hyper_parallel.models.qwen3_5.model_config import (
     DEFAULT_FLAVOR,
     FLAVOR_NAMES,
-    Qwen3_5Model,
     config_from_model_section,
     flavor_config,
     tp_divisibility_problems,
 )
 
 from .spec import SPEC_NAME, qwen3_5_v2_spec_factory  # importing spec registers it
+
+if TYPE_CHECKING:
+    from hyper_parallel.models.qwen3_5.parallelize_v2 import (
+        apply_compile,
+        compiled_layers,
+        mp_policy_from_training,
+        parallelize_qwen3_5_v2,
+    )
+    from hyper_parallel.models.qwen3_5.protocol import Qwen3_5Model
+
+_PARALLELIZE = "hyper_parallel.models.qwen3_5.parallelize_v2"
+# Names that need torch -> the module defining them.
+_LAZY = {
+    "Qwen3_5Model": "hyper_parallel.models.qwen3_5.protocol",
+    "apply_compile": _PARALLELIZE,
+    "compiled_layers": _PARALLELIZE,
+    "mp_policy_from_training": _PARALLELIZE,
+    "parallelize_qwen3_5_v2": _PARALLELIZE,
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups skip this hook
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "DEFAULT_FLAVOR",

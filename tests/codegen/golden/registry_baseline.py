@@ -1,6 +1,11 @@
 """Recipe registry_baseline, converted from registry_baseline.yaml
 (sha256 a1485a64abe57075615ec1e201eba78331579d2326c17c18687a52bf9965630e).
 
+The YAML's header comment:
+
+    A YAML naming a model that has a recipe registry: the registry recipe it matches best is the
+    baseline (it leaves fewer lines than the flavor baseline).
+
 Train it with
 
     torchrun --nproc_per_node 2 -m hyper_parallel.train --module registry_baseline --config registry_baseline
@@ -8,9 +13,10 @@ Train it with
 Written by ``python -m hyper_parallel.codegen --from-yaml registry_baseline.yaml``. It starts
 from registry recipe
 hyper_parallel.models.qwen3_5_v2.config_registry.qwen3_5_v2_debugmodel_fsdp2 and sets, one line
-each, the fields the YAML changes, commented with the legacy key and the line they come from.
-Before writing, the converter executed this module and checked that
-``_trainer_config_to_legacy(registry_baseline())`` equals the canonical form of the YAML.
+each in the order of ``HyperTrainer.Config``, the fields the YAML changes, each commented with
+the legacy key and line it comes from and the YAML's own comment on that key. Before writing,
+the converter executed this module and checked that
+``trainer_config_to_legacy(registry_baseline())`` equals the canonical form of the YAML.
 """
 
 from __future__ import annotations
@@ -22,11 +28,8 @@ __all__ = ["registry_baseline"]
 
 
 def registry_baseline() -> HyperTrainer.Config:
-    # A YAML naming a model that has a recipe registry: the registry recipe it matches best is the
-    # baseline (it leaves fewer lines than the flavor baseline).
-    # registry_baseline.yaml:4-6 model.name, model.config_overrides.flavor
-    config = qwen3_5_v2_debugmodel_fsdp2()
-    # registry_baseline.yaml:24 train.checkpoint.output_dir
+    config = qwen3_5_v2_debugmodel_fsdp2()  # model.{name, config_overrides.flavor} (lines 4-6)
+    config.dump_folder = "."  # new-only: the legacy outputs are relative to the working directory
+    # train.checkpoint.output_dir (line 24)
     config.checkpoint.folder = "outputs/qwen3_5_v2_debugmodel_fsdp2"
-    config.dump_folder = "."  # dump_folder: new-only, at its default in every legacy YAML
     return config

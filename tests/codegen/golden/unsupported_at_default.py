@@ -1,15 +1,26 @@
 """Recipe unsupported_at_default, converted from unsupported_at_default.yaml
 (sha256 5dff1aaf588ff18aad73cb46155f4fd7c1515f983515ff77e49d5563c675a9a2).
 
+The YAML's header comment:
+
+    Unsupported rows at their legacy defaults convert: the report names them, nothing is lost.
+    (A real alignment YAML of the legacy code base writes its accelerator keys out like this.)
+
 Train it with
 
     torchrun --nproc_per_node 1 -m hyper_parallel.train --module unsupported_at_default --config unsupported_at_default
 
 Written by ``python -m hyper_parallel.codegen --from-yaml unsupported_at_default.yaml``. It
-starts from flavor_baseline: model 'qwen3_5' (its default flavor) and sets, one line each, the
-fields the YAML changes, commented with the legacy key and the line they come from. Before
-writing, the converter executed this module and checked that
-``_trainer_config_to_legacy(unsupported_at_default())`` equals the canonical form of the YAML.
+starts from flavor_baseline: model 'qwen3_5' (its default flavor) and sets, one line each in the
+order of ``HyperTrainer.Config``, the fields the YAML changes, each commented with the legacy
+key and line it comes from and the YAML's own comment on that key. Before writing, the converter
+executed this module and checked that ``trainer_config_to_legacy(unsupported_at_default())``
+equals the canonical form of the YAML.
+
+The YAML's comments on keys that no line sets:
+
+* train.accelerator.comm_fusion (line 14): what fully_shard does: one all-gather /
+  reduce-scatter per unit
 """
 
 from __future__ import annotations
@@ -21,8 +32,5 @@ __all__ = ["unsupported_at_default"]
 
 
 def unsupported_at_default() -> HyperTrainer.Config:
-    # Unsupported rows at their legacy defaults convert: the report names them, nothing is lost.
-    # (A real alignment YAML of the legacy code base writes its accelerator keys out like this.)
-    config = flavor_baseline("qwen3_5")  # unsupported_at_default.yaml:4 model.name
-    # what fully_shard does: one all-gather / reduce-scatter per unit
+    config = flavor_baseline("qwen3_5")  # model.name (line 4)
     return config

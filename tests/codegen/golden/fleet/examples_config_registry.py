@@ -6,9 +6,10 @@ What the YAMLs share is set once, in the shared functions ``train_qwen3_5_base``
 ``train_qwen3_5_demo_fsdp2_shared``: each holds what the recipes below it agree on, starting
 from a flavor baseline or from another of them. Each recipe calls one of them, the recipe of a
 YAML whose settings it contains, or the flavor baseline of its own model, and sets, one line
-each, the fields where its YAML differs, commented with the legacy key and the line it comes
-from. Before writing, the converter executed this module, called every recipe and checked that
-each builds its YAML's configuration and converts back to the YAML's canonical form.
+each in the order of ``HyperTrainer.Config``, the fields where its YAML differs, each commented
+with the legacy key and line it comes from and the YAML's own comment on that key. Before
+writing, the converter executed this module, called every recipe and checked that each builds
+its YAML's configuration and converts back to the YAML's canonical form.
 
 Written by ``python -m hyper_parallel.codegen --from-yaml examples/yaml``.
 
@@ -53,12 +54,11 @@ def train_qwen3_5_base() -> HyperTrainer.Config:
     'qwen3_5', flavor 'debugmodel', and the 3 fields they agree on. Their recipes call it,
     directly or through another function.
     """
-    # ~5M parameters, trains in seconds on a CPU
-    # model.name, model.config_overrides.flavor: 5 of 6 YAMLs, lines 4-6
+    # model.{name, config_overrides.flavor} (5 of 6 YAMLs, lines 4-6): ~5M parameters, trains in seconds on a CPU
     config = flavor_baseline("qwen3_5", "debugmodel")
-    config.dataloader.pin_memory = False  # data.pin_memory: 5 of 6 YAMLs
-    config.comm.backend = "gloo"  # train.comm_backend: 5 of 6 YAMLs
-    config.debug.deterministic = True  # train.debug.deterministic: 5 of 6 YAMLs
+    config.dataloader.pin_memory = False  # data.pin_memory (5 of 6 YAMLs)
+    config.comm.backend = "gloo"  # train.comm_backend (5 of 6 YAMLs)
+    config.debug.deterministic = True  # train.debug.deterministic (5 of 6 YAMLs)
     return config
 
 
@@ -68,13 +68,13 @@ def train_qwen3_5_debug_hsdp_tp2_shared() -> HyperTrainer.Config:
     recipes call it, directly or through another function.
     """
     config = train_qwen3_5_base()  # the settings shared by 5 of 6 YAMLs
-    config.training.steps = 10  # train.max_steps: 3 of 6 YAMLs
-    config.debug.seed = 1234  # train.seed: 3 of 6 YAMLs
-    config.optimizer.lr = 0.001  # train.optimizer.lr: 3 of 6 YAMLs
-    config.lr_scheduler.lr_min = 0.0001  # train.optimizer.lr_min: 3 of 6 YAMLs
-    # no checkpoints for a smoke run
-    config.checkpoint.interval = 0  # train.checkpoint.save_steps: 3 of 6 YAMLs
-    config.checkpoint.export_hf = False  # train.checkpoint.save_hf_weights: 3 of 6 YAMLs
+    config.optimizer.lr = 0.001  # train.optimizer.lr (3 of 6 YAMLs)
+    config.lr_scheduler.lr_min = 0.0001  # train.optimizer.lr_min (3 of 6 YAMLs)
+    # train.checkpoint.save_steps (3 of 6 YAMLs): no checkpoints for a smoke run
+    config.checkpoint.interval = 0
+    config.checkpoint.export_hf = False  # train.checkpoint.save_hf_weights (3 of 6 YAMLs)
+    config.training.steps = 10  # train.max_steps (3 of 6 YAMLs)
+    config.debug.seed = 1234  # train.seed (3 of 6 YAMLs)
     return config
 
 
@@ -84,13 +84,13 @@ def train_qwen3_5_debug_tp2_shared() -> HyperTrainer.Config:
     recipes call it.
     """
     config = train_qwen3_5_debug_hsdp_tp2_shared()  # the settings shared by 3 of 6 YAMLs
-    config.training.seq_len = 128  # data.max_seq_len: 2 of 6 YAMLs, line 9
-    config.dataloader.shuffle = False  # data.shuffle: 2 of 6 YAMLs, line 10
-    config.training.global_batch_size = 4  # train.global_batch_size: 2 of 6 YAMLs
-    # 2 micro-batches per step (gradient accumulation)
-    config.training.local_batch_size = 2  # train.micro_batch_size: 2 of 6 YAMLs
-    config.lr_scheduler.warmup_steps = 2  # train.optimizer.lr_warmup_ratio: 2 of 6 YAMLs
-    config.metrics.log_freq = 1  # train.logging.log_steps: 2 of 6 YAMLs
+    config.dataloader.shuffle = False  # data.shuffle (2 of 6 YAMLs, line 10)
+    config.lr_scheduler.warmup_steps = 2  # train.optimizer.lr_warmup_ratio (2 of 6 YAMLs)
+    config.metrics.log_freq = 1  # train.logging.log_steps (2 of 6 YAMLs)
+    config.training.global_batch_size = 4  # train.global_batch_size (2 of 6 YAMLs)
+    # train.micro_batch_size (2 of 6 YAMLs): 2 micro-batches per step (gradient accumulation)
+    config.training.local_batch_size = 2
+    config.training.seq_len = 128  # data.max_seq_len (2 of 6 YAMLs, line 9)
     return config
 
 
@@ -99,179 +99,186 @@ def train_qwen3_5_demo_fsdp2_shared() -> HyperTrainer.Config:
     train_qwen3_5_base sets, and the 6 fields they agree on beyond it. Their recipes call it.
     """
     config = train_qwen3_5_base()  # the settings shared by 5 of 6 YAMLs
-    config.dataloader.dataset = "jsonl"  # data.type: 2 of 6 YAMLs, line 8
-    # the corpus shipped inside hyper_parallel
-    # data.train_path: 2 of 6 YAMLs, line 9
+    config.dataloader.dataset = "jsonl"  # data.type (2 of 6 YAMLs, line 8)
+    # data.train_path (2 of 6 YAMLs, line 9): the corpus shipped inside hyper_parallel
     config.dataloader.dataset_path = "pkg://corpus/train.jsonl"
-    config.training.seq_len = 128  # data.max_seq_len: 2 of 6 YAMLs
-    config.parallelism.data_parallel_shard_degree = 2  # train.accelerator.dp_shard: 2 of 6 YAMLs
-    config.optimizer.weight_decay = 0.1  # train.optimizer.weight_decay: 2 of 6 YAMLs
-    config.metrics.log_freq = 1  # train.logging.log_steps: 2 of 6 YAMLs
+    config.optimizer.weight_decay = 0.1  # train.optimizer.weight_decay (2 of 6 YAMLs)
+    config.metrics.log_freq = 1  # train.logging.log_steps (2 of 6 YAMLs)
+    config.training.seq_len = 128  # data.max_seq_len (2 of 6 YAMLs)
+    config.parallelism.data_parallel_shard_degree = 2  # train.accelerator.dp_shard (2 of 6 YAMLs)
     return config
 
 
 def train_qwen3_5_0_8b() -> HyperTrainer.Config:
     """Converted from examples/yaml/train_qwen3_5_0_8b.yaml.
 
-    torchrun --nproc_per_node 4 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_0_8b
+    The YAML's header comment:
+
+        Qwen3.5-0.8B truncated to 4 layers, FSDP over 4 ranks, bf16 mixed precision.
+        The legacy reference example (validated 1-card <-> FSDP4 loss parity there).
+          torchrun --nproc_per_node 4 scripts/train_lm.py examples/yaml/train_qwen3_5_0_8b.yaml
+
+    Train it with
+
+        torchrun --nproc_per_node 4 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_0_8b
     """
-    # Qwen3.5-0.8B truncated to 4 layers, FSDP over 4 ranks, bf16 mixed precision.
-    # The legacy reference example (validated 1-card <-> FSDP4 loss parity there).
-    #   torchrun --nproc_per_node 4 scripts/train_lm.py examples/yaml/train_qwen3_5_0_8b.yaml
-    config = flavor_baseline("qwen3_5")  # train_qwen3_5_0_8b.yaml:5 model.name
-    # flavor defaults to 0.8b
-    # train_qwen3_5_0_8b.yaml:6 model.config_overrides
+    config = flavor_baseline("qwen3_5")  # model.name (line 5)
+    # model.config_overrides (line 6): flavor defaults to 0.8b
     config.model.config_overrides = {"num_hidden_layers": 4}
-    config.training.seq_len = 64  # train_qwen3_5_0_8b.yaml:10 data.max_seq_len
-    config.dataloader.shuffle = False  # train_qwen3_5_0_8b.yaml:11 data.shuffle
-    config.training.steps = 20  # train_qwen3_5_0_8b.yaml:14 train.max_steps
-    config.training.global_batch_size = 4  # train_qwen3_5_0_8b.yaml:15 train.global_batch_size
-    config.debug.seed = 1234  # train_qwen3_5_0_8b.yaml:17 train.seed
-    # train_qwen3_5_0_8b.yaml:21 train.accelerator.dp_shard
-    config.parallelism.data_parallel_shard_degree = 4
-    config.lr_scheduler.lr_min = 0.0  # train_qwen3_5_0_8b.yaml:26 train.optimizer.lr_min
-    # train_qwen3_5_0_8b.yaml:28 train.optimizer.lr_warmup_ratio
-    config.lr_scheduler.warmup_steps = 2
-    # clipping effectively off
-    # train_qwen3_5_0_8b.yaml:29 train.optimizer.max_grad_norm
-    config.training.max_norm = 1000000000.0
-    config.optimizer.weight_decay = 0.0  # train_qwen3_5_0_8b.yaml:30 train.optimizer.weight_decay
-    # train_qwen3_5_0_8b.yaml:31 train.optimizer.loss_aggregation
-    config.loss.aggregation = "rank_average"
-    # train_qwen3_5_0_8b.yaml:33-36 train.mixed_precision.{enabled, param_dtype, reduce_dtype, output_dtype}
-    config.training.mixed_precision_output = "bfloat16"
-    # train_qwen3_5_0_8b.yaml:33-36 train.mixed_precision.{enabled, param_dtype, reduce_dtype, output_dtype}
+    config.dataloader.shuffle = False  # data.shuffle (line 11)
+    config.optimizer.weight_decay = 0.0  # train.optimizer.weight_decay (line 30)
+    config.lr_scheduler.warmup_steps = 2  # train.optimizer.lr_warmup_ratio (line 28)
+    config.lr_scheduler.lr_min = 0.0  # train.optimizer.lr_min (line 26)
+    config.loss.aggregation = "rank_average"  # train.optimizer.loss_aggregation (line 31)
+    config.checkpoint.folder = "outputs/qwen3_5"  # train.checkpoint.output_dir (line 40)
+    config.checkpoint.interval = 0  # train.checkpoint.save_steps (line 41)
+    config.checkpoint.export_hf = False  # train.checkpoint.save_hf_weights (line 42)
+    config.metrics.log_freq = 1  # train.logging.log_steps (line 44)
+    config.metrics.report_throughput = False  # train.logging.report_throughput (line 45)
+    config.training.steps = 20  # train.max_steps (line 14)
+    config.training.global_batch_size = 4  # train.global_batch_size (line 15)
+    config.training.seq_len = 64  # data.max_seq_len (line 10)
+    # train.mixed_precision.{enabled, param_dtype, reduce_dtype, output_dtype} (lines 33-36)
     config.training.mixed_precision_param = "bfloat16"
-    # train_qwen3_5_0_8b.yaml:38 train.gradient_checkpointing.activation_checkpoint
+    # train.mixed_precision.{enabled, param_dtype, reduce_dtype, output_dtype} (lines 33-36)
+    config.training.mixed_precision_output = "bfloat16"
+    # train.optimizer.max_grad_norm (line 29): clipping effectively off
+    config.training.max_norm = 1000000000.0
+    config.parallelism.data_parallel_shard_degree = 4  # train.accelerator.dp_shard (line 21)
+    # train.gradient_checkpointing.activation_checkpoint (line 38)
     config.activation_checkpoint.mode = "none"
-    # train_qwen3_5_0_8b.yaml:40 train.checkpoint.output_dir
-    config.checkpoint.folder = "outputs/qwen3_5"
-    config.checkpoint.interval = 0  # train_qwen3_5_0_8b.yaml:41 train.checkpoint.save_steps
-    # train_qwen3_5_0_8b.yaml:42 train.checkpoint.save_hf_weights
-    config.checkpoint.export_hf = False
-    config.metrics.log_freq = 1  # train_qwen3_5_0_8b.yaml:44 train.logging.log_steps
-    # train_qwen3_5_0_8b.yaml:45 train.logging.report_throughput
-    config.metrics.report_throughput = False
-    config.debug.deterministic = True  # train_qwen3_5_0_8b.yaml:47 train.debug.deterministic
+    config.debug.seed = 1234  # train.seed (line 17)
+    config.debug.deterministic = True  # train.debug.deterministic (line 47)
     return config
 
 
 def train_qwen3_5_debug() -> HyperTrainer.Config:
     """Converted from examples/yaml/train_qwen3_5_debug.yaml.
 
-    torchrun --nproc_per_node 1 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_debug
+    The YAML's header comment:
+
+        Qwen3.5 debug model on synthetic tokens, one process.
+          torchrun --nproc_per_node 1 scripts/train_lm.py examples/yaml/train_qwen3_5_debug.yaml
+
+    Train it with
+
+        torchrun --nproc_per_node 1 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_debug
+
+    The YAML's comments on keys that no line sets:
+
+    * data.type (line 8): random tokens, deterministic per sample index
     """
-    # Qwen3.5 debug model on synthetic tokens, one process.
-    #   torchrun --nproc_per_node 1 scripts/train_lm.py examples/yaml/train_qwen3_5_debug.yaml
-    # random tokens, deterministic per sample index
     config = train_qwen3_5_debug_tp2_shared()  # the settings shared by 2 of 6 YAMLs
-    # train_qwen3_5_debug.yaml:21 train.accelerator.dp_shard
-    config.parallelism.data_parallel_shard_degree = 1
-    config.optimizer.betas = (0.9, 0.95)  # train_qwen3_5_debug.yaml:30 train.optimizer.betas
-    # train_qwen3_5_debug.yaml:34 train.checkpoint.output_dir
-    config.checkpoint.folder = "outputs/qwen3_5_debug"
-    config.debug.check_nan_inf = True  # train_qwen3_5_debug.yaml:42 train.debug.check_nan_inf
+    config.optimizer.betas = (0.9, 0.95)  # train.optimizer.betas (line 30)
+    config.checkpoint.folder = "outputs/qwen3_5_debug"  # train.checkpoint.output_dir (line 34)
+    config.parallelism.data_parallel_shard_degree = 1  # train.accelerator.dp_shard (line 21)
+    config.debug.check_nan_inf = True  # train.debug.check_nan_inf (line 42)
     return config
 
 
 def train_qwen3_5_demo() -> HyperTrainer.Config:
     """Converted from examples/yaml/train_qwen3_5_demo.yaml.
 
-    torchrun --nproc_per_node 2 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_demo
+    The YAML's header comment:
+
+        The demo: the debug model on the shipped corpus, FSDP over 2 CPU ranks (`make demo`).
+          torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_demo.yaml
+
+    Train it with
+
+        torchrun --nproc_per_node 2 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_demo
     """
-    # The demo: the debug model on the shipped corpus, FSDP over 2 CPU ranks (`make demo`).
-    #   torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_demo.yaml
     config = train_qwen3_5_demo_fsdp2_shared()  # the settings shared by 2 of 6 YAMLs
-    config.training.steps = 20  # train_qwen3_5_demo.yaml:14 train.max_steps
-    config.training.local_batch_size = 4  # train_qwen3_5_demo.yaml:16 train.micro_batch_size
-    config.optimizer.lr = 0.003  # train_qwen3_5_demo.yaml:22 train.optimizer.lr
-    config.lr_scheduler.lr_min = 0.0003  # train_qwen3_5_demo.yaml:23 train.optimizer.lr_min
-    # train_qwen3_5_demo.yaml:24 train.optimizer.lr_warmup_ratio
-    config.lr_scheduler.warmup_steps = 2
-    # train_qwen3_5_demo.yaml:29 train.checkpoint.output_dir
-    config.checkpoint.folder = "outputs/demo"
-    config.checkpoint.interval = 10  # train_qwen3_5_demo.yaml:30 train.checkpoint.save_steps
-    # train_qwen3_5_demo.yaml:31 train.checkpoint.save_hf_weights
-    config.checkpoint.export_hf = False
+    config.optimizer.lr = 0.003  # train.optimizer.lr (line 22)
+    config.lr_scheduler.warmup_steps = 2  # train.optimizer.lr_warmup_ratio (line 24)
+    config.lr_scheduler.lr_min = 0.0003  # train.optimizer.lr_min (line 23)
+    config.checkpoint.folder = "outputs/demo"  # train.checkpoint.output_dir (line 29)
+    config.checkpoint.interval = 10  # train.checkpoint.save_steps (line 30)
+    config.checkpoint.export_hf = False  # train.checkpoint.save_hf_weights (line 31)
+    config.training.steps = 20  # train.max_steps (line 14)
+    config.training.local_batch_size = 4  # train.micro_batch_size (line 16)
     return config
 
 
 def train_qwen3_5_fsdp2() -> HyperTrainer.Config:
     """Converted from examples/yaml/train_qwen3_5_fsdp2.yaml.
 
-    torchrun --nproc_per_node 2 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_fsdp2
+    The YAML's header comment:
+
+        Debug model on the shipped corpus, FSDP over 2 ranks, with checkpoints and evaluation.
+          torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_fsdp2.yaml
+
+    Train it with
+
+        torchrun --nproc_per_node 2 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_fsdp2
     """
-    # Debug model on the shipped corpus, FSDP over 2 ranks, with checkpoints and evaluation.
-    #   torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_fsdp2.yaml
     config = train_qwen3_5_demo_fsdp2_shared()  # the settings shared by 2 of 6 YAMLs
-    config.training.steps = 10  # train_qwen3_5_fsdp2.yaml:16 train.max_steps
-    config.training.local_batch_size = 2  # train_qwen3_5_fsdp2.yaml:18 train.micro_batch_size
-    config.optimizer.lr = 0.002  # train_qwen3_5_fsdp2.yaml:25 train.optimizer.lr
-    config.lr_scheduler.lr_min = 0.0002  # train_qwen3_5_fsdp2.yaml:26 train.optimizer.lr_min
-    # train_qwen3_5_fsdp2.yaml:27 train.optimizer.lr_warmup_ratio
-    config.lr_scheduler.warmup_steps = 1
-    # train_qwen3_5_fsdp2.yaml:28 train.optimizer.lr_decay_style
-    config.lr_scheduler.decay_style = "linear"
-    # train_qwen3_5_fsdp2.yaml:33 train.gradient_checkpointing.activation_checkpoint
+    config.optimizer.lr = 0.002  # train.optimizer.lr (line 25)
+    config.lr_scheduler.warmup_steps = 1  # train.optimizer.lr_warmup_ratio (line 27)
+    config.lr_scheduler.decay_style = "linear"  # train.optimizer.lr_decay_style (line 28)
+    config.lr_scheduler.lr_min = 0.0002  # train.optimizer.lr_min (line 26)
+    config.checkpoint.folder = "outputs/qwen3_5_fsdp2"  # train.checkpoint.output_dir (line 35)
+    config.checkpoint.interval = 5  # train.checkpoint.save_steps (line 36)
+    config.training.steps = 10  # train.max_steps (line 16)
+    config.training.local_batch_size = 2  # train.micro_batch_size (line 18)
+    config.training.gc_freq = 5  # train.debug.gc_steps (line 45)
+    # train.gradient_checkpointing.activation_checkpoint (line 33)
     config.activation_checkpoint.mode = "full"
-    # train_qwen3_5_fsdp2.yaml:35 train.checkpoint.output_dir
-    config.checkpoint.folder = "outputs/qwen3_5_fsdp2"
-    config.checkpoint.interval = 5  # train_qwen3_5_fsdp2.yaml:36 train.checkpoint.save_steps
-    config.validation.freq = 5  # train_qwen3_5_fsdp2.yaml:41 train.eval.eval_steps
-    # train_qwen3_5_fsdp2.yaml:42 train.eval.eval_dataset
-    config.validation.dataset_path = "pkg://corpus/valid.jsonl"
-    config.training.gc_freq = 5  # train_qwen3_5_fsdp2.yaml:45 train.debug.gc_steps
+    config.validation.freq = 5  # train.eval.eval_steps (line 41)
+    config.validation.dataset_path = "pkg://corpus/valid.jsonl"  # train.eval.eval_dataset (line 42)
     return config
 
 
 def train_qwen3_5_hsdp() -> HyperTrainer.Config:
     """Converted from examples/yaml/train_qwen3_5_hsdp.yaml.
 
-    torchrun --nproc_per_node 4 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_hsdp
+    The YAML's header comment:
+
+        Debug model, HSDP: 2 replicas x FSDP over 2 (4 ranks).
+          torchrun --nproc_per_node 4 scripts/train_lm.py examples/yaml/train_qwen3_5_hsdp.yaml
+
+    Train it with
+
+        torchrun --nproc_per_node 4 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_hsdp
     """
-    # Debug model, HSDP: 2 replicas x FSDP over 2 (4 ranks).
-    #   torchrun --nproc_per_node 4 scripts/train_lm.py examples/yaml/train_qwen3_5_hsdp.yaml
     config = train_qwen3_5_debug_hsdp_tp2_shared()  # the settings shared by 3 of 6 YAMLs
-    config.training.seq_len = 64  # train_qwen3_5_hsdp.yaml:9 data.max_seq_len
-    # train_qwen3_5_hsdp.yaml:19 train.accelerator.dp_replicate
-    config.parallelism.data_parallel_replicate_degree = 2
-    # train_qwen3_5_hsdp.yaml:20 train.accelerator.dp_shard
-    config.parallelism.data_parallel_shard_degree = 2
-    # train_qwen3_5_hsdp.yaml:21 train.accelerator.reshard_after_forward
-    config.parallelism.reshard_after_forward = False
-    # train_qwen3_5_hsdp.yaml:25 train.optimizer.lr_warmup_ratio
-    config.lr_scheduler.warmup_steps = 1
-    config.optimizer.betas = (0.9, 0.95)  # train_qwen3_5_hsdp.yaml:27 train.optimizer.betas
-    # train_qwen3_5_hsdp.yaml:32 train.checkpoint.output_dir
-    config.checkpoint.folder = "outputs/qwen3_5_hsdp"
-    config.metrics.log_freq = 2  # train_qwen3_5_hsdp.yaml:36 train.logging.log_steps
-    config.metrics.enable_tensorboard = True  # train_qwen3_5_hsdp.yaml:38 train.tensorboard.enabled
-    # train_qwen3_5_hsdp.yaml:39 train.tensorboard.output_dir
+    config.optimizer.betas = (0.9, 0.95)  # train.optimizer.betas (line 27)
+    config.lr_scheduler.warmup_steps = 1  # train.optimizer.lr_warmup_ratio (line 25)
+    config.checkpoint.folder = "outputs/qwen3_5_hsdp"  # train.checkpoint.output_dir (line 32)
+    config.metrics.log_freq = 2  # train.logging.log_steps (line 36)
+    config.metrics.enable_tensorboard = True  # train.tensorboard.enabled (line 38)
+    # train.tensorboard.output_dir (line 39)
     config.metrics.save_tb_folder = "outputs/qwen3_5_hsdp/tb"
+    config.training.seq_len = 64  # data.max_seq_len (line 9)
+    # train.accelerator.dp_replicate (line 19)
+    config.parallelism.data_parallel_replicate_degree = 2
+    config.parallelism.data_parallel_shard_degree = 2  # train.accelerator.dp_shard (line 20)
+    # train.accelerator.reshard_after_forward (line 21)
+    config.parallelism.reshard_after_forward = False
     return config
 
 
 def train_qwen3_5_tp2() -> HyperTrainer.Config:
     """Converted from examples/yaml/train_qwen3_5_tp2.yaml.
 
-    torchrun --nproc_per_node 2 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_tp2
+    The YAML's header comment:
+
+        Debug model, tensor parallel over 2 ranks (every layer type is sharded by head).
+          torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_tp2.yaml
+
+    Train it with
+
+        torchrun --nproc_per_node 2 -m hyper_parallel.train --module recipes.config_registry --config train_qwen3_5_tp2
     """
-    # Debug model, tensor parallel over 2 ranks (every layer type is sharded by head).
-    #   torchrun --nproc_per_node 2 scripts/train_lm.py examples/yaml/train_qwen3_5_tp2.yaml
     config = train_qwen3_5_debug_tp2_shared()  # the settings shared by 2 of 6 YAMLs
-    config.parallelism.tensor_parallel_degree = 2  # train_qwen3_5_tp2.yaml:19 train.accelerator.tp
-    # inferred: world 2 / tp 2 = 1
-    # train_qwen3_5_tp2.yaml:20 train.accelerator.dp_shard
+    config.lr_scheduler.decay_style = "constant"  # train.optimizer.lr_decay_style (line 25)
+    config.checkpoint.folder = "outputs/qwen3_5_tp2"  # train.checkpoint.output_dir (line 30)
+    config.metrics.enable_memory_monitor = True  # train.memory_monitor.enabled (line 37)
+    config.metrics.memory_log_freq = 5  # train.memory_monitor.log_steps (line 38)
+    config.training.max_norm = 0.0  # train.optimizer.max_grad_norm (line 26): clipping disabled
+    # train.accelerator.dp_shard (line 20): inferred: world 2 / tp 2 = 1
     config.parallelism.data_parallel_shard_degree = -1
-    # train_qwen3_5_tp2.yaml:25 train.optimizer.lr_decay_style
-    config.lr_scheduler.decay_style = "constant"
-    # clipping disabled
-    config.training.max_norm = 0.0  # train_qwen3_5_tp2.yaml:26 train.optimizer.max_grad_norm
-    # train_qwen3_5_tp2.yaml:28 train.gradient_checkpointing.activation_checkpoint
+    config.parallelism.tensor_parallel_degree = 2  # train.accelerator.tp (line 19)
+    # train.gradient_checkpointing.activation_checkpoint (line 28)
     config.activation_checkpoint.mode = "selective"
-    # train_qwen3_5_tp2.yaml:30 train.checkpoint.output_dir
-    config.checkpoint.folder = "outputs/qwen3_5_tp2"
-    # train_qwen3_5_tp2.yaml:37 train.memory_monitor.enabled
-    config.metrics.enable_memory_monitor = True
-    config.metrics.memory_log_freq = 5  # train_qwen3_5_tp2.yaml:38 train.memory_monitor.log_steps
     return config

@@ -362,9 +362,9 @@ def test_keep_latest_k_deletes_only_older_complete_checkpoints(tmp_path):
 def test_keep_latest_k_never_counts_a_save_in_flight(tmp_path, monkeypatch):
     # Hold the background save before its final rename until the test releases it.
     release = threading.Event()
-    finalize = ck._finalize
+    finalize = ck.async_writer._finalize  # the background save's rename
     monkeypatch.setattr(
-        ck, "_finalize", lambda *a, **kw: (release.wait(timeout=30), finalize(*a, **kw))
+        ck.async_writer, "_finalize", lambda *a, **kw: (release.wait(timeout=30), finalize(*a, **kw))
     )
     new = components(tmp_path, keep_latest_k=1, async_mode="async")
     folder = new.manager.config.folder
@@ -410,7 +410,7 @@ def write_safetensors(state_dict, path, config):
 def test_hf_export_equals_the_plain_helper(tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
-    monkeypatch.setattr(ck, "_hf_writer", lambda: write_safetensors)
+    monkeypatch.setattr(ck.hf_export, "_hf_writer", lambda: write_safetensors)
     legacy = legacy_objects(tmp_path)
     # No LR schedule on either side (its warmup would start at LR 0 and freeze the weights; a
     # scheduler sets that LR on its optimizer when it is built, hence a fresh optimizer).

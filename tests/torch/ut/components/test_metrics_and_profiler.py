@@ -18,7 +18,8 @@ import torch
 
 from hyper_parallel.components import MetricsProcessor, Profiler
 from hyper_parallel.components import metrics as metrics_module
-from hyper_parallel.components import profiler as profiler_module
+from hyper_parallel.runtime.callbacks import profiler as profiler_helpers
+from hyper_parallel.runtime.callbacks import tensorboard as tensorboard_helpers
 from hyper_parallel.runtime.callbacks.logging import (
     METRICS_FILE,
     JsonlWriter,
@@ -68,7 +69,8 @@ def writers(monkeypatch):
         opened.append(RecordingWriter(output_dir, field_name))
         return opened[-1]
 
-    monkeypatch.setattr(metrics_module, "open_summary_writer", open_writer)
+    # The component imports its runtime helpers when it uses them: patch them at their home.
+    monkeypatch.setattr(tensorboard_helpers, "open_summary_writer", open_writer)
     return opened
 
 
@@ -338,7 +340,7 @@ def test_profiler_builds_one_step_window(tmp_path, monkeypatch):
             stop=lambda: events.append("stop"),
         )
 
-    monkeypatch.setattr(profiler_module, "make_step_profiler", record)
+    monkeypatch.setattr(profiler_helpers, "make_step_profiler", record)
     folder = str(tmp_path / "traces")
     config = Profiler.Config(
         enable_profiling=True, save_traces_folder=folder, wait=2, warmup=0, active=4

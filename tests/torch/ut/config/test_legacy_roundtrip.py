@@ -41,6 +41,7 @@ from hyper_parallel.config.legacy_adapter import (
 from hyper_parallel.platform.dtypes import DTYPE_NAMES
 from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig, parse_args
 from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.utils.kernel_choices import KERNEL_CHOICES
 
 REPO = Path(__file__).resolve().parents[4]
 EXAMPLES = sorted((REPO / "examples" / "yaml").glob("*.yaml"))
@@ -59,6 +60,7 @@ CHOICES: dict[str, tuple] = {
     "train.optimizer.type": schema.OPTIMIZER_TYPES,
     "train.optimizer.lr_decay_style": schema.LR_DECAY_STYLES,
     "train.optimizer.loss_aggregation": schema.LOSS_AGGREGATIONS,
+    "model.kernels": KERNEL_CHOICES,
 }
 
 #: Lower bounds of the integer fields (``_at_least`` in the schema's ``__post_init__``); the
@@ -368,9 +370,22 @@ def test_warmup_matches_the_legacy_trainer_rule():
 
 
 def test_optimizer_names_match_the_component():
-    from hyper_parallel.components.optimizer import OPTIMIZER_NAMES
+    """Every name the component accepts converts to a legacy type the legacy schema accepts,
+    builds the torch class of that name, and converts back."""
+    import torch
 
-    assert {v: k for k, v in transforms.OPTIMIZER_CLASS_NAMES.items()} == OPTIMIZER_NAMES
+    from hyper_parallel.components.optimizer import OptimizersContainer
+    from hyper_parallel.runtime.optim import OPTIMIZER_CLASSES
+
+    names = typing.get_args(typing.get_type_hints(OptimizersContainer.Config)["name"])
+    assert names
+    for name in names:
+        OptimizersContainer.Config(name=name)
+        legacy = transforms.optimizer_name_backward(name=name)["type"]
+        assert legacy in schema.OPTIMIZER_TYPES
+        assert OPTIMIZER_CLASSES[legacy] is getattr(torch.optim, name)
+        assert transforms.optimizer_name_forward(type=legacy) == {"name": name}
+    assert set(schema.OPTIMIZER_TYPES) == set(transforms.OPTIMIZER_CLASS_NAMES)
 
 
 # ---------------------------------------------------------------------------- errors

@@ -289,15 +289,15 @@ def test_json_file_content_errors(tok, tmp_path, content, pattern):
 
 
 def test_template_only_applies_to_json_file(files, tok):
-    with pytest.raises(ValueError, match=r"data\.template='human_assistant' only applies to "
-                                         r"data\.type='json_file'"):
+    with pytest.raises(ValueError, match=r"data\.template='human_assistant': only applies to "
+                                         r"data\.type='json_file' \(this is 'jsonl'\)"):
         build_dataset("jsonl", train_path="pkg://corpus/valid.jsonl", max_seq_len=16,
                       template="human_assistant", tokenizer=tok)
     with pytest.raises(ValueError, match=r"data\.template='chatml' is not supported"):
         build_dataset("json_file", train_path=str(files["alpaca_json"]), max_seq_len=16,
                       template="chatml", tokenizer=tok)
-    with pytest.raises(ValueError, match=r"data\.subset='a' only applies to "
-                                         r"data\.type='hf_datasets'"):
+    with pytest.raises(ValueError, match=r"data\.subset='a': only applies to "
+                                         r"data\.type='hf_datasets' \(this is 'json_file'\)"):
         build_dataset("json_file", train_path=str(files["alpaca_json"]), max_seq_len=16,
                       subset="a", tokenizer=tok)
 
@@ -342,7 +342,7 @@ def test_infer_seqlen_properties(s, t, cutoff):
 
 def test_preset_expands_batches_in_file_order(files):
     ds = build_dataset("preset_pt", train_path=str(files["preset_pt"]), max_seq_len=16)
-    assert isinstance(ds, PresetBatchesDataset) and ds.replay_in_order
+    assert isinstance(ds, PresetBatchesDataset) and ds.data_type == "preset_pt"
     batches = FX.preset_batches()
     rows = torch.cat([b["input_ids"] for b in batches])
     labels = torch.cat([b["labels"] for b in batches])
@@ -354,7 +354,9 @@ def test_preset_expands_batches_in_file_order(files):
     # The run's batch size differs from the file's (3 vs 2): rows are still read in order.
     loader = build_dataloader(ds, dp_rank=0, dp_size=1, micro_batch_size=3, shuffle=False)
     assert torch.equal(torch.cat([b["input_ids"] for b in loader]), rows)
-    with pytest.raises(ValueError, match="file order and must not be shuffled"):
+    with pytest.raises(ValueError, match=r"PresetBatchesDataset: data\.shuffle / "
+                                         r"dataloader\.shuffle=True: preset_pt replays the "
+                                         r"file's batches in file order"):
         build_dataloader(ds, dp_rank=0, dp_size=1, micro_batch_size=3, shuffle=True)
 
 
@@ -508,7 +510,7 @@ def test_config_fields_and_defaults():
     ({"dataset": "json_file", "dataset_path": "x", "template": "chatml"},
      r"template='chatml': not allowed"),
     ({"dataset": "preset_pt", "dataset_path": "x"},
-     r"shuffle=True: preset_pt replays the file's batches in file order; set shuffle=False"),
+     r"shuffle=True: preset_pt replays the file's batches in file order; set it to False"),
     ({"max_samples": 0}, r"max_samples=0: must be an integer >= 1"),
     ({"max_samples": True}, r"max_samples=True: must be an integer >= 1"),
 ])

@@ -58,7 +58,6 @@ from hyper_parallel.protocols import (
     get_spec,
     registered_names,
 )
-from hyper_parallel.runtime.optim import clip_grad_norm_
 from hyper_parallel.utils.errors import ConfigError
 
 Config = Qwen3_5Model.Config
@@ -636,9 +635,15 @@ def test_spec_factory():
     assert (spec.name, spec.flavor) == ("qwen3_5_v2", "debugmodel")
     assert spec.model == flavor_config("debugmodel")
     assert spec.build_model_fn is None
-    assert spec.parallelize_fn is parallelize_qwen3_5_v2
-    assert spec.state_dict_adapter is Qwen3_5StateDictAdapter
-    assert spec.clip_grad_fn is clip_grad_norm_
+    # The hooks are named by import path (the spec needs no torch) and equal what they name;
+    # resolved() gives the objects themselves.
+    assert spec.parallelize_fn == parallelize_qwen3_5_v2
+    assert spec.state_dict_adapter == Qwen3_5StateDictAdapter
+    assert spec.clip_grad_fn is None  # the engine's default: clip_grad_norm_
+    resolved = spec.resolved()
+    assert resolved.parallelize_fn is parallelize_qwen3_5_v2
+    assert resolved.state_dict_adapter is Qwen3_5StateDictAdapter
+    assert resolved.model is spec.model and resolved == spec
     assert qwen3_5_v2_spec_factory("debugmodel").model is not spec.model  # fresh
     with pytest.raises(ValueError, match="unknown Qwen3.5 flavor"):
         qwen3_5_v2_spec_factory("tiny")

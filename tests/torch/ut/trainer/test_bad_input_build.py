@@ -30,6 +30,7 @@ from hyper_parallel.config.validation import MAX_INT, ConfigFieldError, check_fl
 from hyper_parallel.models.qwen3_5.configuration import check_config_overrides
 from hyper_parallel.models.qwen3_5_v2.config_registry import qwen3_5_v2_debugmodel
 from hyper_parallel.models.spec import discover_model_spec, resolve_model_spec
+from hyper_parallel.protocols.lazy import LazyRef
 from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig, parse_args
 from hyper_parallel.trainer.llm_trainer import LLMTrainer, legacy_config_error, legacy_path
 from hyper_parallel.runtime.parallel_dims import ParallelDims
@@ -193,8 +194,11 @@ def test_unknown_model_name_legacy_path():
 
 def test_model_name_is_checked_even_with_a_model_spec():
     spec = recipe().model_spec
-    assert resolve_model_spec(spec.name, spec) is spec
-    assert resolve_model_spec("qwen3_5", spec) is spec  # another registered name
+    # The given spec wins, its hooks resolved from their import paths (the model Config is its).
+    for name in (spec.name, "qwen3_5"):  # its own name, another registered name
+        got = resolve_model_spec(name, spec)
+        assert got == spec and got.model is spec.model
+        assert not isinstance(got.parallelize_fn, LazyRef)
     with pytest.raises(ConfigError) as info:
         resolve_model_spec("qwen3_6", spec)
     assert info.value.path == "model.name" and "did you mean 'qwen3_5'" in str(info.value)
@@ -521,3 +525,19 @@ def test_a_missing_data_file_is_a_config_error_in_the_entry_s_names(tmp_path):
         LLMTrainer(legacy(*args))
     with pytest.raises(ConfigError, match=r"dataloader\.dataset_path: .*nope\.jsonl does not exist"):
         converted(*args).build()
+
+
+# ------------------------------------------------------------------ kernels
+
+
+def test_forced_fla_kernels_on_cpu_fail_at_build_on_both_entries():
+    # The device is known once the model is materialized: the error comes before any step.
+    config = recipe()
+    config.model.kernels = "fla"
+    with pytest.raises(ConfigError, match=r"'fla' runs fla-core's CUDA kernels") as info:
+        config.build()
+    assert info.value.path == "model.kernels"
+
+    with pytest.raises(ConfigError, match=r"'fla' runs fla-core's CUDA kernels") as info:
+        LLMTrainer(legacy("--model.kernels=fla"))
+    assert info.value.path == "model.kernels"

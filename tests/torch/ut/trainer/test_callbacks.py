@@ -21,7 +21,6 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from hyper_parallel.components import CheckpointManager, MetricsProcessor, Profiler
 from hyper_parallel.config.configs import DebugConfig, TrainingConfig, ValidationConfig
 from hyper_parallel.runtime import checkpoint as ck
-from hyper_parallel.trainer.base import TrainerState
 from hyper_parallel.runtime.callbacks import (
     BUILTIN_NAMES,
     DISPATCH_ORDER,
@@ -35,6 +34,7 @@ from hyper_parallel.runtime.callbacks import (
     ProfilerComponentCallback,
     ProgressCallback,
 )
+from hyper_parallel.trainer.base import TrainerState
 from hyper_parallel.trainer.hyper_trainer import HyperTrainer, build_state_dict_adapter
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -683,7 +683,7 @@ def test_async_checkpointing_via_callback(tmp_path):
 def test_hf_export_after_every_save(tmp_path, monkeypatch, async_mode):
     from safetensors.torch import load_file
 
-    monkeypatch.setattr(ck, "_hf_writer", lambda: fake_hf_writer)
+    monkeypatch.setattr(ck.hf_export, "_hf_writer", lambda: fake_hf_writer)
     config = make_config(
         tmp_path,
         steps=3,

@@ -20,6 +20,7 @@ from torch import nn
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from hyper_parallel.runtime import checkpoint as ck
+from hyper_parallel.utils.module_names import strip_wrapper_prefixes
 from tests.helpers.torchrun import torchrun
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -426,7 +427,7 @@ def test_export_hf_weights_strips_wrapper_infixes(tmp_path, monkeypatch):
     from safetensors.torch import load_file
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
-    monkeypatch.setattr(ck, "_hf_writer", lambda: safetensors_writer)
+    monkeypatch.setattr(ck.hf_export, "_hf_writer", lambda: safetensors_writer)
     model = make_model(0)
     model[0] = checkpoint_wrapper(model[0])
     assert any("_checkpoint_wrapped_module" in n for n, _ in model.named_parameters())
@@ -442,15 +443,25 @@ def test_export_hf_weights_strips_wrapper_infixes(tmp_path, monkeypatch):
     )
 
 
-def test_strip_wrapper_infixes():
-    assert (
-        ck.strip_wrapper_infixes("layers.0._checkpoint_wrapped_module.mlp.weight")
-        == "layers.0.mlp.weight"
-    )
-    assert (
-        ck.strip_wrapper_infixes("_orig_mod.layers.1._checkpoint_wrapped_module.w") == "layers.1.w"
-    )
-    assert ck.strip_wrapper_infixes("embed.weight") == "embed.weight"
+def test_hf_export_strips_the_same_wrapper_infixes_as_the_parallelize_code(tmp_path, monkeypatch):
+    """One list of wrapper infixes (hyper_parallel.utils.module_names): an FSDP1-style
+    ``_fsdp_wrapped_module`` (once missing from the export's own list) is removed as well."""
+    from safetensors.torch import load_file
+
+    from hyper_parallel.models.qwen3_5 import parallelize
+
+    assert parallelize.strip_wrapper_prefixes is strip_wrapper_prefixes
+
+    class Wrapped(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self._fsdp_wrapped_module = inner
+
+    model = nn.Sequential(Wrapped(nn.Linear(2, 2)))
+    monkeypatch.setattr(ck.hf_export, "_hf_writer", lambda: safetensors_writer)
+    ck.export_hf_weights(model, PrefixAdapter, {"fake": "config"}, str(tmp_path / "hf"))
+    tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
+    assert sorted(tensors) == ["model.0.bias", "model.0.weight"]
 
 
 def test_export_hf_weights_with_the_qwen3_5_adapter_round_trips(tmp_path):
@@ -483,7 +494,7 @@ def test_export_hf_weights_with_the_qwen3_5_adapter_round_trips(tmp_path):
     for i, layer in enumerate(model.model.layers):
         model.model.layers[i] = checkpoint_wrapper(layer)
     reference = {
-        ck.strip_wrapper_infixes(n): p.detach().clone() for n, p in model.named_parameters()
+        strip_wrapper_prefixes(n): p.detach().clone() for n, p in model.named_parameters()
     }
 
     target = tmp_path / "step_3" / "hf_ckpt"
@@ -553,7 +564,7 @@ def _fsdp_worker(out_dir: str) -> None:
             {k: v.contiguous() for k, v in state_dict.items()}, os.path.join(p, "model.safetensors")
         )
 
-    ck._hf_writer = lambda: writer  # the real writer belongs to the model package
+    ck.hf_export._hf_writer = lambda: writer  # the real writer belongs to the model package
     ck.export_hf_weights(
         model2, PrefixAdapter, {"fake": "config"}, os.path.join(out_dir, "step_5", "hf_ckpt")
     )

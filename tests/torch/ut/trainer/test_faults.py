@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hyper_parallel.runtime import faults
-from hyper_parallel.trainer.base import FAULT_ENV
+from hyper_parallel.runtime import fault_injection, faults
+from hyper_parallel.runtime.fault_injection import FAULT_INJECT_ENV as FAULT_ENV
 
 from .test_field_probes import base_config
 
@@ -115,3 +115,42 @@ def test_a_lost_peer_is_one_line_pointing_at_the_peer(caplog):
     with caplog.at_level(logging.ERROR):
         faults.report_failure(lost, step=3)
     assert "another rank left the job" in caplog.text and "Traceback" not in caplog.text
+
+
+# ------------------------------------------------------------------ the fault-injection hook
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", None),
+        ("exit_at_step:3", ("exit", 3, None)),
+        ("raise_at_step:3:1", ("raise", 3, 1)),
+        ("sigterm_at_step:6:1", ("sigterm", 6, 1)),
+        (" kill_during_save:8 ", ("kill_during_save", 8, None)),
+    ],
+)
+def test_one_parser_reads_the_loop_and_the_checkpoint_faults(text, expected):
+    fault = fault_injection.parse_fault_injection(text)
+    assert (None if fault is None else (fault.kind, fault.step, fault.rank)) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["explode:3", "kill_during_save:x", "kill_during_save:4:1", "exit_at_step:x",
+     "exit_at_step:3:", "boom_at_step:3", "exit_at_step"],
+)
+def test_a_malformed_fault_is_an_error_naming_both_forms(text):
+    with pytest.raises(ValueError, match=r"kill_during_save:<step>.*<kind>_at_step"):
+        fault_injection.parse_fault_injection(text)
+
+
+def test_the_loop_fails_only_at_its_step_and_rank(monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, "raise_at_step:3:1")
+    fault_injection.maybe_fail_at_step(2, 1)  # another step
+    fault_injection.maybe_fail_at_step(3, 0)  # another rank
+    with pytest.raises(RuntimeError, match="injected fault at step 3"):
+        fault_injection.maybe_fail_at_step(3, 1)
+    monkeypatch.setenv(FAULT_ENV, "kill_during_save:3")  # the checkpoint's fault, not the loop's
+    fault_injection.maybe_fail_at_step(3, 1)
+    assert fault_injection.save_kill_step() == 3

@@ -63,6 +63,16 @@ def test_warmup_starts_at_zero_and_uses_ceil():
     assert f(2) == pytest.approx(1.0) and f(10) == pytest.approx(0.1)
 
 
+def test_the_schedule_and_the_legacy_transform_share_one_warmup_rule():
+    from hyper_parallel.config import transforms
+    from hyper_parallel.utils import lr_warmup
+
+    assert warmup_steps_from_ratio is lr_warmup.warmup_steps_from_ratio
+    assert transforms.warmup_steps_from_ratio is lr_warmup.warmup_steps_from_ratio
+    # Float rounding is part of the rule: 0.07 * 100 is 7.000000000000001.
+    assert lr_warmup.warmup_steps_from_ratio(100, 0.07) == 8
+
+
 def test_decay_styles():
     lin = LRFactor(total_steps=10, warmup_steps=0, decay_style="linear", min_ratio=0.0)
     assert [round(lin(s), 6) for s in (0, 5, 10)] == [1.0, 0.5, 0.0]

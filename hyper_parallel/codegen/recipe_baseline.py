@@ -1,0 +1,98 @@
+"""Where a converted recipe starts: its first line, ``config = <baseline>``.
+
+The candidates are :func:`~hyper_parallel.config.baselines.flavor_baseline` of the model and
+flavor the YAML names (the config of a YAML naming only those) and every registry recipe of the
+same model (``hyper_parallel.models.<name>.config_registry``); :func:`choose_baseline` takes the
+one that leaves the fewest lines to write. :func:`on_baseline_spec` keeps the recipe on the
+baseline's model spec when that spec trains what the YAML's model name does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hyper_parallel.codegen import pyliteral, recipe_changes
+
+BASELINE_FUNCTION = ("hyper_parallel.config.baselines", "flavor_baseline")
+
+
+@dataclass
+class Baseline:
+    """Where a recipe starts: the call, its import and the config it returns."""
+
+    code: str
+    imports: set[tuple[str, str]]
+    config: Any
+    described: str
+    """What the report (and the docstring) call it: ``flavor_baseline: model 'qwen3_5', ...``."""
+    keys: tuple[str, ...] = ()
+    """The legacy keys the baseline expresses (for provenance)."""
+
+
+def _flavor_keys(legacy: Any) -> tuple[str, ...]:
+    flavor = (legacy.model.config_overrides or {}).get("flavor")
+    return ("model.name",) + (("model.config_overrides.flavor",) if flavor is not None else ())
+
+
+def flavor_candidate(legacy: Any) -> Baseline:
+    """``flavor_baseline(<model.name>[, <flavor>])``."""
+    from hyper_parallel.config.baselines import flavor_baseline
+
+    name = legacy.model.name
+    flavor = (legacy.model.config_overrides or {}).get("flavor")
+    args = [pyliteral.literal(name, "model.name").text]
+    if flavor is not None:
+        args.append(pyliteral.literal(flavor, "model.config_overrides.flavor").text)
+    what = f"model {name!r}" + (f", flavor {flavor!r}" if flavor is not None else
+                                 " (its default flavor)")
+    return Baseline(f"{BASELINE_FUNCTION[1]}({', '.join(args)})", {BASELINE_FUNCTION},
+                    flavor_baseline(name, flavor), f"flavor_baseline: {what}", _flavor_keys(legacy))
+
+
+def registry_candidates(legacy: Any) -> list[Baseline]:
+    """The registry recipes of the model the YAML names (``hyper_parallel.models.<name>.
+    config_registry``), when that module exists."""
+    from hyper_parallel import models
+    from hyper_parallel.config.recipes import available_recipes
+
+    name = legacy.model.name
+    module_name = f"hyper_parallel.models.{name}.config_registry"
+    # Look for the file rather than find_spec(): that would import the model package (torch,
+    # DTensor) only to learn that it has no registry.
+    if "." in name or not any((Path(folder) / name / "config_registry.py").is_file()
+                              for folder in models.__path__):
+        return []
+    module = importlib.import_module(module_name)
+    return [Baseline(f"{recipe}()", {(module_name, recipe)}, getattr(module, recipe)(),
+                     f"registry recipe {module_name}.{recipe}", _flavor_keys(legacy))
+            for recipe in available_recipes(module)]
+
+
+def choose_baseline(legacy: Any, target: Any) -> Baseline:
+    """The candidate leaving the fewest lines to write; the flavor baseline on a tie."""
+    candidates = [flavor_candidate(legacy)] + registry_candidates(legacy)
+    scored = [(len(recipe_changes.field_changes(c.config, target)), i, c)
+              for i, c in enumerate(candidates)]
+    return min(scored, key=lambda item: item[:2])[2]
+
+
+def on_baseline_spec(target: Any, baseline: Baseline) -> Any:
+    """``target`` (converted from the YAML: no ``model_spec``, the legacy schema has none) on the
+    baseline's spec when that spec trains the same model (see
+    ``transforms.registered_spec_equivalent``): the recipe stays on the v2 spec and no line
+    resets it."""
+    from hyper_parallel.config.transforms import registered_spec_equivalent
+
+    spec = baseline.config.model_spec
+    if target.model_spec is not None or spec is None:
+        return target
+    candidate = dataclasses.replace(target, model_spec=spec)
+    return candidate if registered_spec_equivalent(candidate) else target
+
+
+__all__ = ["BASELINE_FUNCTION", "Baseline", "choose_baseline", "flavor_candidate",
+           "on_baseline_spec", "registry_candidates"]

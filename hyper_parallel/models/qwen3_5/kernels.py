@@ -1,0 +1,284 @@
+"""Which implementation the Gated DeltaNet layers compute with: the torch path or CUDA kernels.
+
+``model.kernels`` (:data:`~hyper_parallel.utils.kernel_choices.KERNEL_CHOICES`) is resolved
+per layer, against the device its parameters are on, by :func:`select_gdn_kernels`:
+
+* ``torch`` -- the plain torch path: :func:`causal_depthwise_conv_silu` and
+  :func:`~hyper_parallel.models.qwen3_5.delta_rule.chunk_gated_delta_rule`. It runs anywhere
+  and is the reference (CPU golden losses are computed with it).
+* ``fla`` -- fla-core's Triton kernels (the library transformers itself prefers for this
+  model): ``fla.ops.gated_delta_rule.chunk_gated_delta_rule`` for the recurrence and, for the
+  short convolution, ``causal_conv1d.causal_conv1d_fn`` when the ``causal-conv1d`` package
+  imports, else fla-core's ``causal_conv1d`` (``fla.modules.causal_conv1d`` from 0.6,
+  ``fla.modules.convolution`` before). It needs a CUDA device and the
+  package (the ``gpu`` extra); asked for where either is missing it is a ``ConfigError``
+  naming ``model.kernels``, the reason and the fix.
+* ``auto`` -- ``fla`` when the parameters are on CUDA and fla-core imports, ``torch`` otherwise
+  (fla is not even imported for a model on the CPU).
+
+The mapping onto fla's API (both take ``[B, T, H, D]`` tensors, no head-first layout):
+
+=====================  =====================================================================
+ours (torch path)      fla-core
+=====================  =====================================================================
+q, k (B,T,Hk,Dk)       repeated to Hv heads with ``repeat_interleave`` when Hk < Hv (key head
+                       h serves value heads h*G .. h*G+G-1, as in the torch path)
+l2norm(q), l2norm(k)   ``use_qk_l2norm_in_kernel=True`` (the same ``x * rsqrt(sum x^2 + 1e-6)``)
+q * Dk**-0.5           ``scale=Dk ** -0.5`` (what fla defaults to, passed explicitly)
+g (B,T,Hv), log decay  ``g`` (fp32, ``<= 0``: ``-exp(A_log) * softplus(a + dt_bias)``)
+beta (B,T,Hv)          ``beta`` (already ``sigmoid(b)``)
+zero initial state     ``initial_state=None, output_final_state=False``
+conv weight (C,1,K)    ``weight[:, 0, :]`` (C, K); ``activation="silu"``; causal-conv1d takes
+                       x channel-first (B, C, T), fla's conv (B, T, C)
+=====================  =====================================================================
+
+Both kernel paths compute in the weights' dtype like the torch path (the conv input is cast to
+it); the delta-rule output comes back in the dtype of ``v``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from hyper_parallel.utils.errors import ConfigError
+from hyper_parallel.utils.kernel_choices import KERNEL_CHOICES
+
+from .delta_rule import DEFAULT_CHUNK_SIZE, chunk_gated_delta_rule
+
+__all__ = [
+    "TORCH_KERNELS",
+    "GdnKernels",
+    "causal_depthwise_conv_silu",
+    "log_kernel_choice",
+    "select_gdn_kernels",
+]
+
+logger = logging.getLogger(__name__)
+
+KERNELS_PATH = "model.kernels"
+"""The field a kernel choice comes from (named by every error here)."""
+
+_GPU_EXTRA = "pip install 'hyper_parallel[gpu]'"
+
+#: The function behind each ``GdnKernels.conv_name`` (for the log line).
+_CONV_FUNCTIONS = {
+    "torch": "torch.nn.functional.conv1d",
+    "causal-conv1d": "causal-conv1d causal_conv1d_fn",
+    "fla": "fla-core causal_conv1d",
+}
+
+
+@dataclass(frozen=True)
+class GdnKernels:
+    """The two functions a Gated DeltaNet layer computes with, and what they are.
+
+    ``conv(x, weight)``: SiLU of the causal depthwise convolution, ``x`` ``(B, S, C)``,
+    ``weight`` ``(C, 1, K)``, result ``(B, S, C)`` in ``x``'s dtype.
+    ``delta_rule(q, k, v, g, beta)``: the chunked gated delta rule from a zero state (q / k
+    L2-normalised and q scaled inside), ``(B, S, Hv, Dv)``.
+    """
+
+    name: str
+    """``torch`` or ``fla``: the recurrence's implementation."""
+    conv_name: str
+    """``torch``, ``causal-conv1d`` or ``fla``: the short convolution's implementation."""
+    conv: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    delta_rule: Callable[..., torch.Tensor]
+    device_type: str = "cpu"
+    """The device type this choice was made for (a layer moved elsewhere chooses again)."""
+    reason: str = ""
+    """Why ``auto`` chose this (empty when the choice was forced)."""
+
+    def describe(self) -> str:
+        """One line for the log: the recurrence's and the convolution's implementation."""
+        if self.name == "torch":
+            return "torch (chunked gated delta rule and depthwise conv1d in plain torch)"
+        conv = _CONV_FUNCTIONS[self.conv_name]
+        return f"fla (fla-core chunk_gated_delta_rule, short convolution: {conv})"
+
+
+# ------------------------------------------------------------------------------ torch path
+def causal_depthwise_conv_silu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """SiLU(causal depthwise conv) over the sequence; ``x`` ``(B, S, C)``, ``weight`` ``(C, 1, K)``.
+
+    Left-pads ``K - 1`` steps so position ``t`` sees ``t-K+1 .. t``. Computed in the weight's dtype.
+    """
+    seq, channels = x.shape[1], x.shape[2]
+    _check_channels(x, weight)
+    kernel = weight.shape[-1]
+    y = F.conv1d(x.transpose(1, 2).to(weight.dtype), weight, padding=kernel - 1, groups=channels)[
+        ..., :seq
+    ]
+    return F.silu(y).transpose(1, 2).to(x.dtype)
+
+
+def _check_channels(x: torch.Tensor, weight: torch.Tensor) -> None:
+    if weight.shape[0] != x.shape[2]:
+        raise ValueError(
+            f"conv weight has {weight.shape[0]} channels but the input has {x.shape[2]}; under "
+            "tensor parallelism shard the conv weight like the projection feeding it."
+        )
+
+
+def _torch_delta_rule(q, k, v, g, beta) -> torch.Tensor:
+    return chunk_gated_delta_rule(q, k, v, g, beta, chunk_size=DEFAULT_CHUNK_SIZE)[0]
+
+
+TORCH_KERNELS = GdnKernels(
+    name="torch", conv_name="torch", conv=causal_depthwise_conv_silu, delta_rule=_torch_delta_rule
+)
+"""The plain torch path (any device)."""
+
+
+# ------------------------------------------------------------------------------ fla-core
+@functools.cache
+def _load_fla() -> tuple[Callable, Callable] | str:
+    """fla-core's ``(chunk_gated_delta_rule, causal_conv1d)``, or why they do not import."""
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
+
+        try:  # fla-core >= 0.6
+            from fla.modules.causal_conv1d import causal_conv1d
+        except ImportError:  # fla-core 0.4 / 0.5
+            from fla.modules.convolution import causal_conv1d
+    except Exception as exc:  # noqa: BLE001 - a broken triton install fails in many ways
+        return f"{type(exc).__name__}: {exc}"
+    return fla_chunk, causal_conv1d
+
+
+@functools.cache
+def _load_causal_conv1d() -> Callable | None:
+    """``causal_conv1d.causal_conv1d_fn`` (a CUDA extension), or None where it does not import."""
+    try:
+        from causal_conv1d import causal_conv1d_fn
+    except Exception:  # noqa: BLE001 - an extension built for another torch fails to load
+        return None
+    return causal_conv1d_fn
+
+
+def _fla_delta_rule(fla_chunk: Callable) -> Callable[..., torch.Tensor]:
+    def delta_rule(q, k, v, g, beta) -> torch.Tensor:
+        groups = v.shape[2] // k.shape[2]
+        if groups > 1:  # same grouping as the torch path (and HF's fallback)
+            q = q.repeat_interleave(groups, dim=2)
+            k = k.repeat_interleave(groups, dim=2)
+        out, _ = fla_chunk(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            scale=q.shape[-1] ** -0.5,
+            initial_state=None,
+            output_final_state=False,
+            use_qk_l2norm_in_kernel=True,
+        )
+        return out
+
+    return delta_rule
+
+
+def _fla_conv(fla_conv1d: Callable) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    def conv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        _check_channels(x, weight)
+        out = fla_conv1d(x=x.to(weight.dtype), weight=weight[:, 0, :], activation="silu")
+        if isinstance(out, tuple):  # fla-core >= 0.4 returns (y, final_state)
+            out = out[0]
+        return out.to(x.dtype)
+
+    return conv
+
+
+def _causal_conv1d_conv(conv_fn: Callable) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    def conv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        _check_channels(x, weight)
+        # (B, C, T) with the channels contiguous: the layout HF passes (its channel-last path).
+        y = conv_fn(x.to(weight.dtype).transpose(1, 2), weight[:, 0, :], None, activation="silu")
+        return y.transpose(1, 2).to(x.dtype)
+
+    return conv
+
+
+@functools.cache
+def _fla_kernels(
+    fla: tuple[Callable, Callable], conv_fn: Callable | None, device_type: str, reason: str
+) -> GdnKernels:
+    """One object (and one set of functions) per choice, shared by every layer: a compiled
+    layer guards on the functions it calls, so per-layer copies would recompile per layer."""
+    fla_chunk, fla_conv1d = fla
+    if conv_fn is not None:
+        conv, conv_name = _causal_conv1d_conv(conv_fn), "causal-conv1d"
+    else:
+        conv, conv_name = _fla_conv(fla_conv1d), "fla"
+    return GdnKernels(
+        name="fla",
+        conv_name=conv_name,
+        conv=conv,
+        delta_rule=_fla_delta_rule(fla_chunk),
+        device_type=device_type,
+        reason=reason,
+    )
+
+
+# ------------------------------------------------------------------------------ the choice
+def select_gdn_kernels(requested: str, device_type: str) -> GdnKernels:
+    """The kernels for ``model.kernels == requested`` and parameters on ``device_type``.
+
+    Raises :class:`ConfigError` (path ``model.kernels``) for an unknown choice, and for ``fla``
+    on a device other than CUDA or where fla-core does not import -- with the fix. The same
+    arguments give the same object (fla-core's import is tried once per process).
+    """
+    if requested not in KERNEL_CHOICES:
+        raise ConfigError(
+            f"{requested!r} is not a kernel choice; choose one of: {', '.join(KERNEL_CHOICES)}",
+            path=KERNELS_PATH,
+        )
+    if requested == "torch":
+        return _torch_for(device_type, "")
+    if device_type != "cuda":
+        if requested == "auto":
+            return _torch_for(device_type, f"the parameters are on {device_type}")
+        raise ConfigError(
+            f"'fla' runs fla-core's CUDA kernels, but the model's parameters are on "
+            f"{device_type}; train on a CUDA device, or set {KERNELS_PATH} to 'auto' (fla on "
+            "CUDA, the torch path elsewhere) or 'torch'",
+            path=KERNELS_PATH,
+        )
+    fla = _load_fla()
+    if isinstance(fla, str):
+        if requested == "auto":
+            return _torch_for(device_type, f"fla-core does not import ({fla})")
+        raise ConfigError(
+            f"'fla' needs the fla-core package, which does not import here ({fla}); install "
+            f"the gpu extra ({_GPU_EXTRA}), or set {KERNELS_PATH} to 'auto' or 'torch'",
+            path=KERNELS_PATH,
+        )
+    reason = "on CUDA with fla-core" if requested == "auto" else ""
+    return _fla_kernels(fla, _load_causal_conv1d(), device_type, reason)
+
+
+@functools.cache
+def _torch_for(device_type: str, reason: str) -> GdnKernels:
+    """The torch path, recorded as chosen for ``device_type`` (because of ``reason``); one
+    object per choice, like :func:`_fla_kernels`."""
+    return dataclasses.replace(TORCH_KERNELS, device_type=device_type, reason=reason)
+
+
+def log_kernel_choice(requested: str, selected: GdnKernels) -> None:
+    """Log what ``model.kernels == requested`` resolved to (on rank 0 only, when distributed).
+
+    The model calls this once per choice it makes, not per layer or step.
+    """
+    if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
+        return
+    why = f": {selected.reason}" if selected.reason else ""
+    logger.info("Gated DeltaNet kernels: %s [%s=%r%s]", selected.describe(), KERNELS_PATH,
+                requested, why)

@@ -1,0 +1,60 @@
+"""``Module.Config`` and ``BaseModel.Config`` without the framework: the architecture half of
+the module protocol.
+
+A model's Config is configuration: a recipe builds it, the registry holds it, the code generator
+compares it, none of which may import torch. So the two base Configs are declared here, and
+:mod:`hyper_parallel.protocols.module` / :mod:`hyper_parallel.protocols.model` adopt them
+(``Config = ModuleConfig`` in the class body, which makes the module class their owner). A
+model Config declared outside its (framework) model class names its owner with a
+:class:`~hyper_parallel.protocols.lazy.LazyOwner`, so ``config.build()`` imports the model
+only when a model is built.
+
+Until the framework modules are imported, ``ModuleConfig`` / ``BaseModelConfig`` build through
+their own lazy owners (``Module`` / ``BaseModel``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hyper_parallel.protocols.configurable import Configurable
+from hyper_parallel.protocols.lazy import LazyOwner
+
+if TYPE_CHECKING:
+    from hyper_parallel.protocols.module import Module
+
+__all__ = ["BaseModelConfig", "ModuleConfig"]
+
+
+@dataclass(kw_only=True, slots=True)
+class ModuleConfig(Configurable.Config):
+    """Base of every module Config (``Module.Config``)."""
+
+    def build(self, **kwargs: Any) -> Module:
+        """Construct the module (see ``Configurable.Config.build``)."""
+        # Called explicitly rather than through super(): library code must not depend on
+        # the __class__-cell repair that slots=True makes necessary (see configurable.py).
+        return Configurable.Config.build(self, **kwargs)
+
+
+@dataclass(kw_only=True, slots=True)
+class BaseModelConfig(ModuleConfig):
+    """Base of every model Config (``BaseModel.Config``): the architecture."""
+
+    def update_from_config(self, *, trainer_config: Any) -> None:
+        """Derive model settings from the trainer's config, in place, before ``build``.
+
+        The trainer calls it once, after the run's config is final and before the model is
+        built; for example a model may copy the training sequence length into its RoPE
+        cache size, or refuse a parallelism it cannot shard. Default: no-op.
+
+        Keep it narrow: read only what you need, raise ``ValueError`` naming the trainer
+        field for a combination the model cannot run, and do not touch other sections.
+        (Override with ``Parent.Config.update_from_config(self, trainer_config=...)`` to
+        chain; see configurable.py about ``super()`` in slotted Configs.)
+        """
+
+
+ModuleConfig._owner = LazyOwner("hyper_parallel.protocols.module:Module")  # type: ignore[assignment]
+BaseModelConfig._owner = LazyOwner("hyper_parallel.protocols.model:BaseModel")  # type: ignore[assignment]

@@ -1,0 +1,190 @@
+"""``model.config_overrides``: its keys are the model config's fields, read from source.
+
+The legacy parser runs without torch, and the model packages import it, so the model config
+class is read with ``ast`` instead of imported: an unknown key, an unknown flavor or a value of
+the wrong type is reported with its line and a did-you-mean before anything is built.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import math
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from hyper_parallel.utils.numbers import MAX_INT
+from hyper_parallel.utils.suggest import did_you_mean
+
+from .problems import _Context, _dotted, _shown
+
+
+class _ModelConfigSource(NamedTuple):
+    file: str
+    """The module under ``hyper_parallel/`` that defines the config class."""
+    cls: str
+    """The config dataclass whose fields ``model.config_overrides`` sets."""
+    flavors: str
+    """The module-level dict literal of named sizes (``flavor: <name>``)."""
+    flavor_key: str = "flavor"
+
+
+#: ``model.name`` -> where its model config is defined. The keys of ``model.config_overrides``
+#: are checked against that class's fields, read with ``ast``: importing the model package
+#: would import torch, and the legacy parser runs without it. A name not listed here (a custom
+#: model module) is checked by its model when the run builds it.
+MODEL_CONFIG_SOURCES: dict[str, _ModelConfigSource] = {
+    "qwen3_5": _ModelConfigSource("models/qwen3_5/configuration.py", "Qwen3_5Config", "FLAVORS"),
+    "qwen3_5_v2": _ModelConfigSource("models/qwen3_5/configuration.py", "Qwen3_5Config", "FLAVORS"),
+}
+
+#: ``hyper_parallel/``, where the ``file`` of every :data:`MODEL_CONFIG_SOURCES` entry lives.
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ModelOverrideKeys(NamedTuple):
+    """What ``model.config_overrides`` of one model accepts."""
+
+    fields: dict[str, str]
+    """Field name -> its annotation as written (``int``, ``list[str] | None``)."""
+    flavors: tuple[str, ...] | None
+    flavor_key: str
+
+
+@functools.cache
+def model_override_keys(name: str) -> ModelOverrideKeys | None:
+    """The accepted ``model.config_overrides`` keys of model ``name`` (None: not known here)."""
+    entry = MODEL_CONFIG_SOURCES.get(name)
+    if entry is None:
+        return None
+    try:
+        tree = ast.parse((_PACKAGE_ROOT / entry.file).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    fields: dict[str, str] = {}
+    flavors: tuple[str, ...] | None = None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == entry.cls:
+            for stmt in node.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    annotation = ast.unparse(stmt.annotation)
+                    if "ClassVar" not in annotation:
+                        fields[stmt.target.id] = annotation
+        targets = (
+            node.targets if isinstance(node, ast.Assign)
+            else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        value = getattr(node, "value", None)
+        if any(isinstance(t, ast.Name) and t.id == entry.flavors for t in targets) and isinstance(
+            value, ast.Dict
+        ):
+            flavors = tuple(
+                k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            )
+    if not fields:
+        return None
+    return ModelOverrideKeys(fields, flavors, entry.flavor_key)
+
+
+def _split_union(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "|" and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    parts.append(current.strip())
+    return parts
+
+
+def _fits(value: Any, annotation: str) -> bool:
+    """Whether ``value`` fits a simple annotation (``int``, ``float``, ``list[str] | None``);
+    an annotation this reader does not know accepts anything."""
+    members = _split_union(annotation)
+    if len(members) > 1:
+        return any(_fits(value, m) for m in members)
+    text = members[0]
+    if text.startswith("Optional[") and text.endswith("]"):
+        return value is None or _fits(value, text[len("Optional["):-1])
+    if text == "None":
+        return value is None
+    if text == "bool":
+        return isinstance(value, bool)
+    if text == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if text == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if text == "str":
+        return isinstance(value, str)
+    for head in ("list[", "tuple["):
+        if text.startswith(head) and text.endswith("]"):
+            item = text[len(head):-1]
+            if head == "tuple[" and not item.endswith(", ..."):
+                return isinstance(value, list)
+            item = item.removesuffix(", ...")
+            return isinstance(value, list) and all(_fits(v, item) for v in value)
+    return True
+
+
+def _number_problem(value: Any) -> str | None:
+    """Why a value of ``model.config_overrides`` cannot train (non-finite, too large)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value!r}"
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        return f"must be <= {MAX_INT} (2**53 - 1) in magnitude, got {value}"
+    if isinstance(value, list):
+        return next((p for p in map(_number_problem, value) if p), None)
+    if isinstance(value, dict):
+        return next((p for p in map(_number_problem, value.values()) if p), None)
+    return None
+
+
+def check_config_overrides(
+    cls: type, kwargs: dict, bad: set, path: tuple, ctx: _Context
+) -> None:
+    """``model.config_overrides`` against the model config of ``model.name`` (``cls`` is the
+    ``model`` section's class: its ``name`` default names the model when the YAML does not)."""
+    if "name" in bad or "config_overrides" in bad:
+        return
+    overrides = kwargs.get("config_overrides")
+    name = kwargs.get("name", cls.name)
+    schema = model_override_keys(name) if isinstance(name, str) else None
+    if not overrides or schema is None:
+        return
+    valid = [*schema.fields, schema.flavor_key]
+    where = path + ("config_overrides",)
+    for key, value in overrides.items():
+        key_path = where + (key,)
+        if key == schema.flavor_key:
+            if schema.flavors is not None and value not in schema.flavors:
+                hint = did_you_mean(str(value), schema.flavors)
+                ctx.add(
+                    f"unknown flavor {_shown(value)}{hint} of model {name!r}; valid flavors: "
+                    f"{', '.join(schema.flavors)}",
+                    key_path,
+                )
+                bad.add("config_overrides")
+            continue
+        if key not in schema.fields:
+            ctx.add(
+                f"unknown key {key!r} in {_dotted(where)} of model {name!r}"
+                f"{did_you_mean(str(key), valid)}. Valid keys: {', '.join(valid)}",
+                key_path,
+            )
+            bad.add("config_overrides")
+            continue
+        annotation = schema.fields[key]
+        if not _fits(value, annotation):
+            ctx.add(f"expected {annotation}, got {type(value).__name__} {_shown(value)}",
+                    key_path)
+            bad.add("config_overrides")
+            continue
+        problem = _number_problem(value)
+        if problem:
+            ctx.add(problem, key_path)
+            bad.add("config_overrides")

@@ -1,0 +1,73 @@
+"""The fixed choice lists of the configuration, and two fixed values: one home for each,
+framework-free.
+
+Each list is written once, as the ``Literal`` a Config field is annotated with (tyro and the
+generator read the annotation), and the tuple of its values is derived from it (for
+``one_of`` checks and error messages). The legacy schema, the new component Configs and the
+runtime helpers import them from here, so a value is added or removed in one place.
+
+``NO_DECAY_KEYWORDS`` and ``IGNORE_INDEX`` are here because a Config defaults to them and the
+runtime reads them, and neither may pull in torch. The data types and the ``json_file``
+templates live in :mod:`hyper_parallel.utils.data_types` with the rest of what a data type
+needs.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+#: The LR shape after warmup (``lr_scheduler.decay_style``, legacy
+#: ``train.optimizer.lr_decay_style``).
+DecayStyle = Literal["cosine", "linear", "constant"]
+DECAY_STYLES: tuple[str, ...] = get_args(DecayStyle)
+
+#: How token losses are aggregated over micro-batches and data-parallel ranks
+#: (``loss.aggregation``, legacy ``train.optimizer.loss_aggregation``).
+LossAggregation = Literal["token_weighted", "rank_average"]
+LOSS_AGGREGATIONS: tuple[str, ...] = get_args(LossAggregation)
+
+#: Activation checkpointing of the decoder layers (``activation_checkpoint.mode``, legacy
+#: ``train.gradient_checkpointing.mode``); ``off`` and ``none`` both disable it.
+ActivationCheckpointMode = Literal["off", "none", "full", "selective"]
+AC_MODES: tuple[str, ...] = get_args(ActivationCheckpointMode)
+
+#: ``optimizer.name``: the torch class names.
+OptimizerName = Literal["AdamW", "Adam"]
+OPTIMIZER_NAMES: tuple[str, ...] = get_args(OptimizerName)
+
+#: The legacy ``train.optimizer.type`` spelling of each ``optimizer.name`` (lower case; the
+#: runtime looks its optimizer class up by it).
+OPTIMIZER_TYPE_OF_NAME: dict[str, str] = {name: name.lower() for name in OPTIMIZER_NAMES}
+OPTIMIZER_TYPES: tuple[str, ...] = tuple(OPTIMIZER_TYPE_OF_NAME.values())
+OPTIMIZER_NAME_OF_TYPE: dict[str, str] = {t: n for n, t in OPTIMIZER_TYPE_OF_NAME.items()}
+
+#: ``checkpoint.async_mode`` (legacy ``train.checkpoint.save_async``: false / true).
+AsyncMode = Literal["disabled", "async"]
+ASYNC_MODES: tuple[str, ...] = get_args(AsyncMode)
+
+#: A parameter whose lower-cased name contains one of these is not weight-decayed (the default
+#: of ``optimizer.no_decay_keywords``). A substring rule: ``q_norm``, ``input_layernorm``,
+#: ``linear_attn.norm`` and ``dt_bias`` match.
+NO_DECAY_KEYWORDS: tuple[str, ...] = ("bias", "layernorm", "norm", "rmsnorm")
+
+#: The label value excluded from the loss: collate pads labels with it and the next-token shift
+#: pads the last position with it.
+IGNORE_INDEX = -100
+
+__all__ = [
+    "AC_MODES",
+    "ASYNC_MODES",
+    "DECAY_STYLES",
+    "IGNORE_INDEX",
+    "LOSS_AGGREGATIONS",
+    "NO_DECAY_KEYWORDS",
+    "OPTIMIZER_NAMES",
+    "OPTIMIZER_NAME_OF_TYPE",
+    "OPTIMIZER_TYPES",
+    "OPTIMIZER_TYPE_OF_NAME",
+    "ActivationCheckpointMode",
+    "AsyncMode",
+    "DecayStyle",
+    "LossAggregation",
+    "OptimizerName",
+]
