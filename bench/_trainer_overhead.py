@@ -112,8 +112,11 @@ def plain_runner(layout: str, wrapped: bool, rank: int, world: int):
         first = i * GLOBAL_BATCH + (rank % shards) * local
         batch = torch.stack([data[first + j]["input_ids"] for j in range(local)])
         logits = model(batch)
+        # Next-token targets, the last position ignored: shifting the labels rather than
+        # slicing the logits, as the trainer does, so both sides do the same work.
+        targets = torch.cat([batch[:, 1:], torch.full_like(batch[:, :1], -100)], dim=1)
         loss = F.cross_entropy(
-            logits[:, :-1].float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1)
+            logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100
         )
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

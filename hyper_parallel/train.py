@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args else 2
     try:
         if is_recipe_command_line(args):
-            from hyper_parallel.trainer.trainer_config import HyperTrainer
+            from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
             # A recipe must return the config this entry point builds and trains.
             config = ConfigManager(root_type=HyperTrainer.Config).parse_args(args)

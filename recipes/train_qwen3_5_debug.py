@@ -25,7 +25,7 @@ The YAML's comments on keys that no line sets:
 from __future__ import annotations
 
 from hyper_parallel.config.baselines import flavor_baseline
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 __all__ = ["train_qwen3_5_debug"]
 

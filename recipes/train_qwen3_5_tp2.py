@@ -21,7 +21,7 @@ comment on that key. Before writing, the converter executed this module and chec
 from __future__ import annotations
 
 from hyper_parallel.config.baselines import flavor_baseline
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 __all__ = ["train_qwen3_5_tp2"]
 

@@ -77,12 +77,7 @@ LAYER_OVERRIDES: dict[str, str] = {
 
 #: Import cycles (as the set of modules of one strongly connected component) that other owners
 #: still have to break; the integrator empties this list.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({f"{PACKAGE}.data.datasets", f"{PACKAGE}.data.sft"}): (
-        "data/: datasets.build_dataset imports sft (function level) and sft imports "
-        "datasets' _decode_utf8 / resolve_data_files"
-    ),
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 #: ``(importer, imported)`` edges that break a layer rule, owned elsewhere; same contract.
 KNOWN_LAYER_VIOLATIONS: dict[tuple[str, str], str] = {}

@@ -10,7 +10,7 @@ caller swallowed (a ``try: import torch``) counts as a failure as well.
 
 The three paths of the issue: ``ConfigManager.parse_args`` of a recipe with an override, the
 code generator's check and ``--from-yaml`` (its proof included), and every recipe of every
-recipe module.
+recipe module; and the module that names ``HyperTrainer.Config``, the engine's.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def test_parse_args_of_a_recipe_with_overrides(blocked_python):
     code = textwrap.dedent(
         """\
         from hyper_parallel.config.manager import ConfigManager
-        from hyper_parallel.trainer.trainer_config import HyperTrainer
+        from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
         config = ConfigManager(HyperTrainer.Config).parse_args(
             ["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel",
@@ -112,6 +112,29 @@ def test_parse_args_of_a_recipe_with_overrides(blocked_python):
     assert "steps: 3" in printed and "LazyRef('hyper_parallel.models.qwen3_5" in printed
 
 
+def test_the_engine_module_and_its_config(blocked_python):
+    """The engine's module, the legacy front door and ``HyperTrainer.Config`` load without torch
+    (the steps that build the runtime objects import it), and every import path of
+    ``HyperTrainer`` gives the one engine class, whose ``Config`` is the generated root."""
+    code = textwrap.dedent(
+        """\
+        from hyper_parallel.trainer import trainer_config
+        from hyper_parallel.trainer.hyper_trainer import HyperTrainer
+        from hyper_parallel.trainer.llm_trainer import LLMTrainer
+        from hyper_parallel.trainer import HyperTrainer as from_package
+        from hyper_parallel.trainer.trainer_config import HyperTrainer as old_path
+
+        assert HyperTrainer is from_package is old_path
+        assert HyperTrainer.Config is trainer_config.RootConfig
+        assert HyperTrainer.Config._owner is HyperTrainer and issubclass(LLMTrainer, HyperTrainer)
+        config = HyperTrainer.Config()
+        config.training.steps = 2
+        print(type(config).__qualname__, config.training.steps)
+        """
+    )
+    assert blocked_python("-c", code).stdout.split() == ["RootConfig", "2"]
+
+
 def test_codegen_check(blocked_python):
     """``make codegen-check``: regenerates every output (configuration modules, registries,
     the recipes of the example YAMLs) into a temporary place and compares."""
@@ -134,7 +157,7 @@ def test_every_recipe_of_every_recipe_module(blocked_python):
         import importlib, pkgutil
         from pathlib import Path
         from hyper_parallel.config.recipes import available_recipes
-        from hyper_parallel.trainer.trainer_config import HyperTrainer
+        from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
         modules = ["hyper_parallel.models.qwen3_5_v2.config_registry"]
         modules += sorted(f"recipes.{p.stem}" for p in Path("recipes").glob("*.py"))

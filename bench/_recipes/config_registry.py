@@ -16,7 +16,6 @@ from hyper_parallel.components.metrics import MetricsProcessor
 from hyper_parallel.components.optimizer import OptimizersContainer
 from hyper_parallel.config.configs import (
     ActivationCheckpointConfig,
-    ModelConfig,
     TrainingConfig,
     ValidationConfig,
 )
@@ -28,7 +27,6 @@ def debug_recipe() -> HyperTrainer.Config:
     """The qwen3_5_v2 debug model for 10 steps on dummy data (a fresh config per call)."""
     return HyperTrainer.Config(
         model_spec=qwen3_5_v2_spec_factory("debugmodel"),
-        model=ModelConfig(name="qwen3_5_v2"),
         optimizer=OptimizersContainer.Config(lr=8e-4),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=2, decay_style="linear"),
         training=TrainingConfig(local_batch_size=8, global_batch_size=8, seq_len=2048, steps=10),

@@ -26,7 +26,7 @@ from hyper_parallel.codegen.render import LINE_LENGTH
 #: The root of the new tree, as the forward conversion names it.
 _ROOT = "HyperTrainer.Config"
 #: Names the conversions use already (parameters, imports, the module's own).
-_TAKEN = ("legacy", "config", "canon", "notes", "copy", "sections", "transforms",
+_TAKEN = ("legacy", "config", "canon", "notes", "copy", "sections", "transforms", "legacy_spec",
           "legacy_schema", "HyperTrainer", "HyperTrainerConfig", "TYPE_CHECKING", "TABLE",
           "FIELD_MAP", "_ROWS", "FieldIndex", "FieldMapping", "Normalisation", "field_mapping",
           "legacy_section", "normalise", "require_classes")
@@ -163,7 +163,7 @@ def _forward(r: Resolved) -> tuple[list[dict[str, Any]], str, set[str]]:
     """Blocks of ``legacy_to_trainer_config``, its return expression and its imports."""
     t = r.table
     names = _Locals(t.rel, [e.name for e in t.root if e.kind != "field"])
-    imports = {"from hyper_parallel.trainer.trainer_config import HyperTrainer"}
+    imports = {"from hyper_parallel.trainer.hyper_trainer import HyperTrainer"}
 
     def value(path: str, type_text: str) -> str | None:
         row = r.owner_of_new[path]

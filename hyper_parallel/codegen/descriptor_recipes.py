@@ -20,22 +20,23 @@ from hyper_parallel.codegen import types as T
 from hyper_parallel.codegen.checked_yaml import Problems, check_keys, one_line
 from hyper_parallel.codegen.constraints import constraint_problem
 from hyper_parallel.codegen.coverage import NewLeaf, Resolved
+from hyper_parallel.config.legacy_spec import FLAVOR_KEY
 from hyper_parallel.utils.suggest import closest, did_you_mean
 from hyper_parallel.utils.yaml_lines import LDict, holds_invalid, plain
 
-FLAVOR_KEY = "flavor"
 #: Paths a recipe may not set: they follow from the descriptor.
 DERIVED_PATHS = {
     "model_spec": "it is built from the recipe's flavor (`flavor:`, or the base's) by the "
     "descriptor's spec factory",
-    "model.name": "every recipe of a descriptor names its model (the descriptor's `model.name`)",
+    "model.name": "the recipe's model_spec names the model (the descriptor's spec factory); "
+    "converting the recipe to the legacy schema writes that name",
 }
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass
 class Setting:
-    """One ``path: value`` of a recipe (``line`` 0: added by the generator)."""
+    """One ``path: value`` of a recipe, at its line of the descriptor."""
 
     path: str
     value: Any
@@ -227,16 +228,12 @@ def _settings(recipe: RawRecipe, r: Resolved, inherited: dict[str, Any], flavor:
             problems.add(line, fwhere, problem)
             ok = False
             continue
-        if path == "model.config_overrides" and value is not None:
-            value = _with_flavor(value, flavor, line, fwhere, problems)
-            if value is None:
-                ok = False
-                continue
+        if path == "model.config_overrides" and isinstance(value, dict) and FLAVOR_KEY in value:
+            problems.add(line, f"{fwhere}.{FLAVOR_KEY}", _flavor_key_problem(value, flavor))
+            ok = False
+            continue
         if _same(value, inherited[path]):
-            why = base_label
-            if path == "model.config_overrides" and recipe.base is None:
-                why = "the generator adds the flavor"
-            problems.add(line, fwhere, f"{value!r} is what the recipe already has ({why}); "
+            problems.add(line, fwhere, f"{value!r} is what the recipe already has ({base_label}); "
                          "state only what differs: remove this line")
             ok = False
             continue
@@ -244,17 +241,15 @@ def _settings(recipe: RawRecipe, r: Resolved, inherited: dict[str, Any], flavor:
     return out if ok else None
 
 
-def _with_flavor(value: dict[str, Any], flavor: str, line: int, where: str,
-                 problems: Problems) -> dict[str, Any] | None:
-    """``model.config_overrides`` with ``flavor`` first; a different flavor is an error."""
-    given = value.get(FLAVOR_KEY, flavor)
-    if given != flavor:
-        problems.add(line, f"{where}.{FLAVOR_KEY}",
-                     f"{given!r} disagrees with the recipe's flavor {flavor!r}: the legacy model "
-                     "section must describe the same model as model_spec; remove the key (the "
-                     "generator adds it)")
-        return None
-    return {FLAVOR_KEY: flavor, **{k: v for k, v in value.items() if k != FLAVOR_KEY}}
+def _flavor_key_problem(value: dict[str, Any], flavor: str) -> str:
+    """Why ``model.config_overrides`` may not name a flavor: the recipe's spec does."""
+    given = value[FLAVOR_KEY]
+    if given == flavor:
+        return (f"{given!r} is the recipe's flavor already: its model_spec carries it (converting "
+                "to the legacy schema writes it); remove the key")
+    return (f"{given!r} disagrees with the recipe's flavor {flavor!r}: the flavor is the "
+            "model_spec's (`flavor:`, or the base's); remove the key, or start a base recipe "
+            f"with `flavor: {given}`")
 
 
 def _check_result(recipe: Recipe, r: Resolved, lines: dict[str, int], problems: Problems,
@@ -322,7 +317,6 @@ def build_recipes(raw: list[RawRecipe], sound: set[str], model: dict[str, Any],
             flavor = base.flavor
             inherited = dict(base.effective)
             label = f"base {rr.base} gives it"
-            auto: list[Setting] = []
         else:
             flavor = rr.flavor
             if not isinstance(flavor, str) or flavor not in flavors:
@@ -333,19 +327,12 @@ def build_recipes(raw: list[RawRecipe], sound: set[str], model: dict[str, Any],
                              f"unknown flavor {flavor!r}{hint}; listed flavors: "
                              f"{', '.join(flavors)}")
                 return None
-            overrides = {FLAVOR_KEY: flavor}
-            auto = [Setting("model.name", model["name"], 0),
-                    Setting("model.config_overrides", overrides, 0)]
-            inherited = {**defaults, "model.name": model["name"],
-                         "model.config_overrides": overrides}
+            inherited = dict(defaults)
             label = "it is the default"
         settings = _settings(rr, r, inherited, flavor, label, problems)
         if settings is None:
             return None
-        if rr.base is None:
-            stated = {s.path for s in settings}
-            settings = [s for s in auto if s.path not in stated] + settings
-        elif not settings:
+        if rr.base is not None and not settings:
             problems.add(rr.line, where, f"derives from {rr.base} but sets nothing; a derived "
                          "recipe must change something (or remove it)")
             return None

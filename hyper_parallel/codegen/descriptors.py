@@ -11,17 +11,20 @@ and reports every problem with ``file:line`` and the field:
 * recipes: ``flavor`` xor ``base``; the base exists; no cycles; a name that can be a recipe
   function (a lower-case identifier that shadows none of the module's imports);
 * settings: the path is a leaf of the new tree (the table's sections, components and root
-  fields; a near miss gets "did you mean"); ``model_spec`` and ``model.name`` come from the
-  descriptor's model and flavor, not from settings; the value has the field's type and meets
+  fields; a near miss gets "did you mean"); ``model_spec`` comes from the descriptor's model
+  and flavor, not from settings, and ``model.name`` and ``model.config_overrides['flavor']``
+  are not written at all (the spec names the model and its flavor); the value has the
+  field's type and meets
   the table's constraints; it differs from what the recipe would otherwise have (the default,
   or the base's value) so that a recipe states only what differs;
 * the resulting config: the sections' cross-field checks (the table's ``checks:``) hold, and
   ``training.global_batch_size`` is a multiple of ``local_batch_size`` x the data-parallel size
   whenever that size is known.
 
-Every base recipe also gets ``model.name = <model name>`` and ``model.config_overrides =
-{"flavor": <flavor>, ...}`` so that the legacy ``model`` section describes the same model as
-``model_spec`` (a recipe may add other override keys; a ``flavor`` key must agree).
+A recipe states its model once, in ``model_spec=<factory>("<flavor>")``: the engine reads the
+model from the spec, and converting the recipe to the legacy schema derives ``model.name`` and
+``model.config_overrides['flavor']`` from it (``config.legacy_spec``). ``model.config_overrides``
+holds only real overrides (a ``flavor`` key is refused: it would state the flavor twice).
 
 The model and its flavors are read here; the recipes and their settings are checked by
 :mod:`.descriptor_recipes`.

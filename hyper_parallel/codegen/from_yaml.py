@@ -37,11 +37,11 @@ from hyper_parallel.codegen.recipe_proof import (
     prove_module,
     strict_error,
 )
-from hyper_parallel.codegen.recipe_render import Recipe, check_name, render
+from hyper_parallel.codegen.recipe_render import ConvertedRecipe, check_name, render
 from hyper_parallel.codegen.yaml_source import LegacySource, display_path, read_legacy
 
 
-def prove(recipe: Recipe, filename: str) -> None:
+def prove(recipe: ConvertedRecipe, filename: str) -> None:
     """Execute the module text in a fresh namespace; raise :class:`ConversionError` naming every
     field unless it reproduces the YAML exactly."""
     recipe.proof_seconds = prove_module(
@@ -53,7 +53,7 @@ def prove(recipe: Recipe, filename: str) -> None:
 def convert(path: Path, name: str | None = None, output: Path | None = None,
             repo: Path | None = None, strict: bool = False,
             base: Path | None = None, overrides: tuple[str, ...] | list[str] = (),
-            launch: Any = None) -> tuple[Recipe, Path]:
+            launch: Any = None) -> tuple[ConvertedRecipe, Path]:
     """Read, convert, render and prove ``path``; returns the recipe and its output path
     (``recipes/<name>.py`` under ``base`` by default). Writes nothing.
 
@@ -78,7 +78,8 @@ def convert(path: Path, name: str | None = None, output: Path | None = None,
     return recipe, output
 
 
-def report(recipe: Recipe, output: Path, wrote: bool = True, base: Path | None = None) -> str:
+def report(recipe: ConvertedRecipe, output: Path, wrote: bool = True,
+           base: Path | None = None) -> str:
     """The short human report printed after a conversion (paths relative to ``base``)."""
     lines = [
         f"from-yaml: {recipe.source.display} -> {display_path(output, base)}"
@@ -104,5 +105,5 @@ def report(recipe: Recipe, output: Path, wrote: bool = True, base: Path | None =
 
 
 #: What callers of this module use; each name lives in the module that says so.
-__all__ = ["Change", "ConversionError", "LegacySource", "Recipe", "convert", "differences",
-           "field_changes", "prove", "read_legacy", "report"]
+__all__ = ["Change", "ConversionError", "ConvertedRecipe", "LegacySource", "convert",
+           "differences", "field_changes", "prove", "read_legacy", "report"]

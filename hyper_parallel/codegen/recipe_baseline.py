@@ -4,12 +4,12 @@ The candidates are :func:`~hyper_parallel.config.baselines.flavor_baseline` of t
 flavor the YAML names (the config of a YAML naming only those) and every registry recipe of the
 same model (``hyper_parallel.models.<name>.config_registry``); :func:`choose_baseline` takes the
 one that leaves the fewest lines to write. :func:`on_baseline_spec` keeps the recipe on the
-baseline's model spec when that spec trains what the YAML's model name does.
+baseline's model spec when that spec trains what the YAML's model name does, the model section
+written as the baseline writes it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,16 +82,21 @@ def choose_baseline(legacy: Any, target: Any) -> Baseline:
 
 def on_baseline_spec(target: Any, baseline: Baseline) -> Any:
     """``target`` (converted from the YAML: no ``model_spec``, the legacy schema has none) on the
-    baseline's spec when that spec trains the same model (see
-    ``transforms.registered_spec_equivalent``): the recipe stays on the v2 spec and no line
-    resets it."""
-    from hyper_parallel.config.transforms import registered_spec_equivalent
+    baseline's spec when that spec trains the same model (``legacy_spec.spec_forms``), its model
+    section written the way the baseline writes it where it can be (a registry recipe leaves
+    ``model.name`` and the flavor to its spec, ``flavor_baseline`` states them as the YAML
+    does): the recipe stays on the v2 spec and no line resets it or restates the model."""
+    from hyper_parallel.config.legacy_spec import spec_forms
 
     spec = baseline.config.model_spec
     if target.model_spec is not None or spec is None:
         return target
-    candidate = dataclasses.replace(target, model_spec=spec)
-    return candidate if registered_spec_equivalent(candidate) else target
+    forms = spec_forms(target, spec)
+    if not forms:
+        return target
+    scored = [(len(recipe_changes.field_changes(baseline.config, form)), i, form)
+              for i, form in enumerate(forms)]
+    return min(scored, key=lambda item: item[:2])[2]
 
 
 __all__ = ["BASELINE_FUNCTION", "Baseline", "choose_baseline", "flavor_candidate",

@@ -43,7 +43,7 @@ from hyper_parallel.codegen.yaml_source import (
 )
 
 TEMPLATE = "recipe_from_yaml.py.j2"
-TRAINER = ("hyper_parallel.trainer.trainer_config", "HyperTrainer")
+TRAINER = ("hyper_parallel.trainer.hyper_trainer", "HyperTrainer")
 RESERVED_NAMES = frozenset({BASELINE_FUNCTION[1], TRAINER[1], "config", "annotations"})
 #: The columns a module docstring's text may take.
 DOC_WIDTH = LINE_LENGTH - 4
@@ -155,7 +155,7 @@ def import_lines(imports: set[tuple[str, str]]) -> list[str]:
 
 
 @dataclass
-class Recipe:
+class ConvertedRecipe:
     """A converted YAML: the module text and what the report says about it."""
 
     name: str
@@ -187,7 +187,7 @@ def baseline_line(baseline: Baseline, provenance: Provenance) -> RecipeLine:
 
 
 def render(source: LegacySource, name: str, output: Path, repo: Path,
-           base: Path | None = None, launch: Any = None) -> Recipe:
+           base: Path | None = None, launch: Any = None) -> ConvertedRecipe:
     """Canonicalise, convert, pick the baseline, render and format (nothing is executed)."""
     canon, notes, target = target_of(source)
     baseline = choose_baseline(canon, target)
@@ -210,11 +210,11 @@ def render(source: LegacySource, name: str, output: Path, repo: Path,
     }
     text = render_python(repo, TEMPLATE, context, "recipe")
     written, mapped, unmapped = key_counts(source)
-    return Recipe(name, text, source, baseline, len(lines), written, mapped, notes,
+    return ConvertedRecipe(name, text, source, baseline, len(lines), written, mapped, notes,
                   unmapped, canon, target,
                   warnings=launch_mod.launch_warnings(source.display, source.legacy, launch))
 
 
-__all__ = ["DOC_WIDTH", "RESERVED_NAMES", "TEMPLATE", "TRAINER", "Recipe", "baseline_line",
-           "check_name", "codegen_command", "docstring_text", "fill", "import_lines",
-           "module_name_for", "name_problem", "render"]
+__all__ = ["DOC_WIDTH", "RESERVED_NAMES", "TEMPLATE", "TRAINER", "ConvertedRecipe",
+           "baseline_line", "check_name", "codegen_command", "docstring_text", "fill",
+           "import_lines", "module_name_for", "name_problem", "render"]

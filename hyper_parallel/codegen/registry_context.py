@@ -13,9 +13,10 @@ from hyper_parallel.codegen.descriptor_recipes import Recipe, Setting
 from hyper_parallel.codegen.descriptors import ModelDescriptor
 from hyper_parallel.codegen.render import docstring
 
-#: Where the generated section classes and ``HyperTrainer`` live (recipe modules import them).
+#: Where the generated section classes and the engine, ``HyperTrainer``, live (recipe modules
+#: import them; the engine's module is framework-free to import).
 CONFIGS_MODULE = "hyper_parallel.config.configs"
-TRAINER_CONFIG_MODULE = "hyper_parallel.trainer.trainer_config"
+ENGINE_MODULE = "hyper_parallel.trainer.hyper_trainer"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,7 +88,7 @@ def _base_recipe_call(r: Resolved, model: ModelDescriptor, recipe: Recipe,
 
 
 def config_registry_context(r: Resolved, model: ModelDescriptor) -> dict[str, Any]:
-    imports: dict[str, set[str]] = {TRAINER_CONFIG_MODULE: {"HyperTrainer"}}
+    imports: dict[str, set[str]] = {ENGINE_MODULE: {"HyperTrainer"}}
     recipes = []
     for recipe in model.recipes:
         doc = docstring_paragraphs(recipe.doc, 4)

@@ -136,14 +136,14 @@ def trainer_config_context(r: Resolved) -> dict[str, Any]:
             annotation = (f"Annotated[{s.type}, tyro_rules.CLI_HIDDEN]" if s.cli_hidden
                           else s.type)
             fields.append({"name": s.name, "annotation": annotation,
-                           "default": default_expr(s.default), "doc": docstring(s.doc, 8)})
+                           "default": default_expr(s.default), "doc": docstring(s.doc, 4)})
             checks.extend(check_calls(s))
         elif entry.kind == "section":
             s = t.section(entry.name)
             section_imports.add(s.cls)
             fields.append({"name": s.name, "annotation": s.cls,
                            "default": f"field(default_factory={s.cls})",
-                           "doc": docstring(s.doc, 8)})
+                           "doc": docstring(s.doc, 4)})
             checks.append(f'check_instance(self, "{s.name}", {s.cls})')
         else:
             c = t.component(entry.name)
@@ -151,12 +151,12 @@ def trainer_config_context(r: Resolved) -> dict[str, Any]:
             imports.setdefault(c.slot_module, set()).add(c.slot_owner)
             fields.append({"name": c.slot, "annotation": f"{c.slot_owner}.Config",
                            "default": f"field(default_factory={c.owner}.Config)",
-                           "doc": docstring(c.doc, 8)})
+                           "doc": docstring(c.doc, 4)})
             checks.append(f'check_instance(self, "{c.slot}", {c.slot_owner}.Config)')
     component_imports = [
         f"from {module} import {', '.join(sorted(names))}" for module, names in sorted(imports.items())
     ]
-    return {"root_doc": docstring(t.root_doc, 8), "fields": fields, "checks": checks,
+    return {"root_doc": docstring(t.root_doc, 4), "fields": fields, "checks": checks,
             "component_imports": component_imports,
             "section_imports": sorted(section_imports),
             "validators": sorted(_called(checks)),

@@ -3,10 +3,11 @@
 The recipe is converted with the generated adapter (``trainer_config_to_legacy``). A field the
 legacy schema has no key for (a ``new_only`` row of the field table set off its default, such
 as a ``dump_folder``) makes the conversion impossible (a ``model_spec`` that trains what the
-spec registered under ``model.name`` trains counts as unset);
-every such field is named, with the table's reason, and nothing is written. The YAML lists only
-the keys that differ from the legacy defaults, and is proven like ``--from-yaml``'s output: the
-legacy parser reads it back to the very same configuration before it is written.
+spec registered under its name trains becomes that ``model.name`` and, where needed, its
+flavor: ``legacy_spec.without_registered_spec``); every such field is named, with the table's
+reason, and nothing is written. The YAML lists only the keys that differ from the legacy
+defaults, and is proven like ``--from-yaml``'s output: the legacy parser reads it back to the
+very same configuration before it is written.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from hyper_parallel.utils.yaml_lines import dump as yaml_dump
 def blocking_fields(config: Any) -> list[str]:
     """``path = value (reason)`` for each new-only field of ``config`` off its default."""
     from hyper_parallel.config.legacy_adapter import FIELD_MAP
-    from hyper_parallel.config.transforms import without_registered_spec
-    from hyper_parallel.trainer.trainer_config import HyperTrainer
+    from hyper_parallel.config.legacy_spec import without_registered_spec
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
     config = without_registered_spec(config)
     default = HyperTrainer.Config()
@@ -59,7 +60,7 @@ def legacy_yaml(module: str, config_name: str) -> str:
     """The YAML text of recipe ``config_name`` in ``module``; raises :class:`CodegenError` when
     the recipe cannot be expressed in the legacy schema."""
     from hyper_parallel.config.recipes import load_recipe
-    from hyper_parallel.trainer.trainer_config import HyperTrainer
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
     config = load_recipe(module, config_name, root_type=HyperTrainer.Config)
     header = (f"# Legacy YAML of the recipe {config_name} ({module}), written by\n"
@@ -72,7 +73,7 @@ def config_yaml(config: Any, where: str, header: str = "") -> str:
     """The legacy YAML text of a ``HyperTrainer.Config`` (``where`` names it in errors); read
     back by the legacy parser and compared before it is returned."""
     from hyper_parallel.config.legacy_adapter import trainer_config_to_legacy
-    from hyper_parallel.config.transforms import without_registered_spec
+    from hyper_parallel.config.legacy_spec import without_registered_spec
     from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
     from hyper_parallel.trainer.config_parser import config_to_dict, load_config
 

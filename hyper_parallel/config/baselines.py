@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hyper_parallel.trainer.trainer_config import HyperTrainer
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 __all__ = ["flavor_baseline"]
 

@@ -7,7 +7,7 @@
   calling the recipe is :mod:`hyper_parallel.config.recipes`; the override syntax and its errors
   are :mod:`hyper_parallel.config.overrides`.
 * anything else is the legacy command line, ``old.yaml [--a.b.c=value ...]``: the legacy parser
-  (same rules, same errors) and then ``_legacy_to_trainer_config``.
+  (same rules, same errors) and then ``legacy_to_trainer_config``.
 
 Precedence on the new path: command line > recipe > dataclass defaults.
 
@@ -160,10 +160,10 @@ class ConfigManager:
                    or _config_error(f"invalid configuration: {type(exc).__name__}: {exc}")) from None
 
     def _parse_legacy(self, argv: list[str]) -> Any:
-        from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config
+        from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
         from hyper_parallel.trainer.config import HyperTrainerConfig, parse_args
 
-        return _legacy_to_trainer_config(parse_args(HyperTrainerConfig, argv))
+        return legacy_to_trainer_config(parse_args(HyperTrainerConfig, argv))
 
 
 def _print_config(config: Any) -> None:

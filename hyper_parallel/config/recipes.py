@@ -24,6 +24,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from hyper_parallel.protocols.configurable import config_name
 from hyper_parallel.utils.suggest import did_you_mean
 
 
@@ -197,7 +198,7 @@ def load_recipe(module: str, config: str, root_type: type | None = None) -> Any:
             f"{_raise_location(exc, getattr(mod, '__file__', None))}"
         ) from None
     if root_type is not None:
-        ok, expected = isinstance(result, root_type), root_type.__qualname__
+        ok, expected = isinstance(result, root_type), config_name(root_type)
     else:
         ok = dataclasses.is_dataclass(result) and not isinstance(result, type)
         expected = "config dataclass (e.g. a HyperTrainer.Config)"

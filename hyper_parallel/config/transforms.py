@@ -4,9 +4,9 @@ A legacy field that does not map one-to-one onto a field of the new tree is a ``
 in ``codegen/field_table.yaml``. The row names three plain functions defined here:
 
 * ``forward(**legacy_values, **read_values) -> {new_name: value}`` -- legacy -> new, called by
-  the generated ``_legacy_to_trainer_config``;
+  the generated ``legacy_to_trainer_config``;
 * ``backward(**new_values, **read_values) -> {legacy_name: value}`` -- new -> legacy, called by
-  the generated ``_trainer_config_to_legacy``;
+  the generated ``trainer_config_to_legacy``;
 * ``canonical(**legacy_values, **read_values) -> {legacy_name: (canonical_value, why)}`` -- the
   legacy fields whose value is one of several spellings of the same behaviour, rewritten to the
   one spelling that ``backward`` produces, each with the reason; called by the generated
@@ -319,62 +319,6 @@ def shuffle_canonical(*, shuffle: bool, type: str) -> Changes:
     return {}
 
 
-# ----------------------------------------------------------------------------------------------
-# model_spec: a spec equal to the one registered under model.name counts as unset
-# ----------------------------------------------------------------------------------------------
-
-#: ``ModelSpec`` fields that are not hooks: what the spec is called and its model Config (the
-#: model is compared once fitted to the run).
-_SPEC_NOT_HOOKS = ("name", "flavor", "model")
-
-
-def _fitted_model(spec: Any, config: Any) -> Any:
-    """``spec.model`` after ``update_from_config(config)``, on a copy (None if it fails)."""
-    import copy
-
-    model = copy.deepcopy(spec.model)
-    if model is None:
-        return None
-    try:
-        model.update_from_config(trainer_config=config)
-    except Exception:  # noqa: BLE001 - an invalid combination trains nowhere: equivalent to nothing
-        return None
-    return model
-
-
-def registered_spec_equivalent(config: Any) -> bool:
-    """Whether ``config.model_spec`` trains exactly what the spec registered under
-    ``config.model.name`` trains for this ``config``: the same hooks, and the same model Config
-    once each has met the run (``update_from_config``). Such a spec adds nothing the legacy
-    ``model.name`` does not say, so it counts as unset when converting to the legacy schema."""
-    spec = config.model_spec
-    if spec is None:
-        return True
-    from hyper_parallel.models.spec import discover_model_spec
-
-    try:
-        registered = discover_model_spec(config.model.name)
-    except (ImportError, ValueError):
-        return False
-    import dataclasses
-
-    hooks = [f.name for f in dataclasses.fields(spec) if f.name not in _SPEC_NOT_HOOKS]
-    if any(getattr(spec, hook) != getattr(registered, hook, None) for hook in hooks):
-        return False
-    mine = _fitted_model(spec, config)
-    return mine is not None and mine == _fitted_model(registered, config)
-
-
-def without_registered_spec(config: Any) -> Any:
-    """``config`` with ``model_spec`` unset when :func:`registered_spec_equivalent` (a shallow
-    copy; ``config`` itself is returned when there is nothing to unset)."""
-    if config.model_spec is None or not registered_spec_equivalent(config):
-        return config
-    import dataclasses
-
-    return dataclasses.replace(config, model_spec=None)
-
-
 __all__ = [
     "OPTIMIZER_CLASS_NAMES",
     "VALUE_PRESERVING_FORWARDS",
@@ -392,10 +336,8 @@ __all__ = [
     "optimizer_name_backward",
     "optimizer_name_forward",
     "ratio_for_warmup_steps",
-    "registered_spec_equivalent",
     "warmup_backward",
     "warmup_canonical",
     "warmup_forward",
     "warmup_steps_from_ratio",
-    "without_registered_spec",
 ]

@@ -16,6 +16,7 @@ import math
 import re
 from typing import Any, NoReturn
 
+from hyper_parallel.protocols.configurable import config_name
 from hyper_parallel.utils.errors import ConfigFieldError
 from hyper_parallel.utils.numbers import MAX_INT, is_finite_number
 
@@ -37,7 +38,7 @@ __all__ = [
 
 def fail(config: Any, name: str, message: str) -> NoReturn:
     """Raise :class:`ConfigFieldError` for ``config.<name>``."""
-    raise ConfigFieldError(type(config).__qualname__, name, getattr(config, name), message)
+    raise ConfigFieldError(config_name(type(config)), name, getattr(config, name), message)
 
 
 def _or_none(optional: bool) -> str:
@@ -177,4 +178,4 @@ def check_instance(config: Any, name: str, cls: type, *, optional: bool = False)
     """An instance of ``cls``."""
     value = getattr(config, name)
     if not (isinstance(value, cls) or (value is None and optional)):
-        fail(config, name, f"must be a {cls.__qualname__}" + _or_none(optional))
+        fail(config, name, f"must be a {config_name(cls)}" + _or_none(optional))

@@ -31,15 +31,13 @@ disk: the shipped corpus (~1 MB) tokenizes in well under a second.
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 from collections.abc import Mapping, Sequence
 
 import torch
 from torch.utils.data import Dataset, Subset
 
-from hyper_parallel import assets
+from hyper_parallel.data.files import decode_utf8, resolve_data_files
 from hyper_parallel.data.tokenizer import TextTokenizer, load_tokenizer
 from hyper_parallel.utils.data_types import (
     DATA_TYPES,
@@ -159,43 +157,6 @@ class PackedTextDataset(Dataset):
 # ----------------------------------------------------------------------------------------------
 
 
-def _has_glob(path: str) -> bool:
-    return any(ch in path for ch in "*?[")
-
-
-def resolve_data_files(path: str, *, suffix: str, path_field: str = "data.train_path"
-                       ) -> list[str]:
-    """Files named by ``path``: a file, a directory (its ``*suffix`` files) or a glob pattern.
-
-    ``pkg://`` paths address the shipped assets. Errors name ``path_field``.
-    """
-    resolved = assets.resolve_path(os.path.expanduser(path))
-    shown = path if resolved == path else f"{path!r} (= {resolved!r})"
-    if os.path.isfile(resolved):
-        return [resolved]
-    if os.path.isdir(resolved):
-        files = sorted(os.path.join(resolved, n) for n in os.listdir(resolved)
-                       if n.endswith(suffix) and os.path.isfile(os.path.join(resolved, n)))
-        if not files:
-            raise FileNotFoundError(f"{path_field}: directory {shown} contains no *{suffix} files")
-        return files
-    if _has_glob(resolved):
-        files = sorted(f for f in glob.glob(resolved, recursive=True) if os.path.isfile(f))
-        if not files:
-            raise FileNotFoundError(f"{path_field}: pattern {shown} matches no files")
-        return files
-    hint = (f"; shipped files are addressed as {assets.PKG_PREFIX}corpus/train.jsonl"
-            if not path.startswith(assets.PKG_PREFIX) else "")
-    raise FileNotFoundError(f"{path_field}: {shown} does not exist{hint}")
-
-
-def _decode_utf8(raw: bytes, where: str) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{where}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
-
-
 def read_jsonl_documents(files: Sequence[str], text_key: str = "text") -> list[str]:
     """The ``text_key`` string of every JSON object, in file and line order.
 
@@ -207,7 +168,7 @@ def read_jsonl_documents(files: Sequence[str], text_key: str = "text") -> list[s
         with open(file, "rb") as fh:  # bytes: so a decoding error can name its line too
             for lineno, raw in enumerate(fh, start=1):
                 where = f"{file}:{lineno}"
-                line = _decode_utf8(raw, where)
+                line = decode_utf8(raw, where)
                 if not line.strip():
                     continue
                 try:
@@ -241,7 +202,7 @@ def read_text_documents(files: Sequence[str]) -> list[str]:
     docs: list[str] = []
     for file in files:
         with open(file, "rb") as fh:
-            text = _decode_utf8(fh.read(), file).replace("\r\n", "\n")
+            text = decode_utf8(fh.read(), file).replace("\r\n", "\n")
         current: list[str] = []
         for line in text.split("\n"):
             if line.strip():

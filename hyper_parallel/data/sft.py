@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyper_parallel import assets
-from hyper_parallel.data.datasets import _decode_utf8, resolve_data_files
+from hyper_parallel.data.files import decode_utf8, resolve_data_files
 from hyper_parallel.data.sequences import SequenceDataset, check_max_seq_len
 from hyper_parallel.utils.data_types import TEMPLATES
 
@@ -117,7 +117,7 @@ def read_alpaca_records(files: Sequence[str]) -> list[AlpacaRecord]:
     records: list[AlpacaRecord] = []
     for file in files:
         with open(file, "rb") as fh:
-            text = _decode_utf8(fh.read(), file)
+            text = decode_utf8(fh.read(), file)
         if text.lstrip().startswith("["):
             try:
                 items = json.loads(text)

@@ -98,10 +98,11 @@ def resolve_model_spec(name: str, model_spec: ModelSpec | None = None) -> ModelS
     """The spec a run trains: ``model_spec`` when given, else the one registered under ``name``
     (:func:`discover_model_spec`).
 
-    ``name`` (``model.name``) must name a model either way: with ``model_spec`` set it is not
-    used to build, but it is what the run is called and what converting to the legacy schema
-    keeps, so a typo there is refused rather than silently ignored. It is accepted when it is
-    ``model_spec.name`` or a registered name; otherwise it is looked up (imported) like
+    ``name`` (``model.name``) must name a model either way. With ``model_spec`` set the spec
+    names the model (``model_spec.name``, also what converting to the legacy schema writes), so
+    a recipe on a spec leaves ``name`` at its default; ``name`` is then only checked, so that a
+    typo is refused rather than silently ignored: it is accepted when it is ``model_spec.name``
+    or a registered name (the default is one); otherwise it is looked up (imported) like
     ``discover_model_spec`` does, whose ``ConfigError`` names ``model.name``.
 
     The spec is returned :meth:`~hyper_parallel.protocols.model_spec.ModelSpec.resolved`: hooks

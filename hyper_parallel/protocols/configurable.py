@@ -83,6 +83,10 @@ class Configurable:
         _owner: ClassVar[type | None] = None
         """The class ``build`` constructs; set by ``Configurable.__init_subclass__``."""
 
+        written_name: ClassVar[str | None] = None
+        """How users write this class, when it is not its ``__qualname__`` (the root Config is
+        written ``HyperTrainer.Config``); messages name a Config by :func:`config_name`."""
+
         def build(self, **kwargs: Any) -> Any:
             """Construct the owner as ``Owner(config=<shallow copy of self>, **kwargs)``.
 
@@ -359,4 +363,9 @@ def traverse_value(
         yield from value.traverse(config_cls, recurse=recurse, _prefix=fqn)
 
 
-__all__ = ["Configurable", "to_plain", "traverse_value"]
+def config_name(cls: type) -> str:
+    """The name messages give a Config class: its ``written_name``, else its ``__qualname__``."""
+    return getattr(cls, "written_name", None) or cls.__qualname__
+
+
+__all__ = ["Configurable", "config_name", "to_plain", "traverse_value"]

@@ -12,14 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch.distributed as dist
+if TYPE_CHECKING:
+    from hyper_parallel.runtime.step import StepResult
 
-from hyper_parallel.data import micro_batch_groups
-from hyper_parallel.runtime.fault_injection import maybe_fail_at_step
-from hyper_parallel.runtime.faults import StopSignal, TrainingStopped
-from hyper_parallel.runtime.step import StepResult, evaluate, train_step
+# torch, the data pipeline and the runtime layer are imported by the methods that use them, so
+# that the engine's module (which names ``HyperTrainer.Config`` for recipes) imports no framework.
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +67,14 @@ class BaseTrainer:
     # ------------------------------------------------------------------ the loop
 
     def _micro_batch_iterator(self) -> Iterator[list]:
+        from hyper_parallel.data import micro_batch_groups
+
         return micro_batch_groups(iter(self.train_dataloader), self.grad_accum)
 
     def evaluate(self) -> float:
         """Validation loss (token-weighted) over the whole validation set."""
+        from hyper_parallel.runtime.step import evaluate
+
         if self.eval_dataloader is None:
             raise RuntimeError("no validation data: set validation.freq and validation.dataset_path")
         return evaluate(
@@ -83,6 +86,8 @@ class BaseTrainer:
         )
 
     def train_step(self, micro_batches: list) -> StepResult:
+        from hyper_parallel.runtime.step import train_step
+
         result = train_step(
             self.model,
             self.optimizer,
@@ -102,6 +107,8 @@ class BaseTrainer:
 
     def _maybe_inject_fault(self) -> None:
         """The ``<kind>_at_step`` test hook (:mod:`~hyper_parallel.runtime.fault_injection`)."""
+        from hyper_parallel.runtime.fault_injection import maybe_fail_at_step
+
         maybe_fail_at_step(self.state.global_step, self.rank)
 
     def _on_first_step(self) -> None:
@@ -119,6 +126,10 @@ class BaseTrainer:
         checkpoint is written. An exception propagates at once, with no further collective: the
         caller exits, and the peers' collectives fail instead of waiting out the timeout.
         """
+        import torch.distributed as dist
+
+        from hyper_parallel.runtime.faults import StopSignal, TrainingStopped
+
         self.callbacks.on_train_begin()
         first_step_done = False
         with StopSignal(self.world_size, self.device) as stop:
@@ -160,6 +171,8 @@ class BaseTrainer:
 
     def close(self) -> None:
         """Tear down the process group (the trainer is unusable afterwards)."""
+        import torch.distributed as dist
+
         if dist.is_initialized():
             dist.destroy_process_group()
 

@@ -1,9 +1,15 @@
 """``HyperTrainer``: the engine. Every entry trains through it (RFC Part 5).
 
-It reads a ``HyperTrainer.Config`` (generated in :mod:`hyper_parallel.trainer.trainer_config`)
-and nothing else: the legacy YAML reaches it through the front door ``LLMTrainer(args)``, which
-converts ``args`` with the generated adapter first. ``__init__`` follows the RFC's steps; the
-loop and the step are :class:`~hyper_parallel.trainer.base.BaseTrainer`'s.
+It reads a ``HyperTrainer.Config`` and nothing else: the legacy YAML reaches it through the
+front door ``LLMTrainer(args)``, which converts ``args`` with the generated adapter first.
+``HyperTrainer.Config`` is generated (``RootConfig`` in
+:mod:`hyper_parallel.trainer.trainer_config`) and adopted here, which makes this class the one
+its ``build()`` constructs. ``__init__`` follows the RFC's steps; the loop and the step are
+:class:`~hyper_parallel.trainer.base.BaseTrainer`'s.
+
+Importing this module imports no framework: recipes, the config manager and the code generator
+name ``HyperTrainer.Config`` through it. torch, the data pipeline and the runtime layer are
+imported by the steps below that use them.
 
 1. the model spec: ``model_spec``, or the spec registered under ``model.name``; its model Config
    meets the run (``model.update_from_config(trainer_config=config)``) first, because it may
@@ -38,31 +44,10 @@ import logging
 import os
 from typing import Any
 
-import torch
-
-from hyper_parallel.data import grad_accum_steps
 from hyper_parallel.models.spec import resolve_model_spec
+from hyper_parallel.protocols.configurable import Configurable
 from hyper_parallel.trainer.base import BaseTrainer, TrainerState
-from hyper_parallel.runtime.callbacks import (
-    CallbackHandler,
-    CheckpointManagerCallback,
-    EvalCallback,
-    GCCallback,
-    GradientHealthCallback,
-    MetricsCallback,
-    ProfilerComponentCallback,
-    ProgressCallback,
-)
-from hyper_parallel.runtime.checkpoint import require_hf_assets_dir
-from hyper_parallel.runtime.checkpoint import step_dir as ckpt_step_dir
-from hyper_parallel.runtime.distributed import setup_distributed
-from hyper_parallel.runtime.model_setup import (
-    freeze_parameters,
-    load_pretrained_weights,
-    materialize_and_init,
-)
-from hyper_parallel.runtime.optim import clip_grad_norm_
-from hyper_parallel.trainer.trainer_config import HyperTrainer as _ConfigOwner
+from hyper_parallel.trainer.trainer_config import RootConfig
 from hyper_parallel.utils.data_types import ORDERED_TYPES, TYPES_NEEDING_TOKENIZER
 from hyper_parallel.utils.errors import ConfigError
 
@@ -116,13 +101,17 @@ def build_state_dict_adapter(adapter: Any, model_config: Any, hf_assets_path: st
     return adapter(model_config, hf_assets_path)
 
 
-class HyperTrainer(BaseTrainer):
-    """Trains the run a ``HyperTrainer.Config`` describes (build it with ``config.build()``)."""
+class HyperTrainer(BaseTrainer, Configurable):
+    """Trains the run a ``HyperTrainer.Config`` describes (build it with ``config.build()``).
 
-    #: The generated Config; its ``build()`` constructs this class.
-    Config = _ConfigOwner.Config
+    A ``Configurable``: a subclass that declares no ``Config`` gets one of its own, which builds
+    the subclass (``LLMTrainer``'s is never built: the front door is ``LLMTrainer(args)``)."""
 
-    def __init__(self, config: _ConfigOwner.Config, **runtime_objects: Any) -> None:
+    #: The root of the configuration tree, generated (``trainer_config.RootConfig``); adopting it
+    #: makes this class its owner, so ``HyperTrainer.Config(...).build()`` constructs this class.
+    Config = RootConfig
+
+    def __init__(self, config: HyperTrainer.Config, **runtime_objects: Any) -> None:
         if runtime_objects:
             raise TypeError(
                 f"HyperTrainer takes no runtime objects, got {sorted(runtime_objects)}; every "
@@ -209,6 +198,8 @@ class HyperTrainer(BaseTrainer):
         self.model_config = self.spec.model
 
     def _resolve_paths(self) -> None:
+        from hyper_parallel.runtime.checkpoint import require_hf_assets_dir
+
         c = self.config
         # Checked before any work: the export that reads it runs only at the first save.
         require_hf_assets_dir(c.hf_assets_path)
@@ -224,6 +215,8 @@ class HyperTrainer(BaseTrainer):
         )
 
     def _setup(self) -> None:
+        from hyper_parallel.runtime.distributed import setup_distributed
+
         c = self.config
         if LOCAL_RANK_ENV in os.environ:
             c.comm.local_rank = int(os.environ[LOCAL_RANK_ENV])
@@ -249,6 +242,8 @@ class HyperTrainer(BaseTrainer):
         self.tokenizer = c.tokenizer.build(weights_path=c.hf_assets_path or c.model.weights_path)
 
     def _build_dataloaders(self) -> None:
+        from hyper_parallel.data import grad_accum_steps
+
         c = self.config
         common = {
             "dp_world_size": self.dist.dp_size,
@@ -312,6 +307,10 @@ class HyperTrainer(BaseTrainer):
             )
 
     def _build_model(self) -> None:
+        import torch
+
+        from hyper_parallel.runtime.model_setup import freeze_parameters
+
         c = self.config
         with torch.device(c.training.init_device):
             self.model = self.model_config.build()
@@ -322,6 +321,8 @@ class HyperTrainer(BaseTrainer):
         self.parallel_dims.validate_against_model(self.model, seq_len=c.training.seq_len)
 
     def _parallelize_and_materialize(self) -> None:
+        from hyper_parallel.runtime.model_setup import load_pretrained_weights, materialize_and_init
+
         c = self.config
         self.model = self.spec.parallelize_fn(
             self.model,
@@ -356,6 +357,8 @@ class HyperTrainer(BaseTrainer):
             self.spec.post_optimizer_build_fn(self.optimizer, [self.model], self.parallel_dims)
 
     def _build_loss(self) -> Any:
+        import torch
+
         c = self.config
         loss_fn = c.loss.build()
         if c.compile.enable and "loss" in c.compile.components:
@@ -374,6 +377,17 @@ class HyperTrainer(BaseTrainer):
         return self.config.training.max_epochs
 
     def _init_callbacks(self) -> None:
+        from hyper_parallel.runtime.callbacks import (
+            CallbackHandler,
+            CheckpointManagerCallback,
+            EvalCallback,
+            GCCallback,
+            GradientHealthCallback,
+            MetricsCallback,
+            ProfilerComponentCallback,
+            ProgressCallback,
+        )
+
         c = self.config
         self.callbacks = CallbackHandler(
             self,
@@ -395,6 +409,8 @@ class HyperTrainer(BaseTrainer):
         self.dist.set_timeout(self.config.comm.train_timeout_seconds)
 
     def _save_for_stop(self) -> str | None:
+        from hyper_parallel.runtime.checkpoint import step_dir as ckpt_step_dir
+
         step = self.state.global_step
         # Saves unless checkpointing is off or the cadence just saved this very step.
         self.checkpointer.maybe_save(step, {"epoch": self.state.epoch}, last_step=True)
@@ -405,6 +421,8 @@ class HyperTrainer(BaseTrainer):
         return ckpt_step_dir(self.config.checkpoint.folder, step)
 
     def _step_options(self) -> dict:
+        from hyper_parallel.runtime.optim import clip_grad_norm_
+
         return {
             "loss_fn": self.loss_fn,
             "max_grad_norm": self.config.training.max_norm,

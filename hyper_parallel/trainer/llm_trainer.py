@@ -2,7 +2,7 @@
 
 ``LLMTrainer(args).train()`` trains what a legacy ``HyperTrainerConfig`` (``model`` / ``data`` /
 ``train``, from ``parse_args``) describes, as it always did -- by converting ``args`` with the
-generated adapter (``_legacy_to_trainer_config``) and training the result with
+generated adapter (``legacy_to_trainer_config``) and training the result with
 :class:`~hyper_parallel.trainer.hyper_trainer.HyperTrainer`. There is no second trainer: a YAML
 and its converted recipe are the same run, and their checkpoints are interchangeable.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import re
 
-from hyper_parallel.config.legacy_adapter import FIELD_MAP, FieldMapping, _legacy_to_trainer_config
+from hyper_parallel.config.legacy_adapter import FIELD_MAP, FieldMapping, legacy_to_trainer_config
 from hyper_parallel.config.transforms import VALUE_PRESERVING_FORWARDS
 from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
 from hyper_parallel.trainer.hyper_trainer import HyperTrainer
@@ -115,7 +115,7 @@ class LLMTrainer(HyperTrainer):
             )
         self.args = args
         # The adapter's own errors already name the legacy fields.
-        config = _legacy_to_trainer_config(args)
+        config = legacy_to_trainer_config(args)
         try:
             super().__init__(config)
         except ConfigError as exc:

@@ -54,11 +54,23 @@ NO_DECAY_KEYWORDS: tuple[str, ...] = ("bias", "layernorm", "norm", "rmsnorm")
 #: pads the last position with it.
 IGNORE_INDEX = -100
 
+#: The kernel back ends of a model (``model.kernels``, legacy ``model.kernels``): ``auto`` --
+#: fla-core's kernels when the layer's parameters are on a CUDA device and the package imports,
+#: the plain torch path otherwise; ``torch`` -- always the plain torch path (the reference, any
+#: device); ``fla`` -- always fla-core's kernels, a ``ConfigError`` on a CPU or without the
+#: package.
+KernelChoice = Literal["auto", "torch", "fla"]
+KERNEL_CHOICES: tuple[str, ...] = get_args(KernelChoice)
+#: The choice a model runs with when nothing is said.
+DEFAULT_KERNELS = "auto"
+
 __all__ = [
     "AC_MODES",
     "ASYNC_MODES",
     "DECAY_STYLES",
+    "DEFAULT_KERNELS",
     "IGNORE_INDEX",
+    "KERNEL_CHOICES",
     "LOSS_AGGREGATIONS",
     "NO_DECAY_KEYWORDS",
     "OPTIMIZER_NAMES",
@@ -68,6 +80,7 @@ __all__ = [
     "ActivationCheckpointMode",
     "AsyncMode",
     "DecayStyle",
+    "KernelChoice",
     "LossAggregation",
     "OptimizerName",
 ]

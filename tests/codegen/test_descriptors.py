@@ -4,7 +4,8 @@
   the field (one test per kind of error); nothing is written.
 * The generated recipes: each returns a fresh ``HyperTrainer.Config``; a base recipe differs from
   ``HyperTrainer.Config()`` exactly in what it states, a derived recipe from its base exactly in
-  the fields it sets; the legacy ``model`` section agrees with ``model_spec``.
+  the fields it sets; the spec alone names the model and its flavor (no ``model.name`` or
+  ``config_overrides['flavor']`` beside it), and the legacy conversion derives both from it.
 * The module is byte-stable and covered by ``codegen-check``.
 """
 
@@ -224,13 +225,46 @@ def test_restating_the_base_value_is_an_error(repo_copy):
             "is what the recipe already has (base qwen3_5_v2_debugmodel gives it)") in message
 
 
-def test_config_overrides_flavor_must_match(repo_copy):
+def test_config_overrides_may_not_name_the_flavor(repo_copy):
+    # The spec carries the flavor: the same one again states it twice, another one contradicts it.
     _edit_recipe(repo_copy, "qwen3_5_v2_9b_fsdp8", "training.steps: 2000",
                  "training.steps: 2000\n      model.config_overrides: {flavor: 4b}")
-    line = _line_of(repo_copy, "model.config_overrides: {flavor: 4b}")
+    _edit_recipe(repo_copy, "qwen3_5_v2_4b", "training.steps: 2000",
+                 "training.steps: 2000\n      model.config_overrides: {flavor: 4b, head_dim: 64}")
+    other = _line_of(repo_copy, "model.config_overrides: {flavor: 4b}")
+    same = _line_of(repo_copy, "model.config_overrides: {flavor: 4b, head_dim: 64}")
     message = _error(repo_copy)
-    assert (f"{DESCRIPTOR}:{line}: recipes.qwen3_5_v2_9b_fsdp8.set.model.config_overrides.flavor:"
+    assert (f"{DESCRIPTOR}:{other}: recipes.qwen3_5_v2_9b_fsdp8.set.model.config_overrides.flavor:"
             " '4b' disagrees with the recipe's flavor '9b'") in message
+    assert (f"{DESCRIPTOR}:{same}: recipes.qwen3_5_v2_4b.set.model.config_overrides.flavor: '4b' "
+            "is the recipe's flavor already: its model_spec carries it") in message
+
+
+def test_model_name_is_not_settable(repo_copy):
+    _edit_recipe(repo_copy, "qwen3_5_v2_debugmodel", "training.steps: 10",
+                 "training.steps: 10\n      model.name: qwen3_5_v2")
+    line = _line_of(repo_copy, "model.name: qwen3_5_v2")
+    message = _error(repo_copy)
+    assert (f"{DESCRIPTOR}:{line}: recipes.qwen3_5_v2_debugmodel.set.model.name: cannot be set "
+            "here: the recipe's model_spec names the model") in message
+
+
+def test_other_config_overrides_are_real_overrides(repo_copy):
+    # A key that is not the flavor is written as given and trains on top of the spec's flavor;
+    # the legacy conversion puts the spec's flavor beside it.
+    from hyper_parallel.config.legacy_adapter import trainer_config_to_legacy
+
+    _edit_recipe(repo_copy, "qwen3_5_v2_debugmodel", "training.steps: 10",
+                 "training.steps: 10\n      model.config_overrides: {num_hidden_layers: 2}")
+    text = generate(repo_copy).files[REGISTRY]
+    assert 'model=ModelConfig(config_overrides={"num_hidden_layers": 2}),' in text
+    namespace: dict[str, Any] = {}
+    exec(compile(text, REGISTRY, "exec"), namespace)
+    config = namespace["qwen3_5_v2_debugmodel"]()
+    config.dump_folder = "."  # new-only: the legacy schema has no dump_folder
+    legacy = trainer_config_to_legacy(config)
+    assert legacy.model.name == "qwen3_5_v2"
+    assert legacy.model.config_overrides == {"flavor": "debugmodel", "num_hidden_layers": 2}
 
 
 def test_cross_field_check_of_the_table(repo_copy):
@@ -382,7 +416,7 @@ def test_the_registry_lists_exactly_the_descriptor_recipes(registry, descriptor)
 ])
 def test_every_call_returns_a_fresh_config(registry, name):
     from hyper_parallel.config.recipes import revalidate
-    from hyper_parallel.trainer.trainer_config import HyperTrainer
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
     recipe = getattr(registry, name)
     a, b = recipe(), recipe()
@@ -395,21 +429,20 @@ def test_every_call_returns_a_fresh_config(registry, name):
         if dataclasses.is_dataclass(left):
             assert left is not right, f.name
     assert a.model_spec.model is not b.model_spec.model
-    assert a.model.config_overrides is not b.model.config_overrides
     # ...so mutating one call's config leaves the others alone.
     a.training.steps += 1
     a.optimizer.lr *= 2
     a.parallelism.tensor_parallel_degree = 8
-    a.model.config_overrides["num_hidden_layers"] = 1
+    a.model.num_hidden_layers = 1
     a.model_spec.model.num_hidden_layers = 1
     assert _differences(b, recipe()) == set()
     assert _differences(a, b) == {"training.steps", "optimizer.lr",
                                   "parallelism.tensor_parallel_degree",
-                                  "model.config_overrides", "model_spec"}
+                                  "model.num_hidden_layers", "model_spec"}
 
 
 def test_base_recipes_differ_from_the_defaults_exactly_in_what_they_state(registry, descriptor):
-    from hyper_parallel.trainer.trainer_config import HyperTrainer
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
     checked = 0
     for recipe in descriptor.recipes:
@@ -417,8 +450,8 @@ def test_base_recipes_differ_from_the_defaults_exactly_in_what_they_state(regist
             continue
         config = getattr(registry, recipe.name)()
         stated = {s.path for s in recipe.settings}
-        # model.name and model.config_overrides are added by the generator.
-        assert {"model.name", "model.config_overrides"} <= stated
+        # The spec names the model and its flavor: nothing beside it says them again.
+        assert not stated & {"model.name", "model.config_overrides"}
         assert _differences(config, HyperTrainer.Config()) == stated | {"model_spec"}
         flat = _flat(config)
         for s in recipe.settings:
@@ -440,12 +473,30 @@ def test_derived_recipes_differ_from_their_base_exactly_in_the_stated_fields(reg
         assert {p: flat[p] for p in stated} == stated
 
 
-def test_the_model_section_agrees_with_the_spec(registry, descriptor):
+def test_the_spec_alone_names_the_model_and_the_legacy_schema_gets_both(registry, descriptor):
+    from hyper_parallel.config.configs import ModelConfig
+    from hyper_parallel.config.legacy_adapter import trainer_config_to_legacy
+    from hyper_parallel.config.legacy_spec import without_registered_spec
+    from hyper_parallel.models.qwen3_5.configuration import DEFAULT_FLAVOR
+
+    checked_default = 0
     for recipe in descriptor.recipes:
         config = getattr(registry, recipe.name)()
-        assert config.model_spec.name == config.model.name == "qwen3_5_v2"
-        assert config.model_spec.flavor == recipe.flavor
-        assert config.model.config_overrides == {"flavor": recipe.flavor}
+        assert (config.model_spec.name, config.model_spec.flavor) == ("qwen3_5_v2", recipe.flavor)
+        assert config.model == ModelConfig()  # no name, no flavor beside the spec
+        # What the legacy conversion writes for the spec (other new-only fields aside).
+        legacy = without_registered_spec(config)
+        assert legacy.model_spec is None
+        assert legacy.model.name == "qwen3_5_v2"
+        # The flavor is written where the name alone would train another size (the default).
+        flavored = None if recipe.flavor == DEFAULT_FLAVOR else {"flavor": recipe.flavor}
+        assert legacy.model.config_overrides == flavored
+        checked_default += recipe.flavor == DEFAULT_FLAVOR
+    assert checked_default  # both kinds are seen
+    debug = registry.qwen3_5_v2_debugmodel()
+    debug.dump_folder = "."  # new-only: the legacy schema has no dump_folder
+    legacy = trainer_config_to_legacy(debug).model
+    assert (legacy.name, legacy.config_overrides) == ("qwen3_5_v2", {"flavor": "debugmodel"})
 
 
 def test_cpu_recipes_have_the_promised_shape(registry):
@@ -487,8 +538,8 @@ def test_readable_shape():
     # A base recipe builds the tree with keyword arguments, non-defaults only...
     assert ('    return HyperTrainer.Config(\n'
             '        model_spec=qwen3_5_v2_spec_factory("debugmodel"),\n'
-            '        model=ModelConfig(name="qwen3_5_v2", config_overrides={"flavor": "debugmodel"}),'
-            ) in text
+            '        dump_folder="outputs/qwen3_5_v2_debugmodel",\n') in text
+    assert "ModelConfig" not in text and "config_overrides" not in text
     assert "optimizer=OptimizersContainer.Config(lr=1e-3, betas=(0.9, 0.95))" in text
     # ...a derived one calls its base and assigns one field per line.
     assert ("    config = qwen3_5_v2_4b()\n"

@@ -140,7 +140,7 @@ def test_statements_follow_the_order_of_the_config(results):
     in their own order."""
     import dataclasses
 
-    from hyper_parallel.trainer.trainer_config import HyperTrainer
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
     def rank(target: str) -> tuple:
         node, ranks = HyperTrainer.Config(), []

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyper_parallel.utils.choices import DEFAULT_KERNELS, KERNEL_CHOICES, KernelChoice
 from hyper_parallel.utils.errors import ConfigError
-from hyper_parallel.utils.kernel_choices import DEFAULT_KERNELS, KERNEL_CHOICES, KernelChoice
 from hyper_parallel.utils.numbers import is_finite_number
 from hyper_parallel.utils.suggest import did_you_mean
 

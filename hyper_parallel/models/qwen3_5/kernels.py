@@ -1,6 +1,6 @@
 """Which implementation the Gated DeltaNet layers compute with: the torch path or CUDA kernels.
 
-``model.kernels`` (:data:`~hyper_parallel.utils.kernel_choices.KERNEL_CHOICES`) is resolved
+``model.kernels`` (:data:`~hyper_parallel.utils.choices.KERNEL_CHOICES`) is resolved
 per layer, against the device its parameters are on, by :func:`select_gdn_kernels`:
 
 * ``torch`` -- the plain torch path: :func:`causal_depthwise_conv_silu` and
@@ -48,8 +48,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from hyper_parallel.utils.choices import KERNEL_CHOICES
 from hyper_parallel.utils.errors import ConfigError
-from hyper_parallel.utils.kernel_choices import KERNEL_CHOICES
 
 from .delta_rule import DEFAULT_CHUNK_SIZE, chunk_gated_delta_rule
 

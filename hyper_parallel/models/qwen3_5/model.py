@@ -55,8 +55,12 @@ class Qwen3_5DecoderLayer(nn.Module):
         return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
 
 
-class Qwen3_5Model(nn.Module):
-    """The decoder: ``embed_tokens``, ``layers`` (``nn.ModuleList``), final ``norm``, ``rotary_emb``."""
+class Qwen3_5Decoder(nn.Module):
+    """The decoder: ``embed_tokens``, ``layers`` (``nn.ModuleList``), final ``norm``, ``rotary_emb``.
+
+    Hugging Face calls this ``Qwen3_5Model``; here that name is the whole model on the protocol
+    layer (:class:`~hyper_parallel.models.qwen3_5.protocol.Qwen3_5Model`). State-dict names do
+    not depend on it: the decoder is the LM's ``model`` attribute either way."""
 
     def __init__(self, config: Qwen3_5Config) -> None:
         super().__init__()
@@ -100,7 +104,7 @@ class Qwen3_5Model(nn.Module):
 
 
 class Qwen3_5ForCausalLM(nn.Module):
-    """Causal LM head on :class:`Qwen3_5Model`. ``forward`` returns logits ``(B, S, vocab)`` in the
+    """Causal LM head on :class:`Qwen3_5Decoder`. ``forward`` returns logits ``(B, S, vocab)`` in the
     compute dtype; the loss is computed by the trainer.
 
     Construction leaves torch's default init on the Linears (or nothing, on the meta device);
@@ -116,16 +120,16 @@ class Qwen3_5ForCausalLM(nn.Module):
     def _init_modules(self, config: Qwen3_5Config) -> None:
         """Create ``model`` and ``lm_head`` from ``config`` and tie them.
 
-        A hook so that a subclass with its own ``__init__`` (``qwen3_5_v2.Qwen3_5Model``, whose
+        A hook so that a subclass with its own ``__init__`` (``protocol.Qwen3_5Model``, whose
         ``self.config`` is a ``BaseModel.Config``) builds exactly these modules.
         """
-        self.model = Qwen3_5Model(config)
+        self.model = Qwen3_5Decoder(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.tie_weights()
 
     def select_kernels(self) -> None:
         """Resolve the device-specific kernels now that the parameters are on their device
-        (:meth:`Qwen3_5Model.select_kernels`); the engine calls it before the first step."""
+        (:meth:`Qwen3_5Decoder.select_kernels`); the engine calls it before the first step."""
         self.model.select_kernels()
 
     def tie_weights(self) -> None:

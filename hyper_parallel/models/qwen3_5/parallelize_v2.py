@@ -52,7 +52,6 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
 from hyper_parallel.models.qwen3_5.parallelize import (
-    AC_MODES,
     DEFAULT_DTYPE_MAP,
     apply_ac,
     apply_fsdp,
@@ -60,6 +59,7 @@ from hyper_parallel.models.qwen3_5.parallelize import (
     build_mp_policy,
     normalize_ac_mode,
 )
+from hyper_parallel.utils.choices import AC_MODES
 from hyper_parallel.utils.suggest import did_you_mean
 
 logger = logging.getLogger(__name__)

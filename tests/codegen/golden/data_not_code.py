@@ -20,7 +20,7 @@ canonical form of the YAML.
 from __future__ import annotations
 
 from hyper_parallel.config.baselines import flavor_baseline
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 __all__ = ["data_not_code"]
 

@@ -31,7 +31,7 @@ The YAML's closing comment:
 from __future__ import annotations
 
 from hyper_parallel.config.baselines import flavor_baseline
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 __all__ = ["overrides_and_comments"]
 

@@ -22,7 +22,7 @@ the converter executed this module and checked that
 from __future__ import annotations
 
 from hyper_parallel.models.qwen3_5_v2.config_registry import qwen3_5_v2_debugmodel_fsdp2
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 __all__ = ["registry_baseline"]
 

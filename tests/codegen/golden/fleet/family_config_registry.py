@@ -29,7 +29,7 @@ Sources:
 from __future__ import annotations
 
 from hyper_parallel.config.baselines import flavor_baseline
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 __all__ = [
     "family_base",

@@ -39,12 +39,12 @@ sys.meta_path.insert(0, _Watch())
 
 from hyper_parallel.trainer.config_parser import load_config
 from hyper_parallel.trainer.config import HyperTrainerConfig
-from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config
+from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
 
-_legacy_to_trainer_config(HyperTrainerConfig())
+legacy_to_trainer_config(HyperTrainerConfig())
 
 import hyper_parallel.components
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 HyperTrainer.Config()
 

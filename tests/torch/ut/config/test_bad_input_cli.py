@@ -23,7 +23,7 @@ from hyper_parallel.codegen import pipeline
 from hyper_parallel.config.manager import ConfigManager
 from hyper_parallel.config.recipes import RecipeError, load_recipe
 from hyper_parallel.trainer.config import ConfigError
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[3]
@@ -76,7 +76,7 @@ def test_a_recipe_whose_arguments_all_have_defaults_is_fine():
 @pytest.mark.parametrize("config, got", [
     ("returns_none", "returned None;"),
     ("returns_dict", "returned a dict;"),
-    ("returns_class", "returned the class HyperTrainer.Config (not an instance);"),
+    ("returns_class", "returned the class RootConfig (not an instance);"),
     ("returns_section", "returned a TrainingConfig;"),
     ("returns_other_dataclass", "returned a Other;"),
 ])

@@ -4,7 +4,7 @@
   every field an example YAML leaves unset converts to the new tree's default.
 * Invalid values raise in ``__post_init__`` with an error naming ``<Class>.<field>``.
 * The classes follow the Config rules (kw_only, slots, documented fields) and
-  ``HyperTrainer.Config(...).build()`` constructs the runtime trainer named by the module.
+  ``HyperTrainer.Config(...).build()`` constructs the engine, ``HyperTrainer``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-import types
 import typing
 from pathlib import Path
 
@@ -21,12 +20,12 @@ import yaml
 
 from hyper_parallel.codegen.table import load_table
 from hyper_parallel.config import configs
-from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config
+from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
 from hyper_parallel.config.validation import ConfigFieldError
 from hyper_parallel.trainer import trainer_config
 from hyper_parallel.trainer.config import HyperTrainerConfig
 from hyper_parallel.trainer.config_parser import load_config
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 from hyper_parallel.utils.docstrings import field_docstrings
 
 REPO = Path(__file__).resolve().parents[4]
@@ -64,14 +63,14 @@ def _set_paths(tree, prefix=""):
 
 def test_empty_yaml_converts_to_the_default_config():
     legacy = load_config(HyperTrainerConfig, "")
-    assert _legacy_to_trainer_config(legacy) == HyperTrainer.Config()
+    assert legacy_to_trainer_config(legacy) == HyperTrainer.Config()
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_fields_an_example_leaves_unset_convert_to_the_new_defaults(example):
     text = example.read_text()
     stated = set(_set_paths(yaml.safe_load(text)))
-    converted = _legacy_to_trainer_config(load_config(HyperTrainerConfig, text))
+    converted = legacy_to_trainer_config(load_config(HyperTrainerConfig, text))
     defaults = HyperTrainer.Config()
     checked = 0
     for row in TABLE.rows:
@@ -116,7 +115,7 @@ def test_a_recipe_stating_only_what_the_yaml_states_equals_the_conversion():
     config.metrics.enable_memory_monitor = True
     config.metrics.memory_log_freq = 5
     config.debug.deterministic = True
-    assert _legacy_to_trainer_config(load_config(HyperTrainerConfig, text)) == config
+    assert legacy_to_trainer_config(load_config(HyperTrainerConfig, text)) == config
 
 
 # ------------------------------------------------------------------ validation
@@ -188,7 +187,7 @@ def test_post_init_runs_again_on_replace():
 
 
 def test_root_config_checks_its_slots():
-    with pytest.raises(ConfigFieldError, match=r"HyperTrainer.Config.training=.*TrainingConfig"):
+    with pytest.raises(ConfigFieldError, match=r"HyperTrainer\.Config\.training=.*TrainingConfig"):
         HyperTrainer.Config(training=configs.DebugConfig())
     with pytest.raises(ConfigFieldError, match="dump_folder"):
         HyperTrainer.Config(dump_folder="")
@@ -234,51 +233,62 @@ def test_root_docs_for_every_field():
 # ------------------------------------------------------------------ build()
 
 
-class _FakeRuntimeTrainer:
-    def __init__(self, config, **runtime_objects):
-        self.config = config
-        self.runtime_objects = runtime_objects
+def test_the_root_is_the_engines_config():
+    """One class named ``HyperTrainer``: the engine, whatever the import path; its ``Config`` is
+    the generated root, which reads as ``HyperTrainer.Config`` and is owned by the engine."""
+    from hyper_parallel.trainer import HyperTrainer as from_package
+
+    assert trainer_config.HyperTrainer is HyperTrainer and from_package is HyperTrainer
+    assert HyperTrainer.Config is trainer_config.RootConfig
+    assert HyperTrainer.Config._owner is HyperTrainer
+    with pytest.raises(AttributeError, match="has no attribute 'Trainer'"):
+        trainer_config.Trainer  # noqa: B018 -- only HyperTrainer is answered lazily
 
 
-def test_build_constructs_the_runtime_trainer_lazily(monkeypatch):
-    module = types.ModuleType("_fake_hyper_trainer")
-    module.HyperTrainer = _FakeRuntimeTrainer
-    monkeypatch.setitem(sys.modules, "_fake_hyper_trainer", module)
-    monkeypatch.setattr(trainer_config, "RUNTIME_TRAINER", "_fake_hyper_trainer:HyperTrainer")
-    config = HyperTrainer.Config()
+def test_the_legacy_root_has_a_public_name_of_its_own():
+    from hyper_parallel.trainer.config import LegacyConfig
+
+    assert LegacyConfig is HyperTrainerConfig
+
+
+def test_the_owner_is_imported_when_first_read():
+    """Importing the generated module does not import the engine's; reading ``_owner`` (what
+    ``build()`` does) imports it and gives the engine class."""
+    code = (
+        "import sys\n"
+        "from hyper_parallel.trainer.trainer_config import RootConfig\n"
+        "engine = 'hyper_parallel.trainer.hyper_trainer'\n"
+        "assert engine not in sys.modules\n"
+        "owner = RootConfig._owner\n"
+        "assert owner is sys.modules[engine].HyperTrainer, owner\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def test_build_constructs_a_subclass_of_the_engine():
+    """``Configurable``'s rule: a subclass that declares no Config gets its own, which builds the
+    subclass (never the engine), with a copy of the config and the runtime objects."""
+
+    class Recording(HyperTrainer):
+        def __init__(self, config, **runtime_objects):
+            self.config = config
+            self.runtime_objects = runtime_objects
+
+    assert Recording.Config is not HyperTrainer.Config
+    assert issubclass(Recording.Config, HyperTrainer.Config)
+    config = Recording.Config(debug=configs.DebugConfig(seed=3))
     config.training.steps = 7
     trainer = config.build(device="cpu")
-    assert isinstance(trainer, _FakeRuntimeTrainer)
+    assert type(trainer) is Recording and trainer.runtime_objects == {"device": "cpu"}
     assert trainer.config == config and trainer.config is not config  # a copy, per Configurable
-    assert trainer.runtime_objects == {"device": "cpu"}
+    assert trainer.config.debug.seed == 3
     with pytest.raises(ValueError, match="fields of"):
         config.build(training=None)  # Configurable's rule: settings belong in the Config
 
 
-def test_build_subclass_of_the_owner(monkeypatch):
-    class Runtime(HyperTrainer):
-        def __init__(self, config, **runtime_objects):
-            HyperTrainer.__init__(self, config)
-            self.built = True
-
-    module = types.ModuleType("_fake_hyper_trainer_sub")
-    module.HyperTrainer = Runtime
-    monkeypatch.setitem(sys.modules, "_fake_hyper_trainer_sub", module)
-    monkeypatch.setattr(trainer_config, "RUNTIME_TRAINER", "_fake_hyper_trainer_sub:HyperTrainer")
-    trainer = HyperTrainer.Config().build()
-    assert type(trainer) is Runtime and trainer.built
-    assert Runtime.Config(debug=configs.DebugConfig(seed=3)).build().config.debug.seed == 3
-
-
-def test_build_without_the_runtime_module_says_so(monkeypatch):
-    monkeypatch.setattr(trainer_config, "RUNTIME_TRAINER", "hyper_parallel.trainer._absent:X")
-    with pytest.raises(NotImplementedError, match="does not exist yet"):
-        HyperTrainer.Config().build()
-
-
-def test_the_owner_itself_cannot_be_constructed():
-    with pytest.raises(TypeError, match=r"HyperTrainer.Config\(...\).build\(\)"):
-        HyperTrainer(HyperTrainer.Config())
+def test_the_engine_takes_no_runtime_objects():
+    with pytest.raises(TypeError, match="takes no runtime objects"):
+        HyperTrainer.Config().build(device="cpu")
 
 
 def test_generated_modules_import_no_framework():

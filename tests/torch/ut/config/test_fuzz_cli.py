@@ -26,7 +26,7 @@ from hyper_parallel.config.manager import ConfigManager
 from hyper_parallel.config.overrides import cli_spec, normalize_overrides
 from hyper_parallel.config.recipes import RecipeError, load_recipe
 from hyper_parallel.trainer.config import ConfigError
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 pytest.importorskip("tyro")
 

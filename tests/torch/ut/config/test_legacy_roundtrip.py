@@ -1,6 +1,6 @@
 """The adapter's contract, as property tests over random legacy configs.
 
-With ``f = _legacy_to_trainer_config``, ``g = _trainer_config_to_legacy`` and
+With ``f = legacy_to_trainer_config``, ``g = trainer_config_to_legacy`` and
 ``canon = canonicalize_legacy``:
 
 * ``g(f(x)) == canon(x)``;
@@ -31,17 +31,25 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hyper_parallel.trainer.config as schema
+import hyper_parallel.trainer.legacy_rules as rules
 from hyper_parallel.config import transforms
 from hyper_parallel.config.legacy_adapter import (
     FIELD_MAP,
-    _legacy_to_trainer_config,
-    _trainer_config_to_legacy,
+    legacy_to_trainer_config,
+    trainer_config_to_legacy,
     canonicalize_legacy,
 )
 from hyper_parallel.platform.dtypes import DTYPE_NAMES
 from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig, parse_args
-from hyper_parallel.trainer.trainer_config import HyperTrainer
-from hyper_parallel.utils.kernel_choices import KERNEL_CHOICES
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
+from hyper_parallel.utils.choices import (
+    AC_MODES,
+    DECAY_STYLES,
+    KERNEL_CHOICES,
+    LOSS_AGGREGATIONS,
+    OPTIMIZER_TYPES,
+)
+from hyper_parallel.utils.data_types import DATA_TYPES
 
 REPO = Path(__file__).resolve().parents[4]
 EXAMPLES = sorted((REPO / "examples" / "yaml").glob("*.yaml"))
@@ -49,17 +57,17 @@ CASES = max(500, int(os.environ.get("HYPER_PARALLEL_FUZZ_CASES", "500")))
 
 # ---------------------------------------------------------------------------- the schema
 
-#: String fields with a closed set of values -> the schema module's constants.
+#: String fields with a closed set of values -> the schema's constants (and their homes).
 CHOICES: dict[str, tuple] = {
-    "data.type": schema.DATA_TYPES,
-    "train.init_device": schema.INIT_DEVICES,
+    "data.type": DATA_TYPES,
+    "train.init_device": rules.INIT_DEVICES,
     "train.mixed_precision.param_dtype": DTYPE_NAMES,
     "train.mixed_precision.reduce_dtype": DTYPE_NAMES,
     "train.mixed_precision.output_dtype": DTYPE_NAMES,
-    "train.gradient_checkpointing.activation_checkpoint": schema.ACTIVATION_CHECKPOINT_MODES,
-    "train.optimizer.type": schema.OPTIMIZER_TYPES,
-    "train.optimizer.lr_decay_style": schema.LR_DECAY_STYLES,
-    "train.optimizer.loss_aggregation": schema.LOSS_AGGREGATIONS,
+    "train.gradient_checkpointing.activation_checkpoint": AC_MODES,
+    "train.optimizer.type": OPTIMIZER_TYPES,
+    "train.optimizer.lr_decay_style": DECAY_STYLES,
+    "train.optimizer.loss_aggregation": LOSS_AGGREGATIONS,
     "model.kernels": KERNEL_CHOICES,
 }
 
@@ -114,7 +122,7 @@ _word = st.text(alphabet="abcxyz019_-./", min_size=1, max_size=8)
 
 def _comm_backend() -> st.SearchStrategy:
     one = st.tuples(st.sampled_from(["", "cpu:", "cuda:", "npu:"]),
-                    st.sampled_from(schema.COMM_BACKENDS)).map("".join)
+                    st.sampled_from(rules.COMM_BACKENDS)).map("".join)
     return st.lists(one, min_size=1, max_size=2).map(",".join)
 
 
@@ -232,17 +240,17 @@ def _differences(a: Any, b: Any) -> dict[str, tuple[Any, Any]]:
 @given(legacy_configs())
 def test_round_trip_properties(x):
     original = copy.deepcopy(x)
-    y = _legacy_to_trainer_config(x)
+    y = legacy_to_trainer_config(x)
     canon, notes = canonicalize_legacy(x)
     assert x == original, "the conversions must not modify their argument"
 
     # g(f(x)) == canon(x)
-    back = _trainer_config_to_legacy(y)
+    back = trainer_config_to_legacy(y)
     assert back == canon, _differences(canon, back)
     # f(g(y)) == y
-    assert _legacy_to_trainer_config(back) == y
+    assert legacy_to_trainer_config(back) == y
     # canon changes no meaning
-    assert _legacy_to_trainer_config(canon) == y
+    assert legacy_to_trainer_config(canon) == y
     # canon is idempotent
     again, more = canonicalize_legacy(canon)
     assert again == canon and more == []
@@ -261,7 +269,7 @@ def test_round_trip_properties(x):
 def test_type_exact_round_trip(x):
     # == treats 1 == 1.0 == True; the round trip must also keep every value's type.
     canon, _ = canonicalize_legacy(x)
-    back = _trainer_config_to_legacy(_legacy_to_trainer_config(x))
+    back = trainer_config_to_legacy(legacy_to_trainer_config(x))
     la, lb = _leaves(canon), _leaves(back)
     assert {p: type(v) for p, v in la.items()} == {p: type(v) for p, v in lb.items()}
 
@@ -306,7 +314,7 @@ def test_example_yaml_is_canonical_and_round_trips_field_for_field(example):
     legacy = parse_args(HyperTrainerConfig, [str(example)])
     _, notes = canonicalize_legacy(legacy)
     assert notes == [], f"{example.name} is not canonical: {notes}"
-    back = _trainer_config_to_legacy(_legacy_to_trainer_config(legacy))
+    back = trainer_config_to_legacy(legacy_to_trainer_config(legacy))
     assert _differences(legacy, back) == {}
     assert back == legacy
 
@@ -354,7 +362,7 @@ def test_each_normalisation_is_reported(sections, expected):
     legacy = _legacy(**sections)
     canon, notes = canonicalize_legacy(legacy)
     assert {n.field: (n.old, n.new) for n in notes} == expected
-    assert _trainer_config_to_legacy(_legacy_to_trainer_config(legacy)) == canon
+    assert trainer_config_to_legacy(legacy_to_trainer_config(legacy)) == canon
 
 
 def test_warmup_matches_the_legacy_trainer_rule():
@@ -382,10 +390,10 @@ def test_optimizer_names_match_the_component():
     for name in names:
         OptimizersContainer.Config(name=name)
         legacy = transforms.optimizer_name_backward(name=name)["type"]
-        assert legacy in schema.OPTIMIZER_TYPES
+        assert legacy in OPTIMIZER_TYPES
         assert OPTIMIZER_CLASSES[legacy] is getattr(torch.optim, name)
         assert transforms.optimizer_name_forward(type=legacy) == {"name": name}
-    assert set(schema.OPTIMIZER_TYPES) == set(transforms.OPTIMIZER_CLASS_NAMES)
+    assert set(OPTIMIZER_TYPES) == set(transforms.OPTIMIZER_CLASS_NAMES)
 
 
 # ---------------------------------------------------------------------------- errors
@@ -393,7 +401,7 @@ def test_optimizer_names_match_the_component():
 
 def test_unsupported_value_is_an_error_naming_the_field():
     legacy = _legacy(train={"backend": "mindspore"})
-    for convert in (_legacy_to_trainer_config, canonicalize_legacy):
+    for convert in (legacy_to_trainer_config, canonicalize_legacy):
         with pytest.raises(ConfigError) as info:
             convert(legacy)
         assert info.value.path == "train.backend"
@@ -414,7 +422,7 @@ def test_new_only_values_do_not_convert_to_legacy(edit, path, words):
     config = HyperTrainer.Config()
     edit(config)
     with pytest.raises(ConfigError) as info:
-        _trainer_config_to_legacy(config)
+        trainer_config_to_legacy(config)
     assert info.value.path == path
     assert words in str(info.value)
 
@@ -428,7 +436,7 @@ def test_a_component_config_of_another_class_does_not_convert():
 
     config = HyperTrainer.Config(tokenizer=OtherTokenizerConfig())
     with pytest.raises(ConfigError, match="HuggingFaceTokenizer.Config") as info:
-        _trainer_config_to_legacy(config)
+        trainer_config_to_legacy(config)
     assert info.value.path == "tokenizer"
 
 
@@ -437,7 +445,7 @@ def test_a_value_the_new_tree_rejects_names_the_legacy_field():
     # TensorBoard is on (the legacy trainer failed at run time instead).
     legacy = _legacy(train__tensorboard={"enabled": True, "output_dir": ""})
     with pytest.raises(ConfigError) as info:
-        _legacy_to_trainer_config(legacy)
+        legacy_to_trainer_config(legacy)
     assert info.value.path == "train.tensorboard.output_dir"
     assert "MetricsProcessor.Config.save_tb_folder" in str(info.value)
 

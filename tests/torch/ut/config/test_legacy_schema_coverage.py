@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from hyper_parallel.config.legacy_adapter import FIELD_MAP, _legacy_to_trainer_config
+from hyper_parallel.config.legacy_adapter import FIELD_MAP, legacy_to_trainer_config
 from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
 from hyper_parallel.trainer.config_parser import load_config
 
@@ -136,11 +136,11 @@ def test_unsupported_key_is_accepted_at_its_default_and_refused_off_it(key):
 
     written = yaml.safe_dump(node, default_flow_style=True).strip().removesuffix("...").strip()
     legacy = load_config(HyperTrainerConfig, _yaml(key, written), source="old.yaml")
-    _legacy_to_trainer_config(legacy)
+    legacy_to_trainer_config(legacy)
     # Off it: parsed (a known key), refused on conversion with the row's reason.
     legacy = load_config(HyperTrainerConfig, _yaml(key, OFF_DEFAULT[key]), source="old.yaml")
     with pytest.raises(ConfigError) as info:
-        _legacy_to_trainer_config(legacy)
+        legacy_to_trainer_config(legacy)
     message = str(info.value)
     assert key in message and "unknown" not in message
     reason = " ".join(UNSUPPORTED[key].detail.split())
@@ -150,11 +150,11 @@ def test_unsupported_key_is_accepted_at_its_default_and_refused_off_it(key):
 def test_comm_fusion_true_is_what_fully_shard_does_and_false_says_why():
     legacy = load_config(HyperTrainerConfig, _yaml("train.accelerator.comm_fusion", "true"),
                          source="old.yaml")
-    assert _legacy_to_trainer_config(legacy) == _legacy_to_trainer_config(HyperTrainerConfig())
+    assert legacy_to_trainer_config(legacy) == legacy_to_trainer_config(HyperTrainerConfig())
     legacy = load_config(HyperTrainerConfig, _yaml("train.accelerator.comm_fusion", "false"),
                          source="old.yaml")
     with pytest.raises(ConfigError, match="one reduce-scatter of its gradients"):
-        _legacy_to_trainer_config(legacy)
+        legacy_to_trainer_config(legacy)
 
 
 @pytest.mark.parametrize("kind", ["megatron", "vl_dummy"])

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config, _trainer_config_to_legacy
+from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config, trainer_config_to_legacy
 from hyper_parallel.config.manager import ConfigManager
 from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig, parse_args
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 REPO = Path(__file__).resolve().parents[4]
 EXAMPLES = sorted((REPO / "examples" / "yaml").glob("*.yaml"))
@@ -20,8 +20,8 @@ def test_same_yaml_two_ways(path):
     legacy = parse_args(HyperTrainerConfig, [str(path)])
     new = ConfigManager().parse_args([str(path)])
     assert isinstance(new, HyperTrainer.Config)
-    assert new == _legacy_to_trainer_config(legacy)
-    assert _trainer_config_to_legacy(new) == legacy  # the examples are canonical
+    assert new == legacy_to_trainer_config(legacy)
+    assert trainer_config_to_legacy(new) == legacy  # the examples are canonical
 
 
 def test_overrides_reach_the_new_tree(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from hyper_parallel.config.manager import ConfigManager
 from hyper_parallel.config.recipes import RecipeError
 from hyper_parallel.trainer.config import ConfigError
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 HERE = Path(__file__).parent
 

@@ -25,7 +25,7 @@ from hyper_parallel.models.qwen3_5.configuration import apply_model_section
 from hyper_parallel.models.qwen3_5.gated_deltanet import Qwen3_5GatedDeltaNet
 from hyper_parallel.runtime.optim import build_optimizer, choose_implementation
 from hyper_parallel.utils.errors import ConfigError
-from hyper_parallel.utils.kernel_choices import KERNEL_CHOICES
+from hyper_parallel.utils.choices import KERNEL_CHOICES
 
 NO_FLA = "ModuleNotFoundError: No module named 'fla'"
 
@@ -271,13 +271,13 @@ def test_every_world_offers_the_same_choices():
 
 
 def test_the_legacy_yaml_and_the_recipe_reach_the_layers(tmp_path):
-    from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config
+    from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
     from hyper_parallel.models.qwen3_5 import flavor_config
     from hyper_parallel.trainer.config import HyperTrainerConfig, parse_args
 
     path = tmp_path / "old.yaml"
     path.write_text("model: {name: qwen3_5, kernels: torch, config_overrides: {flavor: debugmodel}}\n")
-    config = _legacy_to_trainer_config(parse_args(HyperTrainerConfig, [str(path)]))
+    config = legacy_to_trainer_config(parse_args(HyperTrainerConfig, [str(path)]))
     assert config.model.kernels == "torch"
     model_config = flavor_config("0.8b")
     model_config.update_from_config(trainer_config=config)

@@ -25,7 +25,7 @@ import torch
 from hyper_parallel.components.lr_scheduler import LRSchedulersContainer
 from hyper_parallel.components.optimizer import OptimizersContainer
 from hyper_parallel.config.configs import ParallelismConfig, TrainingConfig
-from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config
+from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
 from hyper_parallel.config.validation import MAX_INT, ConfigFieldError, check_float, check_int
 from hyper_parallel.models.qwen3_5.configuration import check_config_overrides
 from hyper_parallel.models.qwen3_5_v2.config_registry import qwen3_5_v2_debugmodel
@@ -46,7 +46,7 @@ def legacy(*overrides: str) -> HyperTrainerConfig:
 
 def converted(*overrides: str):
     """The recipe the legacy front door hands to the engine."""
-    return _legacy_to_trainer_config(legacy(*overrides))
+    return legacy_to_trainer_config(legacy(*overrides))
 
 
 def recipe():
@@ -395,7 +395,7 @@ def test_lr_min_above_lr_legacy_path():
     # The legacy parser may refuse it itself; past it (a config built in code), the engine does.
     args = legacy()
     args.train.optimizer.lr_min = 0.1
-    config = _legacy_to_trainer_config(args)
+    config = legacy_to_trainer_config(args)
     with pytest.raises(ConfigError) as info:
         _schedule(config.optimizer, config.lr_scheduler)
     legacy_error = in_legacy_terms(info.value)

@@ -47,7 +47,7 @@ def base_config():
     from hyper_parallel.components.metrics import MetricsProcessor
     from hyper_parallel.components.optimizer import OptimizersContainer
     from hyper_parallel.config.configs import ModelConfig, TrainingConfig
-    from hyper_parallel.trainer.trainer_config import HyperTrainer
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
     return HyperTrainer.Config(
         model=ModelConfig(name="qwen3_5", num_hidden_layers=4, hidden_size=64,
@@ -395,7 +395,7 @@ def legacy_refusal(row: Any, probe: dict, workdir: Path) -> str | None:
     """An ``unsupported`` row: its legacy key set off the default is refused on conversion."""
     import yaml
 
-    from hyper_parallel.config.legacy_adapter import _legacy_to_trainer_config
+    from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
     from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig, parse_args
 
     tree: dict = {"model": {"name": "qwen3_5"}}
@@ -406,7 +406,7 @@ def legacy_refusal(row: Any, probe: dict, workdir: Path) -> str | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(tree))
     try:
-        _legacy_to_trainer_config(parse_args(HyperTrainerConfig, [str(path)]))
+        legacy_to_trainer_config(parse_args(HyperTrainerConfig, [str(path)]))
     except ConfigError as exc:
         return str(exc)
     return None

@@ -53,7 +53,7 @@ def _recipe_trainer(tmp_path):
     from hyper_parallel.components.checkpoint import CheckpointManager
     from hyper_parallel.components.dataloader import BaseDataLoader
     from hyper_parallel.config.configs import ModelConfig, TrainingConfig
-    from hyper_parallel.trainer.trainer_config import HyperTrainer
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
     return HyperTrainer.Config(
         model=ModelConfig(

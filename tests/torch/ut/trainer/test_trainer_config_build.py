@@ -19,7 +19,7 @@ from hyper_parallel.components.tokenizer import HuggingFaceTokenizer
 from hyper_parallel.config.configs import TrainingConfig
 from hyper_parallel.protocols.model import BaseModel
 from hyper_parallel.protocols.model_spec import ModelSpec
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 from hyper_parallel.utils.errors import ConfigError
 
 CALLS: list[tuple[str, dict]] = []

@@ -1,7 +1,7 @@
 """A recipe that leaves an invalid value in its config (set after construction, so only the
 command line's re-validation sees it)."""
 
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 
 def zero_steps() -> HyperTrainer.Config:

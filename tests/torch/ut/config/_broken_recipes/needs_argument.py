@@ -1,6 +1,6 @@
 """A function that needs an argument is not a recipe; one with defaults is."""
 
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 
 def sized(steps: int) -> HyperTrainer.Config:

@@ -1,6 +1,6 @@
 """A private base recipe (``_base``) and a public recipe derived from it."""
 
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 
 def _base() -> HyperTrainer.Config:

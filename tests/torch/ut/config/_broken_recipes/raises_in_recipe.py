@@ -1,6 +1,6 @@
 """Recipes that raise: directly, and from a helper of the module."""
 
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 
 def _check(steps: int) -> int:

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from hyper_parallel.config.configs import TrainingConfig
-from hyper_parallel.trainer.trainer_config import HyperTrainer
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
 
 @dataclass

@@ -1,4 +1,8 @@
-"""Recipes for the ConfigManager tests: ``--module _test_dummy --config qwen3_5_v2_tiny``."""
+"""Recipes for the ConfigManager tests: ``--module _test_dummy --config qwen3_5_v2_tiny``.
+
+It imports ``HyperTrainer`` from its old path, ``trainer_config``, as recipe files written before
+the engine existed do: that path must keep giving the engine.
+"""
 
 from hyper_parallel.config.configs import ModelConfig, TrainingConfig
 from hyper_parallel.trainer.trainer_config import HyperTrainer

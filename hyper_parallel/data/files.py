@@ -1,0 +1,47 @@
+"""Data files: what a data path names, and reading them as UTF-8 -- shared by every file-backed
+data type (``jsonl`` / ``text`` in :mod:`.datasets`, ``json_file`` in :mod:`.sft`)."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from hyper_parallel import assets
+
+
+def _has_glob(path: str) -> bool:
+    return any(ch in path for ch in "*?[")
+
+
+def resolve_data_files(path: str, *, suffix: str, path_field: str = "data.train_path"
+                       ) -> list[str]:
+    """Files named by ``path``: a file, a directory (its ``*suffix`` files) or a glob pattern.
+
+    ``pkg://`` paths address the shipped assets. Errors name ``path_field``.
+    """
+    resolved = assets.resolve_path(os.path.expanduser(path))
+    shown = path if resolved == path else f"{path!r} (= {resolved!r})"
+    if os.path.isfile(resolved):
+        return [resolved]
+    if os.path.isdir(resolved):
+        files = sorted(os.path.join(resolved, n) for n in os.listdir(resolved)
+                       if n.endswith(suffix) and os.path.isfile(os.path.join(resolved, n)))
+        if not files:
+            raise FileNotFoundError(f"{path_field}: directory {shown} contains no *{suffix} files")
+        return files
+    if _has_glob(resolved):
+        files = sorted(f for f in glob.glob(resolved, recursive=True) if os.path.isfile(f))
+        if not files:
+            raise FileNotFoundError(f"{path_field}: pattern {shown} matches no files")
+        return files
+    hint = (f"; shipped files are addressed as {assets.PKG_PREFIX}corpus/train.jsonl"
+            if not path.startswith(assets.PKG_PREFIX) else "")
+    raise FileNotFoundError(f"{path_field}: {shown} does not exist{hint}")
+
+
+def decode_utf8(raw: bytes, where: str) -> str:
+    """``raw`` as UTF-8 text; a ``ValueError`` naming ``where`` and the byte otherwise."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{where}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
