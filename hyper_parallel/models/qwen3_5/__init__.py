@@ -13,8 +13,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .configuration import FLAVORS, Qwen3_5Config, config_from_legacy
+from .configuration import FLAVORS, Qwen3_5Config
 from .model_config import flavor_config
+from .model_section import config_from_legacy
 from .spec import SPEC_NAME, qwen3_5_spec_factory  # noqa: F401 - registers the spec
 
 if TYPE_CHECKING:

@@ -12,27 +12,20 @@ One field is not architecture and not Hugging Face's: ``kernels`` (``auto`` / ``
 ``fla``), which implementation the Gated DeltaNet layers dispatch to
 (:mod:`~hyper_parallel.models.qwen3_5.kernels`). It never reaches or comes from ``config.json``.
 
-``config_from_legacy`` accepts one extra, non-HF override key, ``flavor``, naming the base size.
-
-The one home of the ``model.config_overrides`` rule is :func:`check_config_overrides` (every key
-a field name or ``flavor``; ``flavor`` one of ``FLAVORS``): both the recipe path
-(:func:`apply_model_section`, which the engine reaches through the model's
-``update_from_config``) and the legacy parser call it. It raises
-:class:`~hyper_parallel.utils.errors.ConfigError` and, like this whole module, imports no
-framework.
+The legacy ``model`` section is applied to this config by :mod:`.model_section`
+(``config_from_legacy``, ``apply_model_section`` and the ``model.config_overrides`` rule).
+This module imports no framework.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from hyper_parallel.utils.choices import DEFAULT_KERNELS, KERNEL_CHOICES, KernelChoice
-from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.numbers import is_finite_number
 from hyper_parallel.utils.suggest import did_you_mean
 
@@ -341,12 +334,12 @@ def _suggest_mrope(half: int) -> list[int]:
     return [t, h, half - t - h]
 
 
-def _field_names() -> list[str]:
+def field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(Qwen3_5Config)]
 
 
 def _check_keys(keys: Mapping[str, Any], where: str, extra: tuple[str, ...] = ()) -> None:
-    valid = _field_names() + list(extra)
+    valid = field_names() + list(extra)
     for key in keys:
         if key not in valid:
             raise ValueError(
@@ -434,120 +427,3 @@ FLAVORS: dict[str, Qwen3_5Config] = {
     ),
 }
 """Named sizes (qwen3_5.md §D.8). Treat as read-only; use ``FLAVORS[name].replace(...)``."""
-
-# Universal legacy ``model.*`` fields, applied on top of the flavor when not None.
-LEGACY_UNIVERSAL_FIELDS = (
-    "num_hidden_layers",
-    "hidden_size",
-    "intermediate_size",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "vocab_size",
-    "max_position_embeddings",
-)
-
-# Every ``model.*`` field that sets the config field of the same name: the universal ones and
-# ``model.kernels`` (always set: its default is the config's default, ``auto``).
-MODEL_SECTION_FIELDS = (*LEGACY_UNIVERSAL_FIELDS, "kernels")
-
-
-def _get(section: Any, name: str) -> Any:
-    if isinstance(section, Mapping):
-        return section.get(name)
-    return getattr(section, name, None)
-
-
-def _config_error(message: str, path: str, location: str | None = None) -> Exception:
-    return ConfigError(message, path=path, location=location)
-
-
-def check_config_overrides(
-    overrides: Mapping[str, Any] | None,
-    *,
-    path: str = "model.config_overrides",
-    location: str | None = None,
-) -> None:
-    """The rule of ``model.config_overrides``: every key is a :class:`Qwen3_5Config` field
-    (Hugging Face names) or ``flavor``, and ``flavor`` names one of :data:`FLAVORS`.
-
-    A violation is a :class:`~hyper_parallel.utils.errors.ConfigError` with ``path`` (the
-    mapping's dotted path; ``<path>.flavor`` for the flavor) and ``location`` as given, whose
-    message names the key with the closest valid one. Values are checked when the overrides are
-    applied (:func:`apply_model_section`). Framework-free: the legacy parser calls it too.
-    """
-    if not overrides:
-        return
-    valid = _field_names() + [FLAVOR_KEY]
-    for key in overrides:
-        if key not in valid:
-            raise _config_error(
-                f"unknown key {key!r}{did_you_mean(str(key), valid)}. Valid keys: "
-                f"{', '.join(valid)}.",
-                path,
-                location,
-            )
-    if FLAVOR_KEY in overrides:
-        flavor = overrides[FLAVOR_KEY]
-        if not isinstance(flavor, str) or flavor not in FLAVORS:
-            raise _config_error(
-                f"unknown flavor {flavor!r}{did_you_mean(str(flavor), FLAVORS)}. Valid "
-                f"flavors: {', '.join(FLAVORS)}.",
-                f"{path}.{FLAVOR_KEY}",
-                location,
-            )
-
-
-#: The field an invalid-value message of :class:`Qwen3_5Config` (or a subclass) is about.
-_FIELD_IN_MESSAGE = re.compile(r"\bQwen3_5(?:Model\.)?Config\.(\w+)")
-
-
-def _error_path(message: str, section: Any, overrides: Mapping[str, Any]) -> str:
-    """Where an invalid model value came from: ``model.<field>`` for a universal field set in
-    the section (and not overridden), else ``model.config_overrides``."""
-    match = _FIELD_IN_MESSAGE.search(message)
-    field_name = match.group(1) if match else None
-    if (
-        field_name in MODEL_SECTION_FIELDS
-        and field_name not in overrides
-        and _get(section, field_name) is not None
-    ):
-        return f"model.{field_name}"
-    return "model.config_overrides" if overrides else "model"
-
-
-def apply_model_section(base: Any, section: Any, flavor_config: Any = None) -> Any:
-    """``base`` with a ``model`` section's overrides applied, in the legacy precedence (later
-    wins): ``config_overrides['flavor']`` re-bases on that flavor (``flavor_config(name)``,
-    default the ``FLAVORS`` entry), then the non-None universal ``model.*`` fields and
-    ``model.kernels`` (``MODEL_SECTION_FIELDS``), then every other ``config_overrides`` key (HF
-    field names).
-    A derived ``layer_types`` is re-derived for the final layer count (``base.replace``).
-
-    Raises :class:`~hyper_parallel.utils.errors.ConfigError` (a ``ValueError``) naming an
-    unknown override key or flavor with a suggestion (:func:`check_config_overrides`), or the
-    ``model`` field whose value makes an invalid architecture (``model.num_attention_heads``,
-    ``model.config_overrides``; the message is the config's own).
-    """
-    overrides = dict(_get(section, "config_overrides") or {})
-    check_config_overrides(overrides)
-    if FLAVOR_KEY in overrides:
-        flavor = overrides.pop(FLAVOR_KEY)
-        base = flavor_config(flavor) if flavor_config is not None else FLAVORS[flavor]
-    changes: dict[str, Any] = {}
-    for name in MODEL_SECTION_FIELDS:
-        value = _get(section, name)
-        if value is not None:
-            changes[name] = value
-    changes.update(overrides)
-    try:
-        return base.replace(**changes)  # always a copy: FLAVORS entries are never handed out
-    except ConfigError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc), path=_error_path(str(exc), section, overrides)) from None
-
-
-def config_from_legacy(model_section: Any) -> Qwen3_5Config:
-    """Build the model config from the legacy YAML ``model`` section: :func:`apply_model_section`
-    on the default flavor (``'0.8b'``)."""
-    return apply_model_section(FLAVORS[DEFAULT_FLAVOR], model_section)

@@ -34,8 +34,8 @@ from hyper_parallel.models.qwen3_5.configuration import (
     FULL_ATTENTION,
     LINEAR_ATTENTION,
     Qwen3_5Config,
-    apply_model_section,
 )
+from hyper_parallel.models.qwen3_5.model_section import apply_model_section
 from hyper_parallel.protocols.lazy import LazyOwner
 from hyper_parallel.protocols.model_config import BaseModelConfig
 from hyper_parallel.utils.errors import ConfigError

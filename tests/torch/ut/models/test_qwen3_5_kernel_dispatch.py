@@ -21,11 +21,11 @@ import torch.nn.functional as F
 
 from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5Config, Qwen3_5ForCausalLM
 from hyper_parallel.models.qwen3_5 import kernels as K
-from hyper_parallel.models.qwen3_5.configuration import apply_model_section
 from hyper_parallel.models.qwen3_5.gated_deltanet import Qwen3_5GatedDeltaNet
+from hyper_parallel.models.qwen3_5.model_section import apply_model_section
 from hyper_parallel.runtime.optim import build_optimizer, choose_implementation
-from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.choices import KERNEL_CHOICES
+from hyper_parallel.utils.errors import ConfigError
 
 NO_FLA = "ModuleNotFoundError: No module named 'fla'"
 

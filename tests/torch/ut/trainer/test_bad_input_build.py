@@ -27,13 +27,13 @@ from hyper_parallel.components.optimizer import OptimizersContainer
 from hyper_parallel.config.configs import ParallelismConfig, TrainingConfig
 from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
 from hyper_parallel.config.validation import MAX_INT, ConfigFieldError, check_float, check_int
-from hyper_parallel.models.qwen3_5.configuration import check_config_overrides
+from hyper_parallel.models.qwen3_5.model_section import check_config_overrides
 from hyper_parallel.models.qwen3_5_v2.config_registry import qwen3_5_v2_debugmodel
 from hyper_parallel.models.spec import discover_model_spec, resolve_model_spec
 from hyper_parallel.protocols.lazy import LazyRef
+from hyper_parallel.runtime.parallel_dims import ParallelDims
 from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig, parse_args
 from hyper_parallel.trainer.llm_trainer import LLMTrainer, legacy_config_error, legacy_path
-from hyper_parallel.runtime.parallel_dims import ParallelDims
 
 REPO = Path(__file__).resolve().parents[4]
 DEBUG_YAML = REPO / "examples" / "yaml" / "train_qwen3_5_debug.yaml"
