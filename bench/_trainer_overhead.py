@@ -83,6 +83,7 @@ def plain_runner(layout: str, wrapped: bool, rank: int, world: int):
     import torch
     import torch.nn.functional as F
     from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
 
     from hyper_parallel.data import DummyDataset
     from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM
@@ -119,7 +120,13 @@ def plain_runner(layout: str, wrapped: bool, rank: int, world: int):
             logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100
         )
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        # torchtitan's clipping: the norm of sharded (DTensor) gradients reduced to a plain
+        # tensor once, before scaling, rather than every scale being a DTensor operation.
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
+        if isinstance(norm, DTensor):
+            norm = norm.full_tensor()
+        torch.nn.utils.clip_grads_with_norm_(model.parameters(), 1.0, norm)
         opt.step()
         opt.zero_grad(set_to_none=True)
 

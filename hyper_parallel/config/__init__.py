@@ -10,12 +10,10 @@ the section classes are loaded on first attribute access.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from hyper_parallel.config.dtype_map import TORCH_DTYPE_MAP
 from hyper_parallel.config.function import Function
 from hyper_parallel.protocols.configurable import Configurable
+from hyper_parallel.protocols.lazy import lazy_exports
 
 #: Generated section dataclasses (hyper_parallel/config/configs.py), loaded lazily.
 _SECTIONS = (
@@ -32,16 +30,11 @@ _SECTIONS = (
 __all__ = ["ConfigManager", "Configurable", "Function", "TORCH_DTYPE_MAP", *_SECTIONS]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "ConfigManager":
-        # Lazy too, so that `python -m hyper_parallel.config.manager` does not find its own module
-        # imported by the package first (runpy warns about that).
-        from hyper_parallel.config.manager import ConfigManager
-
-        globals()[name] = ConfigManager
-        return ConfigManager
-    if name in _SECTIONS:
-        value = getattr(importlib.import_module("hyper_parallel.config.configs"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'hyper_parallel.config' has no attribute {name!r}")
+# Lazy too, so that `python -m hyper_parallel.config.manager` does not find its own module
+# imported by the package first (runpy warns about that).
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    globals(),
+    {"ConfigManager": "hyper_parallel.config.manager"}
+    | {name: "hyper_parallel.config.configs" for name in _SECTIONS},
+)

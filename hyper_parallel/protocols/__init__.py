@@ -15,12 +15,11 @@ framework, torch by default).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hyper_parallel.protocols.configurable import Configurable, to_plain, traverse_value
 from hyper_parallel.protocols.function import Function
-from hyper_parallel.protocols.lazy import LazyOwner, LazyRef
+from hyper_parallel.protocols.lazy import LazyOwner, LazyRef, lazy_exports
 from hyper_parallel.protocols.model_spec import (
     ModelSpec,
     get_spec,
@@ -42,17 +41,7 @@ _LAZY = {
     "ModuleProtocolError": "hyper_parallel.protocols.model",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # later lookups skip this hook
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

@@ -13,6 +13,8 @@ function, the state-dict adapter, the class a model Config builds. They name the
   every ``LazyRef`` of the same path, so a spec built with the real function and one built with
   the reference compare equal; comparing never imports (an object whose module is not imported
   yet cannot be the target). Copying keeps the reference.
+* :func:`lazy_exports` -- a package's ``__getattr__`` / ``__dir__`` (PEP 562) that import a name
+  from its submodule on first access, so that importing the package needs no framework.
 * :class:`LazyOwner` -- the ``_owner`` of a ``Configurable.Config`` declared outside its owner
   class (a model Config whose owner is a framework module). ``Config.build()`` reads ``_owner``;
   the descriptor imports the owner's module then. Defining the owner class (whose body says
@@ -27,7 +29,7 @@ import importlib
 import sys
 from typing import Any
 
-__all__ = ["LazyOwner", "LazyRef", "resolve_ref"]
+__all__ = ["LazyOwner", "LazyRef", "lazy_exports", "resolve_ref"]
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -122,3 +124,26 @@ class LazyOwner:
 
     def __repr__(self) -> str:
         return f"LazyOwner({self.path!r})"
+
+
+def lazy_exports(
+    package: str, namespace: dict[str, Any], names: dict[str, str]
+) -> tuple[Any, Any]:
+    """``(__getattr__, __dir__)`` for the package ``package`` (its ``globals()`` is
+    ``namespace``): each of ``names`` (name -> the module defining it) is imported on first
+    access and then kept in ``namespace``, so later lookups skip the hook.
+
+    ``__getattr__, __dir__ = lazy_exports(__name__, globals(), {"Module": "pkg.module"})``
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name in names:
+            value = getattr(importlib.import_module(names[name]), name)
+            namespace[name] = value
+            return value
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(names))
+
+    return __getattr__, __dir__

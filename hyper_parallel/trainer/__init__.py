@@ -8,15 +8,10 @@ torch at import time.
 
 from __future__ import annotations
 
-from typing import Any
+from hyper_parallel.protocols.lazy import lazy_exports
 
 __all__ = ["HyperTrainer"]
 
-
-def __getattr__(name: str) -> Any:
-    """``HyperTrainer``, imported when first asked for (PEP 562)."""
-    if name == "HyperTrainer":
-        from hyper_parallel.trainer.hyper_trainer import HyperTrainer
-
-        return HyperTrainer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__, globals(), {"HyperTrainer": "hyper_parallel.trainer.hyper_trainer"}
+)

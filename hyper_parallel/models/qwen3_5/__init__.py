@@ -10,8 +10,9 @@ first attribute access.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from hyper_parallel.protocols.lazy import lazy_exports
 
 from .configuration import FLAVORS, Qwen3_5Config
 from .model_config import flavor_config
@@ -30,17 +31,7 @@ _LAZY = {
     "Qwen3_5StateDictAdapter": "hyper_parallel.models.qwen3_5.state_dict_adapter",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # later lookups skip this hook
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

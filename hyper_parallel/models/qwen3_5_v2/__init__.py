@@ -12,8 +12,7 @@ Importing it imports no framework (recipes are configuration): the names below t
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hyper_parallel.models.qwen3_5.model_config import (
     DEFAULT_FLAVOR,
@@ -22,6 +21,7 @@ from hyper_parallel.models.qwen3_5.model_config import (
     flavor_config,
     tp_divisibility_problems,
 )
+from hyper_parallel.protocols.lazy import lazy_exports
 
 from .spec import SPEC_NAME, qwen3_5_v2_spec_factory  # importing spec registers it
 
@@ -44,17 +44,7 @@ _LAZY = {
     "parallelize_qwen3_5_v2": _PARALLELIZE,
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # later lookups skip this hook
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

@@ -108,3 +108,17 @@ def test_a_model_config_builds_its_model_through_its_lazy_owner():
     with torch.device("meta"):
         model = config.build()
     assert type(model) is Qwen3_5Model and model.config == config
+
+
+def test_lazy_exports_import_a_name_on_first_access_and_keep_it():
+    from hyper_parallel.protocols.lazy import lazy_exports
+
+    namespace: dict = {}
+    getattr_, dir_ = lazy_exports("pkg", namespace, {"dumps": "json"})
+    assert "dumps" in dir_()
+    import json
+
+    assert getattr_("dumps") is json.dumps
+    assert namespace["dumps"] is json.dumps  # later lookups find it without the hook
+    with pytest.raises(AttributeError, match="module 'pkg' has no attribute 'loads'"):
+        getattr_("loads")
