@@ -1,10 +1,10 @@
-"""``HyperTrainer``: the engine. Every entry trains through it (RFC Part 5).
+"""``HyperTrainer``: the engine. Every entry trains through it.
 
 It reads a ``HyperTrainer.Config`` and nothing else: the legacy YAML reaches it through the
 front door ``LLMTrainer(args)``, which converts ``args`` with the generated adapter first.
 ``HyperTrainer.Config`` is generated (``RootConfig`` in
 :mod:`hyper_parallel.trainer.trainer_config`) and adopted here, which makes this class the one
-its ``build()`` constructs. ``__init__`` follows the RFC's steps; the loop and the step are
+its ``build()`` constructs. ``__init__`` builds the run in the numbered steps below; the loop and the step are
 :class:`~hyper_parallel.trainer.base.BaseTrainer`'s.
 
 Importing this module imports no framework: recipes, the config manager and the code generator
@@ -89,7 +89,7 @@ def resolve_output_folder(dump_folder: str, folder: str) -> str:
 
 
 def build_state_dict_adapter(adapter: Any, model_config: Any, hf_assets_path: str | None) -> Any:
-    """The spec's ``state_dict_adapter`` built as the RFC's step 10 says:
+    """The spec's ``state_dict_adapter`` built for the run:
     ``adapter(model_config, hf_assets_path)`` when it is a class taking those two arguments;
     an instance (or a class of static methods taking none) is used as it is."""
     if not isinstance(adapter, type):

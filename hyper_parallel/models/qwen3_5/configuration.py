@@ -426,4 +426,4 @@ FLAVORS: dict[str, Qwen3_5Config] = {
         tie_word_embeddings=False,
     ),
 }
-"""Named sizes (qwen3_5.md §D.8). Treat as read-only; use ``FLAVORS[name].replace(...)``."""
+"""Named sizes: the published Qwen3.5 dense sizes and the CPU debug model. Treat as read-only; use ``FLAVORS[name].replace(...)``."""

@@ -1,7 +1,6 @@
 """Parallelisation of Qwen3.5 from the new config sections: CP -> TP -> AC -> compile -> FSDP.
 
-:func:`parallelize_qwen3_5_v2` is the v2 ``ModelSpec.parallelize_fn`` (torchtitan's signature,
-RFC Part 5 section 6 #1) and the only parallelisation entry of Qwen3.5: the engine calls it and
+:func:`parallelize_qwen3_5_v2` is the v2 ``ModelSpec.parallelize_fn`` (torchtitan's signature) and the only parallelisation entry of Qwen3.5: the engine calls it and
 nothing else. It composes the building blocks of ``hyper_parallel.models.qwen3_5.parallelize``
 -- ``apply_tp``, ``apply_ac``, ``apply_fsdp``, ``build_mp_policy`` -- plus :func:`apply_compile`;
 torchrun tests check every layout against an unsharded reference.

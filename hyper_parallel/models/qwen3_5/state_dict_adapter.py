@@ -69,8 +69,7 @@ class Qwen3_5StateDictAdapter:
     """``to_hf`` / ``from_hf`` between ``Qwen3_5ForCausalLM`` and HF Qwen3.5 checkpoints.
 
     The conversions are static (``Qwen3_5StateDictAdapter.to_hf(state_dict, config)``); the
-    engine builds an instance with the run's model config and ``hf_assets_path`` (RFC Part 5
-    step 10), which the Hugging Face export reads for the assets it copies next to the weights.
+    engine builds an instance with the run's model config and ``hf_assets_path``, which the Hugging Face export reads for the assets it copies next to the weights.
     """
 
     def __init__(self, model_config: Any = None, hf_assets_path: str | None = None) -> None:

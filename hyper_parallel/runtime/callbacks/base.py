@@ -1,4 +1,4 @@
-"""Callback base class and the dispatcher with the legacy trainer's fixed dispatch orders (§C.11).
+"""Callback base class and the dispatcher with the legacy trainer's fixed dispatch orders.
 
 A callback is constructed with the trainer (and, for the built-ins, the settings or the component
 it drives; callbacks never read a configuration schema). The trainer owns one
@@ -77,8 +77,8 @@ BUILTIN_NAMES: tuple[str, ...] = (
     "gc",
 )
 
-# Legacy dispatch orders (§C.11, Snapshot B for on_train_begin: checkpoint before progress so the
-# bar starts at the resumed step), minus wandb / moe_monitor / training_state_monitor which are not
+# The legacy trainer's dispatch orders (on_train_begin as its later versions have it: checkpoint
+# before progress, so that the bar starts at the resumed step), minus wandb / moe_monitor / training_state_monitor which are not
 # built here. The legacy tensorboard, memory-monitor and HF-export callbacks are part of the
 # components behind ``logging`` and ``checkpoint``. on_train_end additionally closes the metrics
 # files and re-enables the garbage collector (appended after the legacy ones).

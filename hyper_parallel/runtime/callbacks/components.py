@@ -1,7 +1,7 @@
 """Built-in callbacks that drive the engine's components.
 
 ``HyperTrainer`` builds ``MetricsProcessor``, ``CheckpointManager`` and ``Profiler`` from its
-Config (RFC Part 5 steps 10-11); these callbacks plug them into the training loop under the
+Config; these callbacks plug them into the training loop under the
 built-in names ``logging``, ``checkpoint`` and ``profiler``, so the dispatch orders stay the legacy
 ones.
 """

@@ -2,7 +2,7 @@
 legacy default with the reason -- never "unknown key".
 
 ``LEGACY_KEYS`` is the legacy ``HyperTrainerConfig`` schema as the legacy code base declares it
-(its Snapshot A plus the accelerator keys of later snapshots), written out here as test data so
+(the keys of its first version plus the accelerator keys of later versions), written out here as test data so
 that a key dropped from ``hyper_parallel/trainer/config.py`` fails this test.
 """
 

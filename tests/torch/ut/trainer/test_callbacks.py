@@ -1,6 +1,6 @@
 """Tests of the engine's built-in callbacks, driven by a fake trainer that builds them the way
 ``HyperTrainer`` does (its components from a ``HyperTrainer.Config``, then
-``HyperTrainer._init_callbacks``) and a training loop shaped like §C.9/C.10.
+``HyperTrainer._init_callbacks``) and a training loop shaped like the legacy one.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``HyperTrainer.Config(...).build()``: every component is built exactly once, with the right
-arguments, in the RFC's order (mocked model Config and recording component Configs)."""
+arguments, in the engine's order (mocked model Config and recording component Configs)."""
 
 from __future__ import annotations
 
