@@ -10,7 +10,7 @@ first attribute access.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hyper_parallel.protocols.lazy import lazy_exports
 
