@@ -1,6 +1,6 @@
 """Benchmark the trainers against plain torch loops, plus start-up, memory and the GPU kernels.
 
-    .venv/bin/python bench/bench_train.py [--steps 20] [--warmup 3] [--out bench/results/train.json]
+    .venv/bin/python bench/bench_train.py [--steps 40] [--warmup 3] [--out bench/results/train.json]
                                           [--skip throughput two_ranks startup memory] [--gpu]
 
 Prints and writes to JSON:
@@ -54,31 +54,38 @@ def bench_one_rank(steps: int, warmup: int) -> dict:
 
     out = {}
     for entry in overhead.ENTRIES:
-        medians = overhead.measure(entry, "single", steps, warmup)
-        out[entry] = {"median_step_s": medians, **overhead.ratios(medians),
-                      "tokens_per_s": overhead.GLOBAL_BATCH * overhead.SEQ_LEN / medians["trainer"]}
+        step_s = overhead.measure(entry, "single", steps, warmup)
+        out[entry] = {"mean_step_s": step_s, **overhead.ratios(step_s),
+                      "tokens_per_s": overhead.GLOBAL_BATCH * overhead.SEQ_LEN / step_s["trainer"]}
     if dist.is_initialized():
         dist.destroy_process_group()
     return out
 
 
 def bench_two_ranks(layout: str, steps: int, warmup: int) -> dict:
-    """Both entries on a 2-rank layout under torchrun, one thread per rank."""
+    """Both entries on a 2-rank layout, each in its own ``torchrun`` (one thread per rank), so
+    the entry measured second does not start with the first one's warm process."""
     from bench import _trainer_overhead as overhead
 
-    with tempfile.TemporaryDirectory() as tmp:
-        out_file = Path(tmp) / "result.json"
-        cmd = [
-            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-            str(REPO / "bench" / "_trainer_overhead.py"), "--layout", layout,
-            "--steps", str(steps), "--warmup", str(warmup), "--out", str(out_file),
-        ]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1"}
-        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
-        if proc.returncode != 0:
-            return {"error": proc.stderr[-2000:]}
-        medians = json.loads(out_file.read_text())
-    return {entry: {"median_step_s": m, **overhead.ratios(m)} for entry, m in medians.items()}
+    out = {}
+    for entry in overhead.ENTRIES:
+        with tempfile.TemporaryDirectory() as tmp:
+            out_file = Path(tmp) / "result.json"
+            cmd = [
+                sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc_per_node", "2", str(REPO / "bench" / "_trainer_overhead.py"),
+                "--layout", layout, "--entry", entry, "--steps", str(steps),
+                "--warmup", str(warmup), "--out", str(out_file),
+            ]
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1"}
+            proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                                  timeout=1800)
+            if proc.returncode != 0:
+                out[entry] = {"error": proc.stderr[-2000:]}
+                continue
+            step_s = json.loads(out_file.read_text())
+        out[entry] = {"mean_step_s": step_s, **overhead.ratios(step_s)}
+    return out
 
 
 ENTRY_POINTS = {
@@ -155,11 +162,13 @@ def bench_memory() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "train.json"))
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["throughput", "two_ranks", "startup", "memory"])
+    parser.add_argument("--layouts", nargs="+", default=["fsdp", "tp"], choices=["fsdp", "tp"],
+                        help="the 2-rank layouts to measure")
     parser.add_argument("--gpu", action="store_true",
                         help="also the 0.8b kernel comparison on CUDA (bench/_gpu_throughput.py)")
     opts = parser.parse_args()
@@ -174,7 +183,7 @@ def main() -> None:
         results["peak_rss_mib"] = _peak_rss_mib()
     if "two_ranks" not in opts.skip:
         results["two_ranks"] = {
-            layout: bench_two_ranks(layout, opts.steps, opts.warmup) for layout in ("fsdp", "tp")
+            layout: bench_two_ranks(layout, opts.steps, opts.warmup) for layout in opts.layouts
         }
     if "startup" not in opts.skip:
         results["startup"] = {entry: bench_startup(entry) for entry in ENTRY_POINTS}
@@ -201,7 +210,7 @@ def _print_ratios(results: dict) -> None:
                      r["same_wrapping_over_plain"], None))
     for layout, by_entry in results.get("two_ranks", {}).items():
         for entry, r in by_entry.items():
-            if entry == "error":
+            if "error" in r:
                 rows.append((f"2 ranks {layout}: failed", float("nan"), None))
                 continue
             rows.append((f"2 ranks {layout}, {entry}: trainer / plain with the same parallelism",
