@@ -2,13 +2,12 @@
 
 Runs are memoised per (yaml, overrides, nproc) for the test session -- across its xdist workers
 too -- so tests that need the same run (the golden file and the layout comparison, say) pay for
-it once.
+it once; ``run_once`` does the same for a module's own torchrun jobs.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import tempfile
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.session_cache import SessionCache, session_cache
 from tests.helpers.torchrun import REPO, torchrun
 
 TRAIN_SCRIPT = REPO / "scripts" / "train_lm.py"
@@ -49,27 +49,26 @@ def train(yaml_name: str, *overrides: str, nproc: int = 1, output_dir: Path | No
 
 
 @pytest.fixture(scope="session")
-def cached_train(tmp_path_factory, worker_id):
+def run_once(request, tmp_path_factory) -> SessionCache:
+    """``run_once.get(key, make)`` — ``make(folder)``'s JSON result, made once per test session
+    and shared by its xdist workers (see :mod:`tests.helpers.session_cache`): for a module's
+    torchrun jobs that tests on either worker read."""
+    return session_cache(request.config, tmp_path_factory, "run_once")
+
+
+@pytest.fixture(scope="session")
+def cached_train(run_once):
     """``cached_train(yaml_name, *overrides, nproc=N)`` — one torchrun per distinct call and
     test session, shared by the xdist workers of the session: the first to ask for a run makes
-    it (holding a file lock) and records it; the others wait and read it."""
-    from filelock import FileLock
+    it and records it; the others wait and read it."""
 
-    base = tmp_path_factory.getbasetemp()
-    # Under xdist each worker's basetemp is a folder of the session's own; its parent is shared
-    # by the session's workers and by nothing else.
-    root = (base if worker_id == "master" else base.parent) / "cached_train"
-    root.mkdir(exist_ok=True)
+    def make(yaml_name: str, overrides: tuple, nproc: int, folder: Path) -> dict:
+        result = train(yaml_name, *overrides, nproc=nproc, output_dir=folder)
+        return {**dataclasses.asdict(result), "output_dir": str(result.output_dir)}
 
     def run(yaml_name: str, *overrides: str, nproc: int = 1) -> Run:
-        key = hashlib.sha256(repr((yaml_name, overrides, nproc)).encode()).hexdigest()[:16]
-        folder, record = root / key, root / f"{key}.json"
-        with FileLock(str(root / f"{key}.lock")):
-            if not record.exists():
-                result = train(yaml_name, *overrides, nproc=nproc, output_dir=folder)
-                record.write_text(json.dumps({**dataclasses.asdict(result),
-                                              "output_dir": str(result.output_dir)}))
-        data = json.loads(record.read_text())
+        data = run_once.get(("train", yaml_name, overrides, nproc),
+                            lambda folder: make(yaml_name, overrides, nproc, folder))
         return Run(**{**data, "output_dir": Path(data["output_dir"])})
 
     return run

@@ -192,7 +192,7 @@ def test_faults_end_fast_and_lose_at_most_the_steps_since_the_last_checkpoint(tm
 
     # 5. A truncated shard of step_6: a clear error naming the folder and the file, and the
     #    earlier step that can be loaded instead.
-    shard = sorted((out / "step_6").glob("*.distcp"))[0]
+    shard = min((out / "step_6").glob("*.distcp"))
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
     job = Job(out, "corrupt", *resume)
     assert job.wait() != 0

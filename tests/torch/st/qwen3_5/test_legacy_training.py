@@ -108,6 +108,7 @@ def test_hf_export_loads_back_with_identical_logits(tmp_path):
 def test_bad_yaml_is_a_clear_error_before_any_work(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("train:\n  optimizer:\n    lr: 1e-3\n    warmup: 3\n")
-    proc = subprocess.run([os.sys.executable, str(TRAIN_SCRIPT), str(bad)], capture_output=True, text=True)
+    proc = subprocess.run([os.sys.executable, str(TRAIN_SCRIPT), str(bad)], capture_output=True,
+                          text=True, check=False)
     assert proc.returncode == 2
     assert f"{bad}:4: train.optimizer.warmup: unknown key" in proc.stderr

@@ -60,6 +60,7 @@ def run_worker(cases, nproc: int, tmp_path: Path, timeout: int = 240) -> dict:
 
     A non-zero exit fails with the output tail; a hang fails with ``TimeoutExpired``.
     """
+    tmp_path.mkdir(parents=True, exist_ok=True)
     proc = torchrun(WORKER, [",".join(cases), str(tmp_path)], nproc=nproc, timeout=timeout)
     result_file = tmp_path / "result.json"
     assert result_file.is_file(), f"worker {cases!r} wrote no result:\n{proc.stderr[-4000:]}"
@@ -69,15 +70,18 @@ def run_worker(cases, nproc: int, tmp_path: Path, timeout: int = 240) -> dict:
 
 
 @pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory) -> dict:
-    """Every 2-rank case, in one torchrun launch (shared by the tests of this module)."""
-    return run_worker(TWO_RANK_CASES, 2, tmp_path_factory.mktemp("parallelize_2"), timeout=400)
+def two_ranks(run_once) -> dict:
+    """Every 2-rank case, in one torchrun launch (shared by the tests of this module, and by
+    the session's xdist workers)."""
+    return run_once.get(("parallelize", TWO_RANK_CASES, 2),
+                        lambda folder: run_worker(TWO_RANK_CASES, 2, folder, timeout=400))
 
 
 @pytest.fixture(scope="module")
-def four_ranks(tmp_path_factory) -> dict:
+def four_ranks(run_once) -> dict:
     """Every 4-rank case, in one torchrun launch (only the slow tests use it)."""
-    return run_worker(FOUR_RANK_CASES, 4, tmp_path_factory.mktemp("parallelize_4"), timeout=500)
+    return run_once.get(("parallelize", FOUR_RANK_CASES, 4),
+                        lambda folder: run_worker(FOUR_RANK_CASES, 4, folder, timeout=500))
 
 
 def assert_matches_reference(r: dict) -> None:

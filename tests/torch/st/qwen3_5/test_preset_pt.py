@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -70,9 +71,8 @@ train:
 """
 
 
-@pytest.fixture(scope="module")
-def alignment(tmp_path_factory) -> Path:
-    """The YAML and its preset file (exactly the batches the run needs)."""
+def write_alignment(folder: Path) -> Path:
+    """The YAML and its preset file (exactly the batches the run needs) in ``folder``."""
     sys.path.insert(0, str(REPO / "scripts"))
     try:
         import make_data_fixtures
@@ -80,7 +80,7 @@ def alignment(tmp_path_factory) -> Path:
         sys.path.pop(0)
     import torch
 
-    folder = tmp_path_factory.mktemp("alignment")
+    folder.mkdir(parents=True)
     batches = make_data_fixtures.preset_batches(num_batches=STEPS * GLOBAL_BATCH // 2, batch=2,
                                                 seq_len=SEQ_LEN)
     torch.save(batches, folder / "batches.pt")
@@ -100,21 +100,33 @@ def _legacy(yaml_path: Path, out: Path, nproc: int) -> list[float]:
     return _losses(out)
 
 
-@pytest.fixture(scope="module")
-def runs(alignment, tmp_path_factory) -> dict[str, list[float]]:
+def _make_runs(folder: Path) -> dict:
     from hyper_parallel.codegen import from_yaml
 
-    work = tmp_path_factory.mktemp("runs")
+    alignment = write_alignment(folder / "alignment")
+    work = folder / "runs"
+    work.mkdir()
     recipe, _ = from_yaml.convert(alignment, "align", work / "align.py", base=work)
     (work / "align.py").write_text(recipe.text)
     out = work / "recipe"
-    torchrun("hyper_parallel.train", ["--module", "align", "--config", "align",
-                                      f"--checkpoint.folder={out}"],
-             nproc=1, module=True, timeout=300, env={"PYTHONPATH": f"{work}:{REPO}"})
-    return {"legacy 1 rank": _legacy(alignment, work / "legacy1", 1),
-            "legacy FSDP 2": _legacy(alignment, work / "legacy2", 2),
-            "recipe 1 rank": _losses(out),
-            "recipe text": recipe.text}
+    # The three jobs are independent and mostly one rank: at once they keep both cores busy
+    # (an xdist worker that needs them meanwhile waits on the session cache).
+    with ThreadPoolExecutor(3) as pool:
+        recipe_job = pool.submit(
+            torchrun, "hyper_parallel.train",
+            ["--module", "align", "--config", "align", f"--checkpoint.folder={out}"],
+            nproc=1, module=True, timeout=300, env={"PYTHONPATH": f"{work}:{REPO}"})
+        one = pool.submit(_legacy, alignment, work / "legacy1", 1)
+        two = pool.submit(_legacy, alignment, work / "legacy2", 2)
+        recipe_job.result()
+        return {"legacy 1 rank": one.result(), "legacy FSDP 2": two.result(),
+                "recipe 1 rank": _losses(out), "recipe text": recipe.text}
+
+
+@pytest.fixture(scope="module")
+def runs(run_once) -> dict:
+    """The three runs, made once per session (the tests may land on different xdist workers)."""
+    return run_once.get(("preset_pt", STEPS, GLOBAL_BATCH, SEQ_LEN), _make_runs)
 
 
 def test_the_recipe_replays_the_same_batches(runs):

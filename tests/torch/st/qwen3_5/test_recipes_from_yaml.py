@@ -66,20 +66,20 @@ def losses_by_step(records: list[dict]) -> list[tuple[int, float]]:
 
 
 @pytest.fixture(scope="module")
-def recipe_run(tmp_path_factory):
-    """``recipe_run(name)`` -> [(step, loss)] of the recipe, one torchrun per name."""
-    cache: dict[str, list[tuple[int, float]]] = {}
+def recipe_run(run_once):
+    """``recipe_run(name)`` -> [(step, loss)] of the recipe, one torchrun per name and session
+    (the demo's two tests may land on different xdist workers)."""
+
+    def make(name: str, out: Path) -> list:
+        args = ["--module", f"recipes.{name}", "--config", name,
+                f"--checkpoint.folder={out}", "--metrics.log_freq=1"]
+        # check=True: a failed run fails here with its stdout/stderr tail.
+        torchrun("hyper_parallel.train", args, nproc=NPROC[name], module=True, timeout=TIMEOUT)
+        return losses_by_step(read_metrics(out))
 
     def run(name: str) -> list[tuple[int, float]]:
-        if name not in cache:
-            out = tmp_path_factory.mktemp(name)
-            args = ["--module", f"recipes.{name}", "--config", name,
-                    f"--checkpoint.folder={out}", "--metrics.log_freq=1"]
-            # check=True: a failed run fails here with its stdout/stderr tail.
-            torchrun("hyper_parallel.train", args, nproc=NPROC[name], module=True,
-                     timeout=TIMEOUT)
-            cache[name] = losses_by_step(read_metrics(out))
-        return cache[name]
+        pairs = run_once.get(("recipe", name, NPROC[name]), lambda out: make(name, out))
+        return [tuple(pair) for pair in pairs]
 
     return run
 

@@ -534,6 +534,10 @@ _DTENSOR_SCRIPT = textwrap.dedent(
         out.sum().backward()
         assert isinstance(gdn.A_log.grad, DTensor)
         dist.destroy_process_group()
+        # Leave without interpreter finalization, like the entry points: it can abort
+        # ("free(): invalid size") while a gloo thread is still joinable.
+        from hyper_parallel.utils.process import exit_now
+        exit_now(0)
 
     if __name__ == "__main__":
         tmp = sys.argv[1]

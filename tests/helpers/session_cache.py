@@ -1,0 +1,53 @@
+"""Compute an expensive, JSON-able result once per test session, shared by its xdist workers.
+
+A module- or session-scoped fixture is computed once per *worker*: under ``pytest -n 2`` two
+tests of one module that land on different workers each pay for the fixture's torchrun jobs.
+:class:`SessionCache` keys each result by what produced it, lets the first worker to ask make
+it (holding a file lock) and hands the others the recorded JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+class SessionCache:
+    """``cache.get(key, make)``: ``make(folder)``'s result, made once for ``key`` per session.
+
+    ``folder`` is a path of the key's own, not yet created (for the run's outputs, which stay
+    for the session). The result goes through JSON: floats come back bit for bit, tuples come
+    back as lists, dict keys as strings. A ``make`` that raises records nothing: the next asker
+    tries again (and fails the same way, with its own traceback).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def get(self, key: object, make: Callable[[Path], Any]) -> Any:
+        from filelock import FileLock
+
+        digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+        folder, record = self.root / digest, self.root / f"{digest}.json"
+        with FileLock(str(self.root / f"{digest}.lock")):
+            if not record.exists():
+                shutil.rmtree(folder, ignore_errors=True)  # what a failed attempt left
+                result = make(folder)
+                record.write_text(json.dumps(result))
+        return json.loads(record.read_text())
+
+
+def session_cache(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory,
+                  name: str) -> SessionCache:
+    """The session's cache ``name``. Under xdist each worker's basetemp is a folder of the
+    session's own whose parent is shared by the session's workers and by nothing else; a run
+    without xdist (``-p no:xdist`` too) keeps it in its own basetemp."""
+    base = tmp_path_factory.getbasetemp()
+    return SessionCache((base.parent if hasattr(config, "workerinput") else base) / name)
