@@ -13,9 +13,10 @@ The trainer's step time is the time between two of its step ends minus the plain
 between, so machine noise falls on all three alike. ``trainer / plain_same_wrapping`` is what the
 trainer adds; ``plain_same_wrapping / plain`` is what the wrapping costs.
 
-Used by ``bench/bench_train.py`` in-process (one rank) and under ``torchrun`` (two ranks, FSDP or
-TP: ``python bench/_trainer_overhead.py --layout fsdp --entry legacy --out result.json``), one
-entry a process, so neither entry inherits the other's warm allocator and caches.
+Run by ``bench/bench_train.py`` under ``torchrun``, one entry a process, so that neither entry
+inherits the other's warm allocator and caches (``torchrun --nproc_per_node 2
+bench/_trainer_overhead.py --layout fsdp --entry legacy --out result.json``; ``--layout single``
+on one rank).
 """
 
 from __future__ import annotations
@@ -204,9 +205,9 @@ def ratios(step_s: dict) -> dict:
 
 
 def main() -> None:
-    """torchrun worker: one entry on a 2-rank layout; rank 0 writes its mean step times."""
+    """torchrun worker: one entry on one layout; rank 0 writes its mean step times."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layout", choices=[k for k in LAYOUTS if k != "single"], required=True)
+    parser.add_argument("--layout", choices=list(LAYOUTS), required=True)
     parser.add_argument("--entry", choices=ENTRIES, required=True)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=3)

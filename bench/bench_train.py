@@ -9,8 +9,9 @@ Prints and writes to JSON:
    whole ``train()`` loop of ``LLMTrainer`` (the legacy front door) and of ``HyperTrainer`` (the
    same YAML converted by the generated adapter), each interleaved step by step with a plain
    loop on a model wrapped like the trainer's (a 1-rank FSDP2 mesh) and a plain unwrapped loop
-   (``bench/_trainer_overhead.py``). ``trainer_over_same_wrapping`` (throughput, target >= 0.99)
-   is what the trainer adds; ``same_wrapping_over_plain`` is what the wrapping costs;
+   (``bench/_trainer_overhead.py``; each entry in a ``torchrun`` of its own, mean step times over
+   ``--steps`` timed steps). ``trainer_over_same_wrapping`` (throughput, target >= 0.99) is what
+   the trainer adds; ``same_wrapping_over_plain`` is what the wrapping costs;
 2. the same on two ranks under ``torchrun`` (FSDP over 2, TP over 2; target >= 0.98), each entry
    against a plain 2-rank loop with the same parallelism;
 3. the time from launching ``torchrun`` to the end of the first optimizer step, through the
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -39,52 +39,37 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 TARGETS = {"trainer_over_same_wrapping_1_rank": 0.99, "trainer_over_same_wrapping_2_ranks": 0.98}
 
 
-def bench_one_rank(steps: int, warmup: int) -> dict:
-    """Both entries on one rank, in this process (one process group, shared by both)."""
-    import torch.distributed as dist
-
+def bench_layout(layout: str, steps: int, warmup: int) -> dict:
+    """Both entries on one layout, each in a ``torchrun`` of its own (one rank for ``single``,
+    with this process's thread count; two ranks of one thread each otherwise): an entry
+    measured second in a process starts with the first one's warm allocator and caches, which
+    moved its ratio by 3-4 % either way."""
     from bench import _trainer_overhead as overhead
 
-    out = {}
-    for entry in overhead.ENTRIES:
-        step_s = overhead.measure(entry, "single", steps, warmup)
-        out[entry] = {"mean_step_s": step_s, **overhead.ratios(step_s),
-                      "tokens_per_s": overhead.GLOBAL_BATCH * overhead.SEQ_LEN / step_s["trainer"]}
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    return out
-
-
-def bench_two_ranks(layout: str, steps: int, warmup: int) -> dict:
-    """Both entries on a 2-rank layout, each in its own ``torchrun`` (one thread per rank), so
-    the entry measured second does not start with the first one's warm process."""
-    from bench import _trainer_overhead as overhead
-
+    nproc = 1 if layout == "single" else 2
+    threads = os.environ.get("OMP_NUM_THREADS", "2") if nproc == 1 else "1"
     out = {}
     for entry in overhead.ENTRIES:
         with tempfile.TemporaryDirectory() as tmp:
             out_file = Path(tmp) / "result.json"
             cmd = [
                 sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc_per_node", "2", str(REPO / "bench" / "_trainer_overhead.py"),
+                "--nproc_per_node", str(nproc), str(REPO / "bench" / "_trainer_overhead.py"),
                 "--layout", layout, "--entry", entry, "--steps", str(steps),
                 "--warmup", str(warmup), "--out", str(out_file),
             ]
-            env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1"}
+            env = {**os.environ, "OMP_NUM_THREADS": threads, "HYPER_PARALLEL_DISABLE_TQDM": "1"}
             proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
                                   timeout=1800)
             if proc.returncode != 0:
                 out[entry] = {"error": proc.stderr[-2000:]}
                 continue
             step_s = json.loads(out_file.read_text())
-        out[entry] = {"mean_step_s": step_s, **overhead.ratios(step_s)}
+        out[entry] = {"mean_step_s": step_s, **overhead.ratios(step_s),
+                      "tokens_per_s": overhead.GLOBAL_BATCH * overhead.SEQ_LEN / step_s["trainer"]}
     return out
 
 
@@ -176,14 +161,10 @@ def main() -> None:
     results: dict = {"threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
                      "targets": TARGETS}
     if "throughput" not in opts.skip:
-        import torch
-
-        results["torch_threads"] = torch.get_num_threads()
-        results["one_rank"] = bench_one_rank(opts.steps, opts.warmup)
-        results["peak_rss_mib"] = _peak_rss_mib()
+        results["one_rank"] = bench_layout("single", opts.steps, opts.warmup)
     if "two_ranks" not in opts.skip:
         results["two_ranks"] = {
-            layout: bench_two_ranks(layout, opts.steps, opts.warmup) for layout in opts.layouts
+            layout: bench_layout(layout, opts.steps, opts.warmup) for layout in opts.layouts
         }
     if "startup" not in opts.skip:
         results["startup"] = {entry: bench_startup(entry) for entry in ENTRY_POINTS}
@@ -204,6 +185,9 @@ def _print_ratios(results: dict) -> None:
     """One line per measured ratio, with its target (throughput: higher is faster)."""
     rows = []
     for entry, r in results.get("one_rank", {}).items():
+        if "error" in r:
+            rows.append((f"1 rank, {entry}: failed", float("nan"), None))
+            continue
         rows.append((f"1 rank, {entry}: trainer / plain with the same wrapping",
                      r["trainer_over_same_wrapping"], TARGETS["trainer_over_same_wrapping_1_rank"]))
         rows.append((f"1 rank, {entry}: plain wrapped / plain unwrapped (the wrapping's cost)",
