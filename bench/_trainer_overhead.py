@@ -4,14 +4,16 @@ One measurement (:func:`measure`) runs one trainer's whole ``train()`` loop -- d
 step, the callbacks (logging, metrics, checkpoint bookkeeping, progress, gc), the stop check --
 and, from a callback that runs last after every trainer step, one step of each plain loop:
 
-* ``plain`` -- model, AdamW, cross-entropy, clip, step, and nothing else (no wrapping);
-* ``plain_same_wrapping`` -- the same loop on a model parallelized exactly as the trainer's:
-  the project's ``apply_tp`` over the ``tp`` mesh and ``apply_fsdp`` over the data-parallel mesh
-  (on one rank a 1-rank FSDP2 mesh, as the trainer does).
+* ``plain_same_wrapping`` -- model, AdamW, cross-entropy, clip, step, and nothing else, on a
+  model parallelized exactly as the trainer's: the project's ``apply_tp`` over the ``tp`` mesh
+  and ``apply_fsdp`` over the data-parallel mesh; on one rank, in fp32, no wrapping at all, as
+  the trainer does (``parallelize_v2.needs_fsdp``);
+* ``plain_fsdp_1_rank`` (one rank only) -- the same loop on a model wrapped in FSDP2 over a
+  1-rank mesh: what the trainer used to do, and what the wrapping would cost.
 
 The trainer's step time is the time between two of its step ends minus the plain steps run in
-between, so machine noise falls on all three alike. ``trainer / plain_same_wrapping`` is what the
-trainer adds; ``plain_same_wrapping / plain`` is what the wrapping costs.
+between, so machine noise falls on all of them alike. ``trainer / plain_same_wrapping`` is what
+the trainer adds; ``plain_fsdp_1_rank / plain_same_wrapping`` is what 1-rank FSDP2 costs.
 
 Run by ``bench/bench_train.py`` under ``torchrun``, one entry a process, so that neither entry
 inherits the other's warm allocator and caches (``torchrun --nproc_per_node 2
@@ -81,8 +83,9 @@ def build_trainer(entry: str, layout: str, steps: int, output_dir: str):
 
 def plain_runner(layout: str, wrapped: bool, rank: int, world: int):
     """One step of a plain loop: the trainer's model config, init and optimizer settings, with
-    the trainer's parallelization when ``wrapped``; each rank takes its share of the batch under
-    FSDP and the whole batch under TP, like the trainer."""
+    ``apply_tp`` (``tp``) or ``apply_fsdp`` (``fsdp``, and ``single`` when ``wrapped``) over all
+    ranks; each rank takes its share of the batch under FSDP and the whole batch under TP, like
+    the trainer."""
     import torch
     import torch.nn.functional as F
     from torch.distributed.device_mesh import init_device_mesh
@@ -102,7 +105,7 @@ def plain_runner(layout: str, wrapped: bool, rank: int, world: int):
         else:
             apply_fsdp(model, init_device_mesh("cpu", (world,), mesh_dim_names=("dp_shard",)))
     elif layout != "single":
-        raise ValueError("an unwrapped plain loop runs on one rank only")
+        raise ValueError("the trainer wraps every 2-rank layout")
     model.to_empty(device="cpu")
     model.init_weights()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
@@ -145,9 +148,10 @@ def measure(entry: str, layout: str, steps: int, warmup: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         trainer = build_trainer(entry, layout, steps + warmup, tmp)
         rank, world = dist.get_rank(), dist.get_world_size()
-        plains = {"plain_same_wrapping": plain_runner(layout, True, rank, world)}
+        # On one rank the trainer wraps nothing (fp32, no offload); elsewhere it wraps.
+        plains = {"plain_same_wrapping": plain_runner(layout, layout != "single", rank, world)}
         if layout == "single":
-            plains["plain"] = plain_runner(layout, False, rank, world)
+            plains["plain_fsdp_1_rank"] = plain_runner(layout, True, rank, world)
         times: dict[str, list[float]] = {"trainer": [], **{name: [] for name in plains}}
 
         class Interleave(Callback):
@@ -196,11 +200,11 @@ def measure(entry: str, layout: str, steps: int, warmup: int) -> dict:
 
 def ratios(step_s: dict) -> dict:
     """Throughput ratios (higher is faster): trainer / plain loop with the same wrapping, and,
-    on one rank, the wrapped plain loop / the unwrapped one."""
+    on one rank, the plain loop in 1-rank FSDP2 / the unwrapped one (the trainer's old cost)."""
     out = {"trainer_over_same_wrapping": step_s["plain_same_wrapping"] / step_s["trainer"]}
-    if "plain" in step_s:
-        out["same_wrapping_over_plain"] = step_s["plain"] / step_s["plain_same_wrapping"]
-        out["trainer_over_plain"] = step_s["plain"] / step_s["trainer"]
+    if "plain_fsdp_1_rank" in step_s:
+        out["fsdp_1_rank_over_unwrapped"] = (
+            step_s["plain_same_wrapping"] / step_s["plain_fsdp_1_rank"])
     return out
 
 

@@ -8,10 +8,11 @@ Prints and writes to JSON:
 1. trainer overhead on one rank (debug model, CPU, fp32, dummy data, 2,048 tokens a step): the
    whole ``train()`` loop of ``LLMTrainer`` (the legacy front door) and of ``HyperTrainer`` (the
    same YAML converted by the generated adapter), each interleaved step by step with a plain
-   loop on a model wrapped like the trainer's (a 1-rank FSDP2 mesh) and a plain unwrapped loop
-   (``bench/_trainer_overhead.py``; each entry in a ``torchrun`` of its own, mean step times over
-   ``--steps`` timed steps). ``trainer_over_same_wrapping`` (throughput, target >= 0.99) is what
-   the trainer adds; ``same_wrapping_over_plain`` is what the wrapping costs;
+   loop on a model wrapped like the trainer's (on one rank in fp32: not wrapped) and a plain
+   loop in 1-rank FSDP2 (``bench/_trainer_overhead.py``; each entry in a ``torchrun`` of its own,
+   mean step times over ``--steps`` timed steps). ``trainer_over_same_wrapping`` (throughput,
+   target >= 0.99) is what the trainer adds; ``fsdp_1_rank_over_unwrapped`` is what wrapping
+   one rank in FSDP2 would cost;
 2. the same on two ranks under ``torchrun`` (FSDP over 2, TP over 2; target >= 0.98), each entry
    against a plain 2-rank loop with the same parallelism;
 3. the time from launching ``torchrun`` to the end of the first optimizer step, through the
@@ -190,8 +191,8 @@ def _print_ratios(results: dict) -> None:
             continue
         rows.append((f"1 rank, {entry}: trainer / plain with the same wrapping",
                      r["trainer_over_same_wrapping"], TARGETS["trainer_over_same_wrapping_1_rank"]))
-        rows.append((f"1 rank, {entry}: plain wrapped / plain unwrapped (the wrapping's cost)",
-                     r["same_wrapping_over_plain"], None))
+        rows.append((f"1 rank, {entry}: plain in 1-rank FSDP2 / plain unwrapped (what the "
+                     "wrapping would cost)", r["fsdp_1_rank_over_unwrapped"], None))
     for layout, by_entry in results.get("two_ranks", {}).items():
         for entry, r in by_entry.items():
             if "error" in r:

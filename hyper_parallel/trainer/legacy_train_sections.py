@@ -58,7 +58,9 @@ class AcceleratorConfig:
     over ``dp_shard``. Refused unless at its default (the reason is in the error and the migration guide)."""
 
     reshard_after_forward: bool = True
-    """FSDP: free gathered parameters after forward (saves memory, re-gathers in backward)."""
+    """FSDP: free gathered parameters after forward (saves memory, re-gathers in backward).
+    One rank without mixed precision or CPU offload is not wrapped in FSDP (it would shard
+    nothing), so there is nothing to gather."""
 
     async_cp: bool = False
     """Asynchronous context-parallel communication. Refused unless at its default (the reason is in the error and the migration guide)."""

@@ -144,7 +144,7 @@ def data_parallel_mesh(parallel_dims: Any) -> DeviceMesh | None:
     ``(dp_replicate, dp_shard)`` (HSDP, 2-D) when both axes exist, else ``dp_shard``, else
     ``dp_replicate`` (sharding over the replicas averages the same gradients with less memory);
     ``None`` for a mesh without a data-parallel axis (pure TP). A job without parallelism has a
-    1-D ``dp_shard`` mesh of the world size, so one rank still goes through FSDP.
+    1-D ``dp_shard`` mesh of the world size (see :func:`needs_fsdp` for one rank).
     """
     names = _mesh_names(parallel_dims)
     if "dp_replicate" in names and "dp_shard" in names:
@@ -153,6 +153,23 @@ def data_parallel_mesh(parallel_dims: Any) -> DeviceMesh | None:
         if name in names:
             return parallel_dims.get_mesh(name)
     return None
+
+
+def needs_fsdp(
+    dp_mesh: DeviceMesh | None, mp_policy: MixedPrecisionPolicy | None, cpu_offload: bool
+) -> bool:
+    """Whether FSDP2 is applied over ``dp_mesh``.
+
+    Always over more than one rank. Over one rank FSDP shards nothing, and wrapping costs: every
+    parameter becomes a DTensor, so each AdamW and clipping op is a DTensor dispatch (5-7 % of a
+    CPU step on the debug model), and each unit gathers a second copy of its parameters for
+    its forward. So one rank is wrapped only for what FSDP2 then does: its mixed-precision
+    policy (the bf16 golden losses are FSDP's casts) or its CPU offload. Unwrapped, an fp32
+    step computes the same losses bit for bit, and its DCP checkpoints load on any layout.
+    """
+    if dp_mesh is None:
+        return False
+    return dp_mesh.size() > 1 or mp_policy is not None or cpu_offload
 
 
 def _check_layout(parallel_dims: Any) -> None:
@@ -228,7 +245,8 @@ def parallelize_qwen3_5_v2(
     * AC: ``activation_checkpoint.mode`` (legacy ``apply_ac``).
     * compile: when ``compile.enable`` (and ``compile.components`` lists ``model``), every
       decoder layer, in place (:func:`apply_compile`).
-    * FSDP over :func:`data_parallel_mesh` (skipped on a pure-TP mesh) with the policy of
+    * FSDP over :func:`data_parallel_mesh` (skipped on a pure-TP mesh, and on one rank unless
+      mixed precision or CPU offload asks for it: :func:`needs_fsdp`) with the policy of
       :func:`mp_policy_from_training` and ``parallelism.reshard_after_forward`` (legacy
       ``apply_fsdp``: every decoder layer, then the root).
 
@@ -256,7 +274,8 @@ def parallelize_qwen3_5_v2(
     apply_ac(model, ac_mode)
     if compile_model:
         apply_compile(model, backend=backend)
-    if dp_mesh is not None:
+    fsdp = needs_fsdp(dp_mesh, mp_policy, cpu_offload)
+    if fsdp:
         apply_fsdp(model, dp_mesh, mp_policy=mp_policy, reshard_after_forward=reshard,
                    cpu_offload=cpu_offload)
     elif cpu_offload:
@@ -272,7 +291,7 @@ def parallelize_qwen3_5_v2(
         getattr(parallel_dims, "tp", 1),
         ac_mode,
         backend if compile_model else None,
-        dp_mesh.mesh_dim_names if dp_mesh is not None else None,
+        dp_mesh.mesh_dim_names if fsdp else None,
         mp_policy,
         reshard,
         cpu_offload,

@@ -74,6 +74,31 @@ def test_layouts_agree(cached_train):
     print("max relative loss difference vs 1 rank:", report)
 
 
+def test_checkpoint_weights_load_on_another_layout(tmp_path):
+    """DCP reshards the weights of a checkpoint onto another layout: one fp32 rank, which is not
+    wrapped in FSDP, saves plain tensors, two FSDP ranks save DTensor shards, and each loads
+    the other's (``model.weights_path``; an exact resume across world sizes is refused, the
+    data positions being per rank). Both then train their first step from the same 2-step
+    weights, so their losses agree within the layouts' tolerance, and differ from a fresh
+    start's."""
+    one, two = LAYOUTS["1 rank"], LAYOUTS["FSDP 2"]
+    saved = {}
+    for name, (overrides, nproc) in (("1 rank", one), ("FSDP 2", two)):
+        saved[name] = train("train_qwen3_5_debug.yaml", "--train.max_steps=2",
+                            "--train.checkpoint.save_steps=2", *overrides, nproc=nproc,
+                            output_dir=tmp_path / name.replace(" ", "_"))
+    loaded = {}
+    for source, (overrides, nproc) in (("1 rank", two), ("FSDP 2", one)):
+        weights = saved[source].output_dir / "step_2"
+        loaded[source] = train("train_qwen3_5_debug.yaml", "--train.max_steps=1", *overrides,
+                               f"--model.weights_path={weights}", nproc=nproc,
+                               output_dir=tmp_path / f"from_{source.replace(' ', '_')}")
+    first = {source: run.losses[0] for source, run in loaded.items()}
+    assert first["1 rank"] == pytest.approx(first["FSDP 2"], rel=LAYOUT_RTOL), first
+    fresh = saved["1 rank"].losses[0]
+    assert abs(first["1 rank"] - fresh) > 1e-3, (first, fresh)  # the weights were loaded
+
+
 def test_same_run_twice_is_bit_identical(cached_train):
     """Two separate torchrun jobs of the same config give the same losses bit for bit (the
     override restates the YAML's value, so the session cache runs the job a second time)."""

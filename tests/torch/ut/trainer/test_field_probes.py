@@ -466,6 +466,6 @@ def test_layout_probes_on_two_ranks(tmp_path):
     results = json.loads(out.read_text())
     assert sorted(results) == TWO_RANKS
     for key, result in results.items():
-        assert result["probe"] != result["base"], f"{key}: the mesh did not move"
+        assert result["probe"] != result["base"], f"{key}: its observable did not move"
         if ROWS[key].kind in MAPPED:
             assert result["legacy"] == result["probe"], key

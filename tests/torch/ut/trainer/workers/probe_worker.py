@@ -1,8 +1,9 @@
 """torchrun worker (2 ranks, gloo): the layout probes of the field table.
 
 ``probe_worker.py OUT KEY...`` runs, for each probe key of ``test_field_probes.ROWS``, the base
-run, the probed run and (mapped rows) the probed run through the legacy YAML, each building the
-engine for 1 step and reading the device mesh and the parameters' placements; rank 0 writes
+run, the probed run and (mapped rows) the probed run through the legacy YAML, each training the
+engine for its steps and reading the probe's observable (``mesh``: the device mesh and the
+parameters' placements; any other as the one-rank probes read it); rank 0 writes
 ``{key: {"base": ..., "probe": ..., "legacy": ...}}`` to OUT.
 """
 
@@ -26,6 +27,12 @@ def mesh(result: dict) -> list:
     return [trainer.parallel_dims.summary(), placements, result["loss"]]
 
 
+def observation(result: dict, probe: dict) -> list:
+    if probe["observe"] == "mesh" or result["error"] is not None:
+        return mesh(result)
+    return probes.observed(result, probe)
+
+
 def main() -> None:
     out, *keys = sys.argv[1:]
     root = Path(tempfile.mkdtemp(prefix="hp_probe_"))
@@ -39,11 +46,14 @@ def main() -> None:
         probed = probes.apply(base, probe["set"], fixtures)
         work = root / f"{i}-rank{os.environ.get('RANK', '0')}"
         entry = {
-            "base": mesh(probes.engine_run(base, steps, work / "base", keep_group=True)),
-            "probe": mesh(probes.engine_run(probed, steps, work / "probe", keep_group=True)),
+            "base": observation(
+                probes.engine_run(base, steps, work / "base", keep_group=True), probe),
+            "probe": observation(
+                probes.engine_run(probed, steps, work / "probe", keep_group=True), probe),
         }
         if row.kind in probes.MAPPED:
-            entry["legacy"] = mesh(probes.legacy_run(probed, steps, work / "legacy", keep_group=True))
+            entry["legacy"] = observation(
+                probes.legacy_run(probed, steps, work / "legacy", keep_group=True), probe)
         results[key] = entry
     if os.environ.get("RANK", "0") == "0":
         Path(out).write_text(json.dumps(results, indent=1))
