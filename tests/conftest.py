@@ -37,6 +37,7 @@ LONGEST_FIRST = (
     _UT + "models/test_qwen3_5_v2.py::test_compile_per_layer_inductor_matches_eager",
     _ST + "test_recipes_from_yaml.py::test_first_steps_bit_identical[train_qwen3_5_tp2]",
     _ST + "test_legacy_training.py::test_layouts_agree",
+    _ST + "test_legacy_training.py::test_checkpoint_weights_load_on_another_layout",
     _ST + "test_recipes_train.py::test_cpu_recipes_train_and_agree",
     _UT + "trainer/test_field_probes.py::test_layout_probes_on_two_ranks",
     _ST + "test_parallelize.py::test_fsdp_2_ranks_matches_reference",
