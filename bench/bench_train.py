@@ -9,8 +9,9 @@ Prints and writes to JSON:
    whole ``train()`` loop of ``LLMTrainer`` (the legacy front door) and of ``HyperTrainer`` (the
    same YAML converted by the generated adapter), each interleaved step by step with a plain
    loop on a model wrapped like the trainer's (on one rank in fp32: not wrapped) and a plain
-   loop in 1-rank FSDP2 (``bench/_trainer_overhead.py``; each entry in a ``torchrun`` of its own,
-   mean step times over ``--steps`` timed steps). ``trainer_over_same_wrapping`` (throughput,
+   loop in 1-rank FSDP2 (``bench/_trainer_overhead.py``; each entry in two ``torchrun``
+   processes of its own, in mirrored order, mean step times over ``--steps`` timed steps each:
+   :func:`bench_layout`). ``trainer_over_same_wrapping`` (throughput,
    target >= 0.99) is what the trainer adds; ``fsdp_1_rank_over_unwrapped`` is what wrapping
    one rank in FSDP2 would cost;
 2. the same on two ranks under ``torchrun`` (FSDP over 2, TP over 2; target >= 0.98), each entry
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,16 +46,21 @@ TARGETS = {"trainer_over_same_wrapping_1_rank": 0.99, "trainer_over_same_wrappin
 
 
 def bench_layout(layout: str, steps: int, warmup: int) -> dict:
-    """Both entries on one layout, each in a ``torchrun`` of its own (one rank for ``single``,
-    with this process's thread count; two ranks of one thread each otherwise): an entry
-    measured second in a process starts with the first one's warm allocator and caches, which
-    moved its ratio by 3-4 % either way."""
+    """Both entries on one layout, each in ``torchrun`` processes of its own (one rank for
+    ``single``, with this process's thread count; two ranks of one thread each otherwise), in
+    the order legacy, new, new, legacy.
+
+    One process per measurement: an entry measured second in a process starts with the first
+    one's warm allocator and caches, which moved its ratio by 3-4 %. Two per entry, mirrored:
+    on this machine the ratio of whichever process runs first came out 1-4 % lower, a drift
+    the mirrored order cancels. An entry's figures pool its two processes' step times."""
     from bench import _trainer_overhead as overhead
 
     nproc = 1 if layout == "single" else 2
     threads = os.environ.get("OMP_NUM_THREADS", "2") if nproc == 1 else "1"
-    out = {}
-    for entry in overhead.ENTRIES:
+    runs: dict[str, list[dict]] = {entry: [] for entry in overhead.ENTRIES}
+    errors: dict[str, str] = {}
+    for entry in (*overhead.ENTRIES, *reversed(overhead.ENTRIES)):
         with tempfile.TemporaryDirectory() as tmp:
             out_file = Path(tmp) / "result.json"
             cmd = [
@@ -66,11 +73,20 @@ def bench_layout(layout: str, steps: int, warmup: int) -> dict:
             proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
                                   timeout=1800)
             if proc.returncode != 0:
-                out[entry] = {"error": proc.stderr[-2000:]}
+                errors[entry] = proc.stderr[-2000:]
                 continue
-            step_s = json.loads(out_file.read_text())
-        out[entry] = {"mean_step_s": step_s, **overhead.ratios(step_s),
-                      "tokens_per_s": overhead.GLOBAL_BATCH * overhead.SEQ_LEN / step_s["trainer"]}
+            runs[entry].append(json.loads(out_file.read_text()))
+    out = {}
+    for entry, measured in runs.items():
+        if entry in errors:
+            out[entry] = {"error": errors[entry]}
+            continue
+        step_s = {key: statistics.fmean(m[key] for m in measured) for key in measured[0]}
+        out[entry] = {
+            "mean_step_s": step_s, **overhead.ratios(step_s),
+            "per_process": [overhead.ratios(m)["trainer_over_same_wrapping"] for m in measured],
+            "tokens_per_s": overhead.GLOBAL_BATCH * overhead.SEQ_LEN / step_s["trainer"],
+        }
     return out
 
 
@@ -189,7 +205,8 @@ def _print_ratios(results: dict) -> None:
         if "error" in r:
             rows.append((f"1 rank, {entry}: failed", float("nan"), None))
             continue
-        rows.append((f"1 rank, {entry}: trainer / plain with the same wrapping",
+        rows.append((f"1 rank, {entry}: trainer / plain with the same wrapping (per process: "
+                     f"{', '.join(f'{x:.3f}' for x in r['per_process'])})",
                      r["trainer_over_same_wrapping"], TARGETS["trainer_over_same_wrapping_1_rank"]))
         rows.append((f"1 rank, {entry}: plain in 1-rank FSDP2 / plain unwrapped (what the "
                      "wrapping would cost)", r["fsdp_1_rank_over_unwrapped"], None))
@@ -198,7 +215,8 @@ def _print_ratios(results: dict) -> None:
             if "error" in r:
                 rows.append((f"2 ranks {layout}: failed", float("nan"), None))
                 continue
-            rows.append((f"2 ranks {layout}, {entry}: trainer / plain with the same parallelism",
+            rows.append((f"2 ranks {layout}, {entry}: trainer / plain with the same parallelism"
+                         f" (per process: {', '.join(f'{x:.3f}' for x in r['per_process'])})",
                          r["trainer_over_same_wrapping"],
                          TARGETS["trainer_over_same_wrapping_2_ranks"]))
     for label, ratio, target in rows:
