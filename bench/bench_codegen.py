@@ -197,8 +197,8 @@ def summary_rows(results: dict) -> list[tuple[str, str, str, str]]:
                  f"<= {FROM_YAML_TARGET_SECONDS} s", _verdict(fy["meets_target"])))
     unchanged = results["codegen_unchanged"]
     if "skipped" in unchanged:
-        rows.append(("make codegen, nothing changed", "skipped", f"<= "
-                     f"{CODEGEN_UNCHANGED_TARGET_SECONDS} s", "checkout not current"))
+        rows.append(("make codegen, nothing changed", "skipped",
+                     f"<= {CODEGEN_UNCHANGED_TARGET_SECONDS} s", "checkout not current"))
     else:
         rows.append(("make codegen, nothing changed", f"{unchanged['wall_s']:.3f} s",
                      f"<= {CODEGEN_UNCHANGED_TARGET_SECONDS} s",

@@ -71,7 +71,7 @@ def bench_layout(layout: str, steps: int, warmup: int) -> dict:
             ]
             env = {**os.environ, "OMP_NUM_THREADS": threads, "HYPER_PARALLEL_DISABLE_TQDM": "1"}
             proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
-                                  timeout=1800)
+                                  timeout=1800, check=False)
             if proc.returncode != 0:
                 errors[entry] = proc.stderr[-2000:]
                 continue
@@ -113,7 +113,8 @@ def bench_startup(entry: str) -> dict:
         ]
         env = {**os.environ, "HYPER_PARALLEL_DISABLE_TQDM": "1"}
         start = time.time()
-        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+                              check=False)
         total = time.time() - start
         if proc.returncode != 0:
             return {"error": proc.stderr[-2000:]}
@@ -201,23 +202,29 @@ def main() -> None:
 def _print_ratios(results: dict) -> None:
     """One line per measured ratio, with its target (throughput: higher is faster)."""
     rows = []
+
+    def per_process(r: dict) -> str:
+        return ", ".join(f"{x:.3f}" for x in r["per_process"])
+
     for entry, r in results.get("one_rank", {}).items():
         if "error" in r:
             rows.append((f"1 rank, {entry}: failed", float("nan"), None))
             continue
-        rows.append((f"1 rank, {entry}: trainer / plain with the same wrapping (per process: "
-                     f"{', '.join(f'{x:.3f}' for x in r['per_process'])})",
-                     r["trainer_over_same_wrapping"], TARGETS["trainer_over_same_wrapping_1_rank"]))
-        rows.append((f"1 rank, {entry}: plain in 1-rank FSDP2 / plain unwrapped (what the "
-                     "wrapping would cost)", r["fsdp_1_rank_over_unwrapped"], None))
+        label = (f"1 rank, {entry}: trainer / plain with the same wrapping "
+                 f"(per process: {per_process(r)})")
+        rows.append((label, r["trainer_over_same_wrapping"],
+                     TARGETS["trainer_over_same_wrapping_1_rank"]))
+        label = (f"1 rank, {entry}: plain in 1-rank FSDP2 / plain unwrapped "
+                 "(what the wrapping would cost)")
+        rows.append((label, r["fsdp_1_rank_over_unwrapped"], None))
     for layout, by_entry in results.get("two_ranks", {}).items():
         for entry, r in by_entry.items():
             if "error" in r:
                 rows.append((f"2 ranks {layout}: failed", float("nan"), None))
                 continue
-            rows.append((f"2 ranks {layout}, {entry}: trainer / plain with the same parallelism"
-                         f" (per process: {', '.join(f'{x:.3f}' for x in r['per_process'])})",
-                         r["trainer_over_same_wrapping"],
+            label = (f"2 ranks {layout}, {entry}: trainer / plain with the same parallelism "
+                     f"(per process: {per_process(r)})")
+            rows.append((label, r["trainer_over_same_wrapping"],
                          TARGETS["trainer_over_same_wrapping_2_ranks"]))
     for label, ratio, target in rows:
         verdict = "" if target is None else f"  (target >= {target}: {'met' if ratio >= target else 'MISSED'})"
