@@ -160,12 +160,13 @@ def needs_fsdp(
 ) -> bool:
     """Whether FSDP2 is applied over ``dp_mesh``.
 
-    Always over more than one rank. Over one rank FSDP shards nothing, and wrapping costs: every
-    parameter becomes a DTensor, so each AdamW and clipping op is a DTensor dispatch (5-7 % of a
-    CPU step on the debug model), and each unit gathers a second copy of its parameters for
-    its forward. So one rank is wrapped only for what FSDP2 then does: its mixed-precision
-    policy (the bf16 golden losses are FSDP's casts) or its CPU offload. Unwrapped, an fp32
-    step computes the same losses bit for bit, and its DCP checkpoints load on any layout.
+    Always over more than one rank. Over one rank FSDP shards nothing, and wrapping costs:
+    every parameter becomes a DTensor, so each AdamW and clipping op is a DTensor dispatch
+    (about 5 % of a CPU step on the debug model), and each unit gathers a second copy of its
+    parameters for its forward. So one rank is wrapped only for what FSDP2 then does: its
+    mixed-precision policy (the bf16 golden losses are FSDP's casts) or its CPU offload.
+    Unwrapped, an fp32 step computes the same losses bit for bit, and its DCP checkpoints load
+    on any layout.
     """
     if dp_mesh is None:
         return False
