@@ -33,6 +33,7 @@ from hyper_parallel.models.qwen3_5.parallelize import (
 )
 from hyper_parallel.models.qwen3_5.parallelize_v2 import (
     compiled_layers,
+    needs_fsdp,
     parallelize_qwen3_5_v2,
 )
 from tests.helpers.torchrun import torchrun
@@ -84,9 +85,9 @@ def four_ranks(run_once) -> dict:
                         lambda folder: run_worker(FOUR_RANK_CASES, 4, folder, timeout=500))
 
 
-def assert_matches_reference(r: dict) -> None:
+def assert_matches_reference(r: dict, *, dtensor: bool = True) -> None:
     assert r["init_max_abs_diff"] == 0.0, "meta -> parallelize -> init_weights depends on layout"
-    assert r["all_params_dtensor"]
+    assert r["all_params_dtensor"] is dtensor
     assert r["partial_grads"] == [], "replicated-weight gradients left Partial (unreduced)"
     assert r["state_keys_clean"]  # no _checkpoint_wrapped_module / _orig_mod in the keys
     assert r["compiled_layers"] == []  # compile is off unless compile.enable
@@ -108,12 +109,13 @@ def assert_fsdp_units(units: dict, mesh: list[str], *, reshard: bool = True, mp:
 
 
 # ====================================================================== multi-process layouts
-def test_single_rank_fsdp_is_bit_exact(tmp_path):
-    """dp = 1 still goes through FSDP (same reduction code path) and is bit-identical."""
+def test_single_rank_fp32_is_unwrapped_and_bit_exact(tmp_path):
+    """One fp32 rank is not wrapped in FSDP (it would shard nothing; ``needs_fsdp``): plain
+    parameters, and bit-identical to the unsharded reference."""
     r = run_worker(["single"], 1, tmp_path)["single"]
-    assert r["fsdp_applied"] and r["probe_mesh_dims"] == ["dp_shard"]
-    assert_fsdp_units(r["fsdp_units"], ["dp_shard"], mp="param_dtype=None")
-    assert_matches_reference(r)
+    assert not r["fsdp_applied"] and r["fsdp_units"] == {}
+    assert r["probe_mesh_dims"] is None
+    assert_matches_reference(r, dtensor=False)
     assert r["logits_rel"] == 0.0 and r["loss_rel"] == 0.0 and r["final_params_rel"] == 0.0
 
 
@@ -332,6 +334,20 @@ def test_entry_checks_tp_against_mesh():
             model, fake_parallel_dims(FakeMesh(dp_shard=2), tp=2), **sections(ac="full")
         )
     assert untouched(model)
+
+
+def test_one_rank_is_wrapped_only_for_mixed_precision_or_offload():
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    def mesh(size: int) -> SimpleNamespace:
+        return SimpleNamespace(size=lambda: size)
+
+    bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16)
+    assert needs_fsdp(mesh(2), None, False)  # more than one rank: always
+    assert not needs_fsdp(mesh(1), None, False)  # one fp32 rank: nothing to shard
+    assert needs_fsdp(mesh(1), bf16, False)  # FSDP2's mixed precision
+    assert needs_fsdp(mesh(1), None, True)  # FSDP2's CPU offload
+    assert not needs_fsdp(None, None, False)  # no data-parallel axis (pure TP)
 
 
 def test_pure_tp_mesh_rejects_low_precision_policy():

@@ -15,7 +15,7 @@ code 0 means the runs themselves went through.
 
 Cases by world size:
 
-* 1 rank: ``single`` (FSDP on a size-1 ``dp_shard`` mesh);
+* 1 rank: ``single`` (fp32 on a size-1 ``dp_shard`` mesh: not wrapped, ``needs_fsdp``);
 * 2 ranks: ``fsdp``, ``tp``, ``tp_tied`` (layouts trained 3 AdamW steps against the reference),
   ``ac`` (TP: off / full / selective), ``mp`` (FSDP: fp32 vs bf16 policies, reshard flag,
   float32 logits from bf16 compute),
@@ -55,7 +55,7 @@ BATCH, SEQ, STEPS, LR = 4, 32, 3, 1e-3
 MP_OFF = ("float32", "float32", None)  # (param, reduce, output): the section defaults = no policy
 # name -> (mesh dims (canonical order, sizes > 1), tie_word_embeddings, ac mode)
 LAYOUTS = {
-    "single": ({}, False, "off"),  # 1 rank: FSDP on a size-1 dp_shard mesh
+    "single": ({}, False, "off"),  # 1 rank, fp32: a size-1 dp_shard mesh, not wrapped
     "fsdp": ({"dp_shard": 2}, False, "off"),
     "tp": ({"tp": 2}, False, "off"),
     "tp_tied": ({"tp": 2}, True, "selective"),
@@ -204,7 +204,10 @@ def state_keys_clean(model) -> bool:
     return not any("_orig_mod" in k or "_checkpoint" in k for k in model.state_dict())
 
 
-def placement(param) -> dict:
+def placement(param) -> dict | None:
+    """The mesh and placements of a DTensor parameter; None for a plain one."""
+    if not isinstance(param, DTensor):
+        return None
     return {
         "mesh": list(param.device_mesh.mesh_dim_names),
         "placements": [str(p) for p in param.placements],
@@ -320,8 +323,9 @@ def layout_case(name, workdir):
     result["all_params_dtensor"] = all(isinstance(p, DTensor) for p in model.parameters())
     result["tied"] = model.lm_head.weight is model.model.embed_tokens.weight
     probe = model.model.layers[0].mlp.up_proj.weight  # through the AC wrapper if any
-    result["probe_mesh_dims"] = list(probe.device_mesh.mesh_dim_names)
-    result["probe_placements"] = [str(p) for p in probe.placements]
+    probe_placement = placement(probe)
+    result["probe_mesh_dims"] = probe_placement and probe_placement["mesh"]
+    result["probe_placements"] = probe_placement and probe_placement["placements"]
     params = {strip_wrapper_prefixes(n): p for n, p in model.named_parameters()}
     result["q_proj"] = placement(params[PROBE_Q_PROJ])
     result["fsdp_applied"] = type(model).__name__.startswith("FSDP")
