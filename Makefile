@@ -39,7 +39,7 @@ test: install
 	$(MAKE) --no-print-directory test-mindspore
 
 # In-process tests (and a few short torchrun jobs) over every core: on the 2-core machine two
-# workers take the suite from about 265 s to about 170 s (measured back to back).
+# workers take the suite from about 265 s to about 215 s (a clean-clone `make test`).
 # --durations: every run's log names the tests that set the suite's length.
 test-fast: install
 	@$(call run_pytest,-m "not slow" -n $(TEST_WORKERS) --durations=15 tests)

@@ -11,9 +11,9 @@ Prints and writes to JSON:
    loop on a model wrapped like the trainer's (on one rank in fp32: not wrapped) and a plain
    loop in 1-rank FSDP2 (``bench/_trainer_overhead.py``; each entry in two ``torchrun``
    processes of its own, in mirrored order, mean step times over ``--steps`` timed steps each:
-   :func:`bench_layout`). ``trainer_over_same_wrapping`` (throughput,
-   target >= 0.99) is what the trainer adds; ``fsdp_1_rank_over_unwrapped`` is what wrapping
-   one rank in FSDP2 would cost;
+   :func:`bench_layout`). ``trainer_over_same_wrapping`` (throughput, target >= 0.99) is what
+   the trainer adds; ``fsdp_1_rank_over_unwrapped`` is what wrapping one rank in FSDP2 would
+   cost;
 2. the same on two ranks under ``torchrun`` (FSDP over 2, TP over 2; target >= 0.98), each entry
    against a plain 2-rank loop with the same parallelism;
 3. the time from launching ``torchrun`` to the end of the first optimizer step, through the
@@ -52,8 +52,9 @@ def bench_layout(layout: str, steps: int, warmup: int) -> dict:
 
     One process per measurement: an entry measured second in a process starts with the first
     one's warm allocator and caches, which moved its ratio by 3-4 %. Two per entry, mirrored:
-    on this machine the ratio of whichever process runs first came out 1-4 % lower, a drift
-    the mirrored order cancels. An entry's figures pool its two processes' step times."""
+    on this machine a process's ratio drifts 1-4 % with its place in the sequence (the first
+    was often the low one), which the mirrored order averages out. An entry's figures pool
+    its two processes' step times; ``per_process`` keeps each one's ratio."""
     from bench import _trainer_overhead as overhead
 
     nproc = 1 if layout == "single" else 2
