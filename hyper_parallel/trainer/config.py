@@ -58,6 +58,7 @@ from hyper_parallel.utils.choices import DEFAULT_KERNELS, KERNEL_CHOICES
 from hyper_parallel.utils.data_types import DATA_TYPES, REFUSED_DATA_TYPES
 from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.field_problems import ConfigValueError, FieldProblem
+from hyper_parallel.utils.legacy_model_fields import LEGACY_UNIVERSAL_FIELDS
 from hyper_parallel.utils.numbers import MAX_INT
 
 __all__ = [
@@ -152,15 +153,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         require(bool(self.name), "name", "must be a non-empty model spec name, e.g. 'qwen3_5'")
         one_of(self.kernels, KERNEL_CHOICES, "kernels")
-        for name in (
-            "num_hidden_layers",
-            "hidden_size",
-            "intermediate_size",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "vocab_size",
-            "max_position_embeddings",
-        ):
+        for name in LEGACY_UNIVERSAL_FIELDS:
             value = getattr(self, name)
             if value is not None:
                 at_least(value, 1, name)

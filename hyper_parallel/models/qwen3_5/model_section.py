@@ -24,18 +24,8 @@ from hyper_parallel.models.qwen3_5.configuration import (
     field_names,
 )
 from hyper_parallel.utils.errors import ConfigError
+from hyper_parallel.utils.legacy_model_fields import LEGACY_UNIVERSAL_FIELDS
 from hyper_parallel.utils.suggest import did_you_mean
-
-# Universal legacy ``model.*`` fields, applied on top of the flavor when not None.
-LEGACY_UNIVERSAL_FIELDS = (
-    "num_hidden_layers",
-    "hidden_size",
-    "intermediate_size",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "vocab_size",
-    "max_position_embeddings",
-)
 
 # Every ``model.*`` field that sets the config field of the same name: the universal ones and
 # ``model.kernels`` (always set: its default is the config's default, ``auto``).
