@@ -14,7 +14,7 @@ PYTEST := $(PY) -m pytest -q
 # several processes at once.
 export OMP_NUM_THREADS ?= 1
 export HYPER_PARALLEL_DISABLE_TQDM ?= 1
-TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_WORKERS ?= $(shell env -u OMP_NUM_THREADS nproc 2>/dev/null || echo 2)
 
 .PHONY: install test test-fast test-slow test-mindspore demo lint codegen codegen-check bench bench-cli clean
 

@@ -21,10 +21,8 @@ os.environ.setdefault("HYPER_PARALLEL_PLATFORM", "torch")
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, build the trainer, train, tear down; returns the exit code."""
-    from hyper_parallel.config.manager import ConfigManager, is_recipe_command_line
     from hyper_parallel.config.recipes import RecipeError
-    from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
-    from hyper_parallel.trainer.config import parse_args as parse_legacy
+    from hyper_parallel.trainer.config import ConfigError
     from hyper_parallel.utils.logging import init_logger
 
     init_logger()
@@ -36,19 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "key).", file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
     try:
-        if is_recipe_command_line(args):
-            from hyper_parallel.trainer.hyper_trainer import HyperTrainer
-
-            # A recipe must return the config this entry point builds and trains.
-            config = ConfigManager(root_type=HyperTrainer.Config).parse_args(args)
-            trainer = config.build()
-        else:
-            from hyper_parallel.models.spec import discover_model_spec
-            from hyper_parallel.trainer.llm_trainer import LLMTrainer
-
-            legacy = parse_legacy(HyperTrainerConfig, args)
-            discover_model_spec(legacy.model.name)
-            trainer = LLMTrainer(legacy)
+        trainer = build_trainer(args)
     except (ConfigError, RecipeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -63,6 +49,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         report_failure(exc)
         return FAILED_EXIT_CODE
     return _train(trainer)
+
+
+def build_trainer(args: Sequence[str]):
+    """The trainer either command line describes: ``--module M --config F [--a.b=c ...]`` a
+    ``HyperTrainer`` built from the recipe, a YAML path ``LLMTrainer(parse_args(...))``.
+
+    Bad input raises ``ConfigError`` / ``RecipeError``; :func:`main` turns them into exit 2.
+    """
+    from hyper_parallel.config.manager import ConfigManager, is_recipe_command_line
+    from hyper_parallel.trainer.config import HyperTrainerConfig
+    from hyper_parallel.trainer.config import parse_args as parse_legacy
+
+    args = list(args)
+    if is_recipe_command_line(args):
+        from hyper_parallel.trainer.hyper_trainer import HyperTrainer
+
+        # A recipe must return the config this entry point builds and trains.
+        return ConfigManager(root_type=HyperTrainer.Config).parse_args(args).build()
+    from hyper_parallel.models.spec import discover_model_spec
+    from hyper_parallel.trainer.llm_trainer import LLMTrainer
+
+    legacy = parse_legacy(HyperTrainerConfig, args)
+    discover_model_spec(legacy.model.name)
+    return LLMTrainer(legacy)
 
 
 def _train(trainer) -> int:

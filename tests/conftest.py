@@ -20,6 +20,9 @@ if "HF_HOME" not in os.environ:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+#: The layout harness's session fixture (``layouts``), for every test that compares layouts.
+pytest_plugins = ["tests.helpers.layout"]
+
 
 #: The longest tests of either suite, longest first (each takes 10-100 s alone on the 2-core
 #: machine; the two-rank parallelize launch is its module's fixture, made by whichever of its

@@ -73,13 +73,13 @@ def _edit_recipe(repo, recipe: str, old: str, new: str) -> None:
 
 
 def test_unknown_flavor_in_the_flavor_list(repo_copy):
-    edit(repo_copy / DESCRIPTOR, "flavors: [debugmodel, 0.8b, 2b, 4b, 9b, 27b]",
-         "flavors:\n  - debugmodel\n  - 0.8b\n  - 2b\n  - 4B\n  - 9b\n  - 27b")
+    edit(repo_copy / DESCRIPTOR, "flavors: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b]",
+         "flavors:\n  - debugmodel\n  - tiny\n  - 0.8b\n  - 2b\n  - 4B\n  - 9b\n  - 27b")
     line = _line_of(repo_copy, "  - 4B")
     message = _error(repo_copy)
-    assert (f"{DESCRIPTOR}:{line}: flavors[3]: unknown flavor '4B' (did you mean '4b'?); the "
+    assert (f"{DESCRIPTOR}:{line}: flavors[4]: unknown flavor '4B' (did you mean '4b'?); the "
             "flavor table hyper_parallel.models.qwen3_5.configuration:FLAVORS has: debugmodel, "
-            "0.8b, 2b, 4b, 9b, 27b") in message
+            "tiny, 0.8b, 2b, 4b, 9b, 27b") in message
 
 
 def test_unknown_flavor_of_a_recipe(repo_copy):
@@ -91,8 +91,8 @@ def test_unknown_flavor_of_a_recipe(repo_copy):
 
 
 def test_flavor_in_the_table_but_not_listed(repo_copy):
-    edit(repo_copy / DESCRIPTOR, "flavors: [debugmodel, 0.8b, 2b, 4b, 9b, 27b]",
-         "flavors: [debugmodel, 0.8b, 2b, 4b, 27b]")
+    edit(repo_copy / DESCRIPTOR, "flavors: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b]",
+         "flavors: [debugmodel, tiny, 0.8b, 2b, 4b, 27b]")
     message = _error(repo_copy)
     line = _line_of(repo_copy, "flavor: 9b")
     assert (f"{DESCRIPTOR}:{line}: recipes.qwen3_5_v2_9b_fsdp8.flavor: unknown flavor '9b' (it "
@@ -407,7 +407,7 @@ def test_the_registry_lists_exactly_the_descriptor_recipes(registry, descriptor)
                 "qwen3_5_v2_debugmodel_tp2"}
     assert required <= set(names)
     assert {r.flavor for r in descriptor.recipes} <= set(descriptor.flavors)
-    assert descriptor.flavors == ["debugmodel", "0.8b", "2b", "4b", "9b", "27b"]
+    assert descriptor.flavors == ["debugmodel", "tiny", "0.8b", "2b", "4b", "9b", "27b"]
 
 
 @pytest.mark.parametrize("name", [
@@ -589,7 +589,7 @@ def test_descriptor_edit_is_caught(repo_copy):
 def test_flavor_table_edit_is_caught(repo_copy):
     # A new flavor: nothing in the recipes changes, but what they were checked against did.
     edit(repo_copy / "hyper_parallel" / "models" / "qwen3_5" / "configuration.py",
-         '    "0.8b": _full_size(', '    "tiny": Qwen3_5Config(),\n    "0.8b": _full_size(')
+         '    "0.8b": _full_size(', '    "mini": Qwen3_5Config(),\n    "0.8b": _full_size(')
     (item,) = check(repo_copy)
     assert item.path == REGISTRY
     assert item.reasons == [("inputs changed: a component Config, the flavor table or the spec "
@@ -646,8 +646,8 @@ def test_every_problem_of_the_descriptor_is_reported_at_once(repo_copy):
 
 
 def test_a_missing_part_of_the_descriptor_does_not_hide_the_others(repo_copy):
-    edit(repo_copy / DESCRIPTOR, "\nflavors: [debugmodel, 0.8b, 2b, 4b, 9b, 27b]",
-         "\nflavours: [debugmodel, 0.8b, 2b, 4b, 9b, 27b]")
+    edit(repo_copy / DESCRIPTOR, "\nflavors: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b]",
+         "\nflavours: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b]")
     edit(repo_copy / DESCRIPTOR, "  spec_factory: hyper_parallel.models.qwen3_5_v2.spec:",
          "  spec_factory: hyper_parallel.models.qwen3_5_v2.nospec:")
     text = "\n".join(_descriptor_problems(repo_copy))

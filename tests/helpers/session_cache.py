@@ -8,10 +8,11 @@ it (holding a file lock) and hands the others the recorded JSON.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,33 @@ class SessionCache:
                 result = make(folder)
                 record.write_text(json.dumps(result))
         return json.loads(record.read_text())
+
+    def get_many(self, keys: Sequence[object],
+                 make: Callable[[list[int], list[Path]], list[Any]]) -> list[Any]:
+        """``[get(key) for key in keys]``, the missing ones made together: ``make(indices,
+        folders)`` returns the results of ``keys[i]`` for ``i`` in ``indices`` (one torchrun job
+        serving several cases). The keys' locks are taken in a fixed order, so two workers
+        asking for overlapping sets never wait on each other in a cycle."""
+        from filelock import FileLock
+
+        digests = [hashlib.sha256(repr(key).encode()).hexdigest()[:16] for key in keys]
+        with contextlib.ExitStack() as locks:
+            for digest in sorted(set(digests)):
+                locks.enter_context(FileLock(str(self.root / f"{digest}.lock")))
+            missing, seen = [], set()
+            for i, digest in enumerate(digests):
+                if digest not in seen and not (self.root / f"{digest}.json").exists():
+                    seen.add(digest)
+                    missing.append(i)
+            if missing:
+                folders = [self.root / digests[i] for i in missing]
+                for folder in folders:
+                    shutil.rmtree(folder, ignore_errors=True)  # what a failed attempt left
+                results = make(missing, folders)
+                assert len(results) == len(missing), (len(results), len(missing))
+                for i, result in zip(missing, results):
+                    (self.root / f"{digests[i]}.json").write_text(json.dumps(result))
+        return [json.loads((self.root / f"{d}.json").read_text()) for d in digests]
 
 
 def session_cache(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory,

@@ -1,4 +1,5 @@
-"""Launch a script under torchrun (CPU, gloo) from a test and fail loudly on a hang."""
+"""Launch a script under torchrun (CPU, gloo), or alone for one rank, from a test; fail loudly on
+a hang."""
 
 from __future__ import annotations
 
@@ -16,6 +17,33 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _test_env(env: dict[str, str] | None) -> dict[str, str]:
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1",
+                "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    full_env.update(env or {})
+    return full_env
+
+
+def _run(cmd: list[str], timeout: float, env: dict[str, str] | None, check: bool,
+         ) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=REPO, env=_test_env(env), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"exit {proc.returncode}: {' '.join(cmd)}\n--- stdout ---\n"
+            f"{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+def run_python(script: str | Path, args: Sequence[str] = (), *, timeout: float = 180,
+               env: dict[str, str] | None = None, check: bool = True,
+               ) -> subprocess.CompletedProcess:
+    """``python script args`` with the environment of :func:`torchrun`'s workers: one rank,
+    no launcher (the engine then forms a private 1-rank process group)."""
+    return _run([sys.executable, str(script), *args], timeout, env, check)
 
 
 def torchrun(
@@ -40,14 +68,4 @@ def torchrun(
     ]
     cmd += ["-m", str(script)] if module else [str(script)]
     cmd += list(args)
-    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1",
-                "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    full_env.update(env or {})
-    proc = subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"torchrun exited {proc.returncode}: {' '.join(cmd)}\n--- stdout ---\n"
-            f"{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
-        )
-    return proc
+    return _run(cmd, timeout, env, check)

@@ -375,6 +375,27 @@ FLAVORS: dict[str, Qwen3_5Config] = {
         linear_value_head_dim=64,
         tie_word_embeddings=False,
     ),
+    # ~190k parameters (most of them the two 2048 x 32 embeddings), every layer kind once or
+    # more: 3 Gated DeltaNet layers and 1 gated full-attention layer, head counts divisible by
+    # 2 so tensor parallelism over 2 ranks splits each. For tests that compare layouts and
+    # entries, where a step of the debug model would cost 10-20 times as much.
+    "tiny": Qwen3_5Config(
+        vocab_size=2048,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=4096,
+        partial_rotary_factor=0.5,
+        mrope_section=[2, 1, 1],
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        tie_word_embeddings=False,
+    ),
     "0.8b": _full_size(
         hidden_size=1024,
         num_hidden_layers=24,
@@ -426,4 +447,4 @@ FLAVORS: dict[str, Qwen3_5Config] = {
         tie_word_embeddings=False,
     ),
 }
-"""Named sizes: the published Qwen3.5 dense sizes and the CPU debug model. Treat as read-only; use ``FLAVORS[name].replace(...)``."""
+"""Named sizes: the published Qwen3.5 dense sizes, the CPU debug model and the tiny test model. Treat as read-only; use ``FLAVORS[name].replace(...)``."""

@@ -385,7 +385,7 @@ def test_a_section_reports_every_field_at_once():
         ("    flavour: 2b\n", "model.config_overrides.flavour", 4, "(did you mean 'flavor'?)"),
         ("    flavor: debugmodle\n", "model.config_overrides.flavor", 4,
          ("unknown flavor 'debugmodle' (did you mean 'debugmodel'?) of model 'qwen3_5'; valid "
-          "flavors: debugmodel, 0.8b, 2b, 4b, 9b, 27b")),
+          "flavors: debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b")),
         ("    head_dim: abc\n", "model.config_overrides.head_dim", 4, "expected int, got str 'abc'"),
         ("    tie_word_embeddings: 1\n", "model.config_overrides.tie_word_embeddings", 4,
          "expected bool"),

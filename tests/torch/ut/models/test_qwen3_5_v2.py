@@ -138,7 +138,7 @@ def test_flavor_config_is_the_legacy_flavor(name):
 
 
 def test_flavor_names_and_unknown_flavor():
-    assert FLAVOR_NAMES == ("debugmodel", "0.8b", "2b", "4b", "9b", "27b")
+    assert FLAVOR_NAMES == ("debugmodel", "tiny", "0.8b", "2b", "4b", "9b", "27b")
     with pytest.raises(ValueError, match=r"unknown Qwen3.5 flavor '0.8B'.*did you mean '0.8b'"):
         flavor_config("0.8B")
 
@@ -646,7 +646,7 @@ def test_spec_factory():
     assert resolved.model is spec.model and resolved == spec
     assert qwen3_5_v2_spec_factory("debugmodel").model is not spec.model  # fresh
     with pytest.raises(ValueError, match="unknown Qwen3.5 flavor"):
-        qwen3_5_v2_spec_factory("tiny")
+        qwen3_5_v2_spec_factory("nano")
 
 
 def test_importing_the_package_registers_the_default_spec():

@@ -1,0 +1,120 @@
+"""torchrun worker: many training cases in one job, one process group.
+
+    torchrun --nproc_per_node N tests/helpers/case_worker.py PLAN.json
+
+``PLAN.json`` is ``{"cases": [{"argv": [...], "out": DIR, "params": true, "degrees": [...],
+"pythonpath": [...]}, ...]}``. Each case
+is a command line of either world -- a legacy YAML and its overrides, or ``--module M --config
+F ...`` -- built with :func:`hyper_parallel.train.build_trainer`, the function the entries
+call, trained, and recorded in ``DIR/case.json`` by rank 0: the loss and the gradient norm of
+every step, the run's checkpoint folder, the parallel degrees it ran on, and (``params``) the final parameters gathered to full
+tensors in ``DIR/params.safetensors``. A case refused while it is built (a ``ConfigError`` or a
+``RecipeError``, the same on every rank) records its message and the job goes on; any other
+error ends the job, as it would end a training run.
+
+The process group is formed once and kept: every trainer of the job builds its mesh on it, and
+is dropped before the next one is built. The start-up of a torchrun job (seconds of imports and
+rendezvous on the CI machine) is paid once per job instead of once per case.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+from pathlib import Path
+
+
+class _StepRecorder:
+    """A trainer callback keeping ``(step, loss, grad_norm)`` of every optimizer step."""
+
+    def __init__(self, trainer) -> None:
+        from hyper_parallel.runtime.callbacks.base import Callback
+
+        self.steps: list[tuple[int, float, float | None]] = []
+        recorder = self
+
+        class Record(Callback):
+            def on_step_end(self, loss: float, grad_norm: float | None) -> None:
+                norm = None if grad_norm is None else float(grad_norm)
+                recorder.steps.append((self.trainer.state.global_step, float(loss), norm))
+
+        trainer.add_callback(Record(trainer))
+
+
+def _full_parameters(model) -> dict:
+    """Every parameter and buffer of the model as a full tensor on the CPU (DTensor shards
+    gathered); the names are the checkpoint's (no wrapper prefixes)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    state = get_model_state_dict(
+        model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    # A copy of each: tied weights share storage, which safetensors refuses to write twice.
+    return {name: tensor.detach().clone().contiguous() for name, tensor in state.items()}
+
+
+def run_case(case: dict, rank: int) -> None:
+    import torch
+
+    from hyper_parallel.config.recipes import RecipeError
+    from hyper_parallel.train import build_trainer
+    from hyper_parallel.utils.errors import ConfigError
+
+    out = Path(case["out"])
+    result: dict = {"error": None, "steps": [], "losses": [], "grad_norms": [],
+                    "checkpoint_folder": None, "degrees": None}
+    sys.path[:0] = case["pythonpath"]  # where the case's recipe module lives
+    try:
+        trainer = build_trainer(case["argv"])
+    except (ConfigError, RecipeError) as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        trainer = None
+    finally:
+        del sys.path[:len(case["pythonpath"])]
+    if trainer is not None:
+        dims = trainer.parallel_dims
+        result["degrees"] = {name: getattr(dims, name) for name in case["degrees"]}
+        recorder = _StepRecorder(trainer)
+        trainer.train()
+        result["steps"] = [step for step, _, _ in recorder.steps]
+        result["losses"] = [loss for _, loss, _ in recorder.steps]
+        result["grad_norms"] = [norm for _, _, norm in recorder.steps]
+        result["checkpoint_folder"] = str(Path(trainer.config.checkpoint.folder).resolve())
+        if case.get("params"):
+            from safetensors.torch import save_file
+
+            tensors = _full_parameters(trainer.model)
+            if rank == 0:
+                out.mkdir(parents=True, exist_ok=True)
+                save_file(tensors, str(out / "params.safetensors"))
+        del trainer, recorder
+    # What a case set globally must not reach the next one.
+    torch.use_deterministic_algorithms(False)
+    gc.collect()
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "case.json").write_text(json.dumps(result))
+
+
+def main(plan_file: str) -> None:
+    import torch.distributed as dist
+
+    from hyper_parallel.utils.logging import init_logger
+
+    init_logger()
+    plan = json.loads(Path(plan_file).read_text())
+    rank = int(os.environ.get("RANK", "0"))  # torchrun's; the group forms with the first trainer
+    for case in plan["cases"]:
+        run_case(case, rank)
+        if dist.is_initialized():
+            dist.barrier()  # rank 0's files are written before any rank builds the next case
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    from hyper_parallel.utils.process import exit_now
+
+    main(sys.argv[1])
+    exit_now(0)
