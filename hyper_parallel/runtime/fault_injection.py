@@ -10,7 +10,9 @@ misread by the other. The values:
 * ``<kind>_at_step:<step>[:<rank>]`` with ``kind`` one of :data:`STEP_FAULT_KINDS`: that rank
   (every rank without one) fails at the start of optimizer step ``step``: ``exit`` (exit code
   :data:`STEP_EXIT_CODE`), ``raise`` (a ``RuntimeError``), ``sigkill`` or ``sigterm`` (the
-  signal sent to itself);
+  signal sent to itself), or ``hold``: wait there until the job is asked to stop (a SIGTERM,
+  or the launcher's death), then train the step -- so a test that signals the job from outside
+  knows the step it lands on, however fast the steps run (at most :data:`HOLD_LIMIT_SECONDS`);
 * ``kill_during_save:<step>``: the process calls ``os._exit(SAVE_KILL_EXIT_CODE)`` while saving
   the checkpoint of ``step``, after every file was written into the temporary directory and
   before the rename that publishes it.
@@ -25,6 +27,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
@@ -33,7 +36,10 @@ logger = logging.getLogger(__name__)
 FAULT_INJECT_ENV = "HYPER_PARALLEL_FAULT_INJECT"
 
 #: The faults the training loop injects at the start of a step (``<kind>_at_step:...``).
-STEP_FAULT_KINDS: tuple[str, ...] = ("exit", "raise", "sigkill", "sigterm")
+STEP_FAULT_KINDS: tuple[str, ...] = ("exit", "raise", "sigkill", "sigterm", "hold")
+
+#: The longest ``hold_at_step`` waits for the stop request before it trains on regardless.
+HOLD_LIMIT_SECONDS = 120.0
 
 _AT_STEP = "_at_step"
 
@@ -118,8 +124,20 @@ def maybe_kill_during_save(step: int) -> None:
         os._exit(SAVE_KILL_EXIT_CODE)
 
 
-def maybe_fail_at_step(step: int, rank: int) -> None:
-    """Inject the ``<kind>_at_step`` fault asked for ``step`` on ``rank``, if any."""
+def _hold(stop_requested: Callable[[], bool] | None) -> None:
+    deadline = time.monotonic() + HOLD_LIMIT_SECONDS
+    while not (stop_requested is not None and stop_requested()):
+        if time.monotonic() > deadline:
+            logger.warning("fault injection: no stop request in %.0f s; training on",
+                           HOLD_LIMIT_SECONDS)
+            return
+        time.sleep(0.02)  # the signal handler runs between two of these
+
+
+def maybe_fail_at_step(step: int, rank: int,
+                       stop_requested: Callable[[], bool] | None = None) -> None:
+    """Inject the ``<kind>_at_step`` fault asked for ``step`` on ``rank``, if any.
+    ``stop_requested`` says whether this rank was asked to stop (what ``hold`` waits for)."""
     fault = fault_injection_from_env()
     if fault is None or fault.kind not in STEP_FAULT_KINDS or fault.step != step:
         return
@@ -133,11 +151,15 @@ def maybe_fail_at_step(step: int, rank: int) -> None:
         os._exit(STEP_EXIT_CODE)
     if fault.kind == "raise":
         raise RuntimeError(f"injected fault at step {step}")
+    if fault.kind == "hold":
+        _hold(stop_requested)
+        return
     os.kill(os.getpid(), signal.SIGKILL if fault.kind == "sigkill" else signal.SIGTERM)
 
 
 __all__ = [
     "FAULT_INJECT_ENV",
+    "HOLD_LIMIT_SECONDS",
     "SAVE_FAULT_KIND",
     "SAVE_KILL_EXIT_CODE",
     "STEP_EXIT_CODE",

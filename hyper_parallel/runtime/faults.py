@@ -125,6 +125,10 @@ class StopSignal:
 
     # ------------------------------------------------------------------ the decision
 
+    def requested(self) -> bool:
+        """Whether this rank was asked to stop (no collective; :meth:`should_stop` decides)."""
+        return self.reason is not None
+
     def should_stop(self) -> bool:
         """Whether any rank was asked to stop (collective in a multi-rank job: call it on every
         rank after every step). Every rank then knows the reason by the signal's name."""

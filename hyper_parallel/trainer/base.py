@@ -105,11 +105,12 @@ class BaseTrainer:
         self.state.loss_history.append((self.state.global_step, result.loss))
         return result
 
-    def _maybe_inject_fault(self) -> None:
-        """The ``<kind>_at_step`` test hook (:mod:`~hyper_parallel.runtime.fault_injection`)."""
+    def _maybe_inject_fault(self, stop: Any) -> None:
+        """The ``<kind>_at_step`` test hook (:mod:`~hyper_parallel.runtime.fault_injection`);
+        ``stop`` is the loop's :class:`~hyper_parallel.runtime.faults.StopSignal`."""
         from hyper_parallel.runtime.fault_injection import maybe_fail_at_step
 
-        maybe_fail_at_step(self.state.global_step, self.rank)
+        maybe_fail_at_step(self.state.global_step, self.rank, stop_requested=stop.requested)
 
     def _on_first_step(self) -> None:
         """Called once, after the first step this process ran (the collective timeouts tighten)."""
@@ -146,7 +147,7 @@ class BaseTrainer:
                     except StopIteration:
                         break
                     self.state.global_step += 1
-                    self._maybe_inject_fault()
+                    self._maybe_inject_fault(stop)
                     self.callbacks.on_step_begin()
                     result = self.train_step(micro_batches)
                     self.callbacks.on_step_end(result.loss, result.grad_norm)

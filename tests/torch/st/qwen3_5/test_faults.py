@@ -1,8 +1,8 @@
 """The fault suite: a fault ends the job fast, says why, and costs at most the steps since the
 last checkpoint.
 
-One 10-step run of the debug model on 2 CPU ranks (FSDP 2, gloo, a checkpoint every 2 steps) is
-interrupted by one fault after another; each launch resumes from what the previous one left and
+One 10-step run of the debug YAML on the tiny flavor on 2 CPU ranks (FSDP 2, gloo, a checkpoint
+every 2 steps) is interrupted by one fault after another; each launch resumes from what the previous one left and
 is itself the next fault's victim. After every launch the test asserts how fast the job ended,
 what it said first, which checkpoints exist, and that every step trained so far has the loss of
 the uninterrupted run bit for bit. The last launch finishes the run: ``metrics.jsonl`` then holds
@@ -14,8 +14,11 @@ each of the 10 steps exactly once, with the uninterrupted run's losses.
     rank 1 gets SIGTERM at step 6           step_6 (on stop)   step_6
     killed while saving step 8              .step_8.tmp        step_6
     step_6's shard truncated                (clear error)      step_4 (load_path)
-    the launcher gets SIGTERM               step_N (on stop)   latest
-    the launcher is SIGKILLed               step_M (on stop)   latest -> finishes 10 steps
+    the launcher gets SIGTERM at step 6     step_6 (on stop)   latest
+    the launcher is SIGKILLed at step 7     step_7 (on stop)   latest -> finishes 10 steps
+
+The launcher's signals land on a known step: the job holds at the start of it
+(``hold_at_step``) until the stop request arrives, so the test never races the training.
 """
 
 from __future__ import annotations
@@ -31,16 +34,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.layout import Case, Layout
 from tests.helpers.torchrun import REPO, free_port
 
 from .conftest import EXAMPLES, TRAIN_SCRIPT, read_metrics
 
 pytestmark = pytest.mark.slow
 
-#: The debug YAML's 10 steps in FSDP 2: the uninterrupted run is the one the layout test makes.
+#: The debug YAML's 10 steps on the tiny flavor in FSDP 2.
 STEPS = 10
-LAYOUT = ("--train.accelerator.dp_shard=2",)
-COMMON = (*LAYOUT, "--train.checkpoint.save_steps=2", "--train.logging.log_steps=1")
+YAML = EXAMPLES / "train_qwen3_5_debug.yaml"
+COMMON = ("--model.config_overrides.flavor=tiny", "--train.accelerator.dp_shard=2",
+          "--train.checkpoint.save_steps=2", "--train.logging.log_steps=1")
 #: How long a job may take to end after its fault (the issue's bar).
 EXIT_BAR_S = 30
 FAULT = "HYPER_PARALLEL_FAULT_INJECT"
@@ -54,7 +59,7 @@ class Job:
         self.log = out.parent / f"{tag}.log"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
                "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
-               str(TRAIN_SCRIPT), str(EXAMPLES / "train_qwen3_5_debug.yaml"),
+               str(TRAIN_SCRIPT), str(YAML),
                f"--train.checkpoint.output_dir={out}", *COMMON, *extra]
         full_env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1",
                     "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
@@ -75,16 +80,18 @@ class Job:
         self.end = time.time()
         return code
 
-    def wait_for_step(self, step: int, timeout: float = 180) -> None:
+    def wait_for_hold(self, step: int, timeout: float = 180) -> None:
+        """Until the job holds at the start of ``step`` (``hold_at_step``), waiting for a stop
+        request; polls its log."""
         deadline = time.time() + timeout
         while time.time() < deadline:
-            # This job's own progress lines (metrics.jsonl also holds earlier jobs' steps).
-            done = [int(m) for m in re.findall(rf"step (\d+)/{STEPS} \|", self.text())]
-            if done and max(done) >= step:
+            if re.search(rf"fault injection: hold on rank \d at step {step} ", self.text()):
                 return
-            time.sleep(0.2)
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
         self.kill_all()
-        raise AssertionError(f"step {step} never came:\n{self.text()[-6000:]}")
+        raise AssertionError(f"the job never held at step {step}:\n{self.text()[-6000:]}")
 
     def pids(self) -> list[int]:
         """The launcher and its workers: every process whose command line names this run's
@@ -150,9 +157,13 @@ def _first_error(text: str) -> str:
                 if (" ERROR " in line or line.startswith("error:")) and "fault injection" not in line)
 
 
-def test_faults_end_fast_and_lose_at_most_the_steps_since_the_last_checkpoint(tmp_path, cached_train):
-    reference = cached_train("train_qwen3_5_debug.yaml", *LAYOUT, nproc=2).losses
-    assert len(reference) == STEPS
+def test_faults_end_fast_and_lose_at_most_the_steps_since_the_last_checkpoint(tmp_path, layouts):
+    # The uninterrupted run, through the layout harness (the same command line, one job).
+    uninterrupted = layouts.run_cases(
+        {"run": Case((str(YAML), *COMMON), Layout(dp_shard=2), argv_sets_layout=True)},
+        params=False)["run"]
+    reference = uninterrupted.losses
+    assert uninterrupted.steps == list(range(1, STEPS + 1))
     out = tmp_path / "run"
     resume = (f"--train.checkpoint.load_path={out}",)
 
@@ -203,22 +214,22 @@ def test_faults_end_fast_and_lose_at_most_the_steps_since_the_last_checkpoint(tm
     assert re.search(r"error: rank \d: checkpoint \S+step_6 is damaged", text), text[-4000:]
     assert "step_6" in text and shard.name in text and "step_4" in text, text[-4000:]
 
-    # 6. SIGTERM to the launcher (what a scheduler does): the workers stop after their step.
-    job = Job(out, "launcher-term", f"--train.checkpoint.load_path={out / 'step_4'}")
-    job.wait_for_step(5)
+    # 6. SIGTERM to the launcher (what a scheduler does) at step 6: the workers stop after it.
+    job = Job(out, "launcher-term", f"--train.checkpoint.load_path={out / 'step_4'}",
+              env={FAULT: "hold_at_step:6"})
+    job.wait_for_hold(6)
     job.proc.send_signal(signal.SIGTERM)
     sent = time.time()
     assert job.wait() != 0
     timings["launcher SIGTERM (step + checkpoint)"] = job.end - sent
     assert job.end - sent < EXIT_BAR_S and not job.alive()
     assert "training stopped by SIGTERM after step" in job.text(), job.text()[-4000:]
-    stopped = max(_losses(out))
-    assert f"step_{stopped}" in _checkpoints(out)
+    assert max(_losses(out)) == 6 and "step_6" in _checkpoints(out)  # the damaged one replaced
     _assert_losses_so_far(out, reference)
 
-    # 7. The launcher is SIGKILLed: its orphaned workers notice, checkpoint and exit.
-    job = Job(out, "launcher-kill", *resume)
-    job.wait_for_step(stopped + 1)
+    # 7. The launcher is SIGKILLed at step 7: its orphaned workers notice, checkpoint and exit.
+    job = Job(out, "launcher-kill", *resume, env={FAULT: "hold_at_step:7"})
+    job.wait_for_hold(7)
     job.proc.send_signal(signal.SIGKILL)
     sent = time.time()
     job.wait()
@@ -228,6 +239,7 @@ def test_faults_end_fast_and_lose_at_most_the_steps_since_the_last_checkpoint(tm
     timings["launcher SIGKILL (workers step + checkpoint)"] = time.time() - sent
     assert time.time() - sent < EXIT_BAR_S, job.text()[-4000:]
     assert "the launcher" in job.text() and "is gone" in job.text(), job.text()[-4000:]
+    assert max(_losses(out)) == 7 and "step_7" in _checkpoints(out)
     _assert_losses_so_far(out, reference)
 
     # 8. The last launch finishes the run: every step once, the uninterrupted run's losses.

@@ -1,7 +1,7 @@
 """Qwen3.5 parallelization: TP / FSDP / HSDP / AC / mixed precision / compile vs a reference.
 
 The multi-process tests launch ``torchrun`` (gloo, CPU) on ``workers/parallelize_worker.py``,
-which parallelises a tiny fp32 Qwen3.5 (debugmodel, 4 layers: 3 Gated DeltaNet + 1 full
+which parallelises a tiny fp32 Qwen3.5 (the tiny flavor, 4 layers: 3 Gated DeltaNet + 1 full
 attention) through the engine's entry ``parallelize_qwen3_5_v2``, trains it for 3 AdamW steps in
 a parallel layout and compares it with a 1-process unsharded reference loaded with the same
 weights. To keep the torchrun start-up cost down, one launch runs every case of a world size

@@ -4,11 +4,13 @@ implementations with it.
 One legacy YAML in the style of the legacy code base's alignment regressions (fixed batches, no
 shuffling, clipping effectively off, its accelerator keys written out) trains on the debug model:
 
-* through both entries -- ``scripts/train_lm.py the.yaml`` and the recipe ``--from-yaml`` wrote
-  from it -- with bit-identical losses;
+* through both entries -- the YAML (``LLMTrainer``) and the recipe ``--from-yaml`` wrote from
+  it (``HyperTrainer``) -- with bit-identical losses;
 * on 1 rank and on 2 FSDP ranks, with losses within the layout tolerance of
   test_legacy_training.py;
 * the 1-rank losses are pinned bit for bit in ``golden/preset_pt.json``.
+
+The three runs go through the layout harness (the session's shared jobs).
 """
 
 from __future__ import annotations
@@ -16,14 +18,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.torchrun import REPO, torchrun
+from tests.helpers.layout import Case, Layout
+from tests.helpers.torchrun import REPO
 
-from .conftest import TRAIN_SCRIPT, read_metrics
 from .test_legacy_training import LAYOUT_RTOL
 
 pytestmark = pytest.mark.slow
@@ -90,43 +91,34 @@ def write_alignment(folder: Path) -> Path:
     return yaml_path
 
 
-def _losses(out: Path) -> list[float]:
-    return [r["loss"] for r in read_metrics(out) if "loss" in r]
-
-
-def _legacy(yaml_path: Path, out: Path, nproc: int) -> list[float]:
-    torchrun(TRAIN_SCRIPT, [str(yaml_path), f"--train.checkpoint.output_dir={out}"],
-             nproc=nproc, timeout=300)
-    return _losses(out)
-
-
-def _make_runs(folder: Path) -> dict:
+def _make_files(folder: Path) -> dict:
+    """The alignment YAML, its batches and the recipe ``--from-yaml`` writes for it."""
     from hyper_parallel.codegen import from_yaml
 
     alignment = write_alignment(folder / "alignment")
-    work = folder / "runs"
+    work = folder / "recipe"
     work.mkdir()
     recipe, _ = from_yaml.convert(alignment, "align", work / "align.py", base=work)
     (work / "align.py").write_text(recipe.text)
-    out = work / "recipe"
-    # The three jobs are independent and mostly one rank: at once they keep both cores busy
-    # (an xdist worker that needs them meanwhile waits on the session cache).
-    with ThreadPoolExecutor(3) as pool:
-        recipe_job = pool.submit(
-            torchrun, "hyper_parallel.train",
-            ["--module", "align", "--config", "align", f"--checkpoint.folder={out}"],
-            nproc=1, module=True, timeout=300, env={"PYTHONPATH": f"{work}:{REPO}"})
-        one = pool.submit(_legacy, alignment, work / "legacy1", 1)
-        two = pool.submit(_legacy, alignment, work / "legacy2", 2)
-        recipe_job.result()
-        return {"legacy 1 rank": one.result(), "legacy FSDP 2": two.result(),
-                "recipe 1 rank": _losses(out), "recipe text": recipe.text}
+    return {"yaml": str(alignment), "recipe folder": str(work), "recipe text": recipe.text}
 
 
 @pytest.fixture(scope="module")
-def runs(run_once) -> dict:
-    """The three runs, made once per session (the tests may land on different xdist workers)."""
-    return run_once.get(("preset_pt", STEPS, GLOBAL_BATCH, SEQ_LEN), _make_runs)
+def runs(run_once, layouts) -> dict:
+    """The legacy YAML on 1 and 2 FSDP ranks and its recipe on 1 rank (the layout harness; the
+    files are made once per session, so the xdist workers ask for the same runs)."""
+    files = run_once.get(("preset_pt files", STEPS, GLOBAL_BATCH, SEQ_LEN), _make_files)
+    found = layouts.run_cases({
+        # dp_shard: -1 in the YAML: inferred from the world size.
+        "legacy 1 rank": Case((files["yaml"],), Layout(), argv_sets_layout=True),
+        "legacy FSDP 2": Case((files["yaml"],), Layout(dp_shard=2), argv_sets_layout=True),
+        "recipe 1 rank": Case(("--module", "align", "--config", "align"), Layout(),
+                              argv_sets_layout=True, pythonpath=(files["recipe folder"],)),
+    }, params=False)
+    for name, run in found.items():
+        assert run.error is None, (name, run.error)
+    return {**{name: run.losses for name, run in found.items()},
+            "recipe text": files["recipe text"]}
 
 
 def test_the_recipe_replays_the_same_batches(runs):

@@ -127,6 +127,7 @@ def test_a_lost_peer_is_one_line_pointing_at_the_peer(caplog):
         ("exit_at_step:3", ("exit", 3, None)),
         ("raise_at_step:3:1", ("raise", 3, 1)),
         ("sigterm_at_step:6:1", ("sigterm", 6, 1)),
+        ("hold_at_step:5", ("hold", 5, None)),
         (" kill_during_save:8 ", ("kill_during_save", 8, None)),
     ],
 )
@@ -151,6 +152,10 @@ def test_the_loop_fails_only_at_its_step_and_rank(monkeypatch):
     fault_injection.maybe_fail_at_step(3, 0)  # another rank
     with pytest.raises(RuntimeError, match="injected fault at step 3"):
         fault_injection.maybe_fail_at_step(3, 1)
+    monkeypatch.setenv(FAULT_ENV, "hold_at_step:3")  # holds until the stop request comes
+    asked = iter([False, False, True])
+    fault_injection.maybe_fail_at_step(3, 0, stop_requested=lambda: next(asked))
+    assert next(asked, "drained") == "drained"
     monkeypatch.setenv(FAULT_ENV, "kill_during_save:3")  # the checkpoint's fault, not the loop's
     fault_injection.maybe_fail_at_step(3, 1)
     assert fault_injection.save_kill_step() == 3
