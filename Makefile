@@ -32,22 +32,24 @@ define run_pytest
 	exit $$rc
 endef
 
+# Both suites in one pytest session over every core: the in-process tests fill the time the
+# torchrun jobs spend starting up and waiting, and no suite ends with one worker idle behind the
+# other's last test. One test handed out at a time (--maxschedchunk 1), in the order of
+# tests/conftest.py: the tests that start a shared job first, longest first, those that only
+# read one last. --durations: every run's log names the tests that set the suite's length.
 test: install
 	$(MAKE) --no-print-directory codegen-check
-	$(MAKE) --no-print-directory test-fast
-	$(MAKE) --no-print-directory test-slow
+	@$(call run_pytest,-n $(TEST_WORKERS) --maxschedchunk 1 --durations=25 tests)
 	$(MAKE) --no-print-directory test-mindspore
 
-# In-process tests (and a few short torchrun jobs) over every core: on the 2-core machine two
-# workers take the suite from about 265 s to about 215 s (a clean-clone `make test`).
-# --durations: every run's log names the tests that set the suite's length.
+# One half of `make test` each. The fast half: in-process tests and a few short torchrun jobs.
+# (TEST_WORKERS counts the cores without OMP_NUM_THREADS, which GNU nproc honours: the export
+# above made it 1 in every sub-make.)
 test-fast: install
 	@$(call run_pytest,-m "not slow" -n $(TEST_WORKERS) --durations=15 tests)
 
-# Multi-process training runs (torchrun, 2-4 CPU ranks), two tests at a time: a torchrun job
-# spends part of its time starting up and waiting. One test handed out at a time
-# (--maxschedchunk 1), the longest first (tests/conftest.py): a worker never holds a queue of
-# long tests while the other one idles. Part of `make test` on purpose.
+# The slow half: multi-process training runs (torchrun, 2-4 CPU ranks), in the order of
+# tests/conftest.py, one test handed out at a time.
 test-slow: install
 	@$(call run_pytest,-m slow -n $(TEST_WORKERS) --maxschedchunk 1 --durations=15 tests)
 

@@ -24,36 +24,39 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 pytest_plugins = ["tests.helpers.layout"]
 
 
-#: The longest tests of either suite, longest first (each takes 10-100 s alone on the 2-core
-#: machine; the two-rank parallelize launch is its module's fixture, made by whichever of its
-#: tests runs first). Under pytest-xdist they start before everything else, so that no worker is
-#: left alone at the end behind one of them while the other has nothing to do; every other test
-#: keeps its collection order behind them, the hundreds of short ones last, where they even out
-#: the workers. The slow suite's ordering also makes the tests that need a legacy run *and* a
-#: run of their own (test_recipes_from_yaml) the ones that start it; the golden tests then
-#: read it from the session cache. A renamed test merely loses its place in this list.
 _ST, _UT = "tests/torch/st/qwen3_5/", "tests/torch/ut/"
-LONGEST_FIRST = (
+#: Under pytest-xdist (one test handed out at a time) these start first, longest first: each
+#: takes 10-100 s on the 2-core machine, most of them a job that other tests then read from the
+#: session cache (the module's layout-harness plan, a torchrun worker's cases). Started early,
+#: no worker is left alone at the end behind one of them. A renamed test merely loses its place.
+STARTERS = (
+    _ST + "test_legacy_training.py::test_golden_losses_bit_for_bit[train_qwen3_5_debug]",
     _ST + "test_faults.py::test_faults_end_fast",
-    _ST + "test_recipes_from_yaml.py::test_first_steps_bit_identical[train_qwen3_5_fsdp2]",
-    _ST + "test_recipes_from_yaml.py::test_first_steps_bit_identical[train_qwen3_5_demo]",
     _UT + "models/test_qwen3_5_v2.py::test_compile_per_layer_inductor_matches_eager",
-    _ST + "test_recipes_from_yaml.py::test_first_steps_bit_identical[train_qwen3_5_tp2]",
-    _ST + "test_legacy_training.py::test_layouts_agree",
-    _ST + "test_legacy_training.py::test_checkpoint_weights_load_on_another_layout",
-    _ST + "test_recipes_train.py::test_cpu_recipes_train_and_agree",
-    _UT + "trainer/test_field_probes.py::test_layout_probes_on_two_ranks",
+    _ST + "test_recipes_from_yaml.py::test_every_step_bit_identical[train_qwen3_5_debug]",
     _ST + "test_parallelize.py::test_fsdp_2_ranks_matches_reference",
+    _ST + "test_one_engine.py::test_a_checkpoint_resumes_through_the_other_entry[yaml then recipe]",
+    _ST + "test_parallelize.py::test_hsdp_2x2_matches_reference",
+    _ST + "test_recipes_train.py::test_cpu_recipe_trains_and_agrees[qwen3_5_v2_debugmodel]",
+    _ST + "test_preset_pt.py::test_the_recipe_replays_the_same_batches",
+    _UT + "trainer/test_field_probes.py::test_layout_probes_on_two_ranks",
     _UT + "config/test_fuzz_legacy.py::test_structural_mutations",
-    _UT + "config/test_fuzz_cli.py::",
     "tests/codegen/test_fuzz_from_yaml.py::test_from_yaml_converts_or_refuses",
+    _UT + "config/test_fuzz_cli.py::",
     _UT + "models/test_qwen3_5_model.py::test_init_weights_on_dtensor_params_matches_unsharded",
 )
+#: Modules whose other tests read a starter's job: they go last, when it is likely done (a
+#: worker that asks for a job still running waits for it, idle).
+READERS = tuple(_ST + name for name in (
+    "test_legacy_training.py", "test_recipes_from_yaml.py", "test_parallelize.py",
+    "test_one_engine.py", "test_recipes_train.py", "test_preset_pt.py"))
 
 
-def _place(nodeid: str) -> int:
-    return next((i for i, prefix in enumerate(LONGEST_FIRST) if nodeid.startswith(prefix)),
-                len(LONGEST_FIRST))
+def _place(nodeid: str) -> tuple[int, int]:
+    starter = next((i for i, prefix in enumerate(STARTERS) if nodeid.startswith(prefix)), None)
+    if starter is not None:
+        return (0, starter)
+    return (2, 0) if nodeid.startswith(READERS) else (1, 0)
 
 
 def pytest_collection_modifyitems(config, items):

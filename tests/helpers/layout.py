@@ -248,5 +248,13 @@ def assert_same_run(run: LayoutRun, reference: LayoutRun, *, rtol: float = 0.0,
     return worst
 
 
-__all__ = ["Case", "DEGREES", "Layout", "LayoutHarness", "LayoutRun", "ONE_RANK", "assert_same_run",
-           "layouts"]
+__all__ = [
+    "DEGREES",
+    "ONE_RANK",
+    "Case",
+    "Layout",
+    "LayoutHarness",
+    "LayoutRun",
+    "assert_same_run",
+    "layouts",
+]

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from .errors import _reason, _ShardReadError
-from .ranks import _distributed
+from .ranks import _alone
 
 
 def _model_parts(model) -> list[torch.nn.Module]:
@@ -132,7 +132,8 @@ def _dcp_save(state: dict[str, Any], path: str, process_group=None) -> None:
     import torch.distributed.checkpoint as dcp
 
     with _quiet_single_process():
-        dcp.save(state, checkpoint_id=path, process_group=process_group, no_dist=not _distributed())
+        dcp.save(state, checkpoint_id=path, process_group=process_group,
+                 no_dist=_alone(process_group))
 
 
 def _dcp_load(state: dict[str, Any], path: str) -> None:
@@ -143,7 +144,7 @@ def _dcp_load(state: dict[str, Any], path: str) -> None:
             state,
             checkpoint_id=path,
             storage_reader=_attributing_reader(path),
-            no_dist=not _distributed(),
+            no_dist=_alone(),
         )
 
 

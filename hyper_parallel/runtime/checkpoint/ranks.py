@@ -21,6 +21,13 @@ def _world_size() -> int:
     return dist.get_world_size() if _distributed() else 1
 
 
+def _alone(group=None) -> bool:
+    """Whether ``group`` (the world by default) is this process alone: DCP then plans and
+    writes without collectives (``no_dist``) -- on one rank its gathers of pickled plans only
+    cost time."""
+    return not _distributed() or dist.get_world_size(group) == 1
+
+
 def _barrier(group=None) -> None:
     if _distributed():
         dist.barrier(group=group)

@@ -32,14 +32,14 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE_GOLDEN = os.environ.get("HYPER_PARALLEL_UPDATE_GOLDEN") == "1"
 
 #: The CPU-sized example YAMLs whose losses are pinned bit for bit, as shipped (each states its
-#: own layout; the demo's golden file is its whole 20-step run, what `make demo` trains).
+#: own layout; the demo, whose 20 steps recipe-vs-YAML checks on the tiny flavor, in 10).
 GOLDEN_RUNS = {
     "train_qwen3_5_debug": Case((str(EXAMPLES / "train_qwen3_5_debug.yaml"),), ONE_RANK, True),
     "train_qwen3_5_fsdp2": Case((str(EXAMPLES / "train_qwen3_5_fsdp2.yaml"),),
                                 Layout(dp_shard=2), True),
     "train_qwen3_5_tp2": Case((str(EXAMPLES / "train_qwen3_5_tp2.yaml"),), Layout(tp=2), True),
-    "train_qwen3_5_demo": Case((str(EXAMPLES / "train_qwen3_5_demo.yaml"),),
-                               Layout(dp_shard=2), True),
+    "train_qwen3_5_demo": Case((str(EXAMPLES / "train_qwen3_5_demo.yaml"),
+                                "--train.max_steps=10"), Layout(dp_shard=2), True),
 }
 
 #: The layout workload: the debug YAML on the tiny flavor (both layer kinds), 10 steps of 4
@@ -101,7 +101,8 @@ def test_golden_losses_bit_for_bit(name, runs):
             pytest.fail(f"{golden} is missing; record it with HYPER_PARALLEL_UPDATE_GOLDEN=1")
         golden.parent.mkdir(parents=True, exist_ok=True)
         case = GOLDEN_RUNS[name]
-        golden.write_text(json.dumps({"yaml": Path(case.argv[0]).name, "overrides": [],
+        golden.write_text(json.dumps({"yaml": Path(case.argv[0]).name,
+                                      "overrides": list(case.argv[1:]),
                                       "nproc": case.layout.world_size, "losses": run.losses},
                                      indent=1) + "\n")
     expected = json.loads(golden.read_text())["losses"]
@@ -110,7 +111,7 @@ def test_golden_losses_bit_for_bit(name, runs):
 
 
 def test_loss_falls_on_the_shipped_corpus(runs):
-    losses = runs["train_qwen3_5_demo"].losses
+    losses = runs["train_qwen3_5_demo"].losses  # 10 steps of the demo's schedule over 10
     assert losses[-1] < losses[0] - 1.0, losses
 
 
