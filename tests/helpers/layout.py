@@ -14,7 +14,8 @@ with the single-rank run.
   ...``); the harness adds only the output folder.
 * :meth:`LayoutHarness.run` returns a :class:`LayoutRun` per layout: the loss and gradient norm
   of every step, the final parameters gathered to full tensors, the checkpoint folder.
-* Cases of one world size run in one torchrun job (:mod:`tests.helpers.case_worker`), and every
+* Cases of one world size run in one job (:mod:`tests.helpers.case_worker`; its ranks are
+  started as torchrun would start them, without the launcher process), and every
   case is made once per test session and shared by its xdist workers (keyed by command line and
   layout): a test that asks for a run another test made reads it. :meth:`LayoutHarness.run_cases`
   takes the cases of several configurations at once, so a module's whole plan costs one job per
@@ -36,7 +37,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.session_cache import SessionCache, session_cache
-from tests.helpers.torchrun import run_python, torchrun
+from tests.helpers.torchrun import run_python, spawn_ranks
 
 WORKER = Path(__file__).with_name("case_worker.py")
 #: A layout's degrees, in the order of the mesh (``ParallelDims``' names).
@@ -179,11 +180,11 @@ class LayoutHarness:
         plan_file.write_text(json.dumps({"cases": plan}, indent=1))
         timeout = 120 + 90 * len(cases)
         if world == 1:
-            # One rank needs no launcher (the engine forms a private 1-rank group): the job
-            # starts seconds sooner than under torchrun.
+            # One rank needs no rendezvous (the engine forms a private 1-rank group), and no
+            # job here needs torchrun's launcher: the ranks start seconds sooner without it.
             run_python(WORKER, [str(plan_file)], timeout=timeout)
         else:
-            torchrun(WORKER, [str(plan_file)], nproc=world, timeout=timeout)
+            spawn_ranks(WORKER, [str(plan_file)], nproc=world, timeout=timeout)
         results = []
         for folder in folders:
             record = json.loads((folder / "case.json").read_text())

@@ -69,3 +69,54 @@ def torchrun(
     cmd += ["-m", str(script)] if module else [str(script)]
     cmd += list(args)
     return _run(cmd, timeout, env, check)
+
+
+def spawn_ranks(script: str | Path, args: Sequence[str] = (), *, nproc: int = 2,
+                timeout: float = 180, env: dict[str, str] | None = None) -> None:
+    """``nproc`` ranks of ``python script args``, with the environment torchrun gives its
+    workers (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, the rendezvous address), but no launcher
+    process: for test workers that only need the process group, this saves the launcher's
+    seconds of start-up. A rank that fails ends the others (after a grace period for their own
+    error); any failure raises with every rank's output tail; a hang raises
+    ``subprocess.TimeoutExpired``."""
+    import tempfile
+    import time
+
+    port = str(free_port())
+    procs, logs = [], []
+    with tempfile.TemporaryDirectory(prefix="hp_ranks_") as folder:
+        for rank in range(nproc):
+            rank_env = {**(env or {}), "RANK": str(rank), "LOCAL_RANK": str(rank),
+                        "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
+                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+            log = open(Path(folder) / f"rank{rank}.log", "w+")  # noqa: SIM115 - closed below
+            logs.append(log)
+            procs.append(subprocess.Popen([sys.executable, str(script), *args], cwd=REPO,
+                                          env=_test_env(rank_env), stdout=log,
+                                          stderr=subprocess.STDOUT))
+        deadline, failed_at = time.monotonic() + timeout, None
+        try:
+            while any(p.poll() is None for p in procs):
+                now = time.monotonic()
+                if failed_at is None and any(p.returncode not in (None, 0) for p in procs):
+                    failed_at = now
+                if now > deadline or (failed_at is not None and now - failed_at > 10):
+                    break
+                time.sleep(0.05)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        codes = [p.returncode for p in procs]
+        texts = []
+        for log in logs:
+            log.seek(0)
+            texts.append(log.read())
+            log.close()
+    if failed_at is None and time.monotonic() > deadline:
+        raise subprocess.TimeoutExpired([str(script), *args], timeout, output="".join(texts))
+    if any(codes):
+        tails = "\n".join(f"--- rank {r} (exit {c}) ---\n{t[-4000:]}"
+                          for r, (c, t) in enumerate(zip(codes, texts)))
+        raise AssertionError(f"ranks exited {codes}: {script} {' '.join(args)}\n{tails}")

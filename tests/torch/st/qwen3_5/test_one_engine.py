@@ -8,6 +8,9 @@ new-world recipe.
 * The recipe ``--from-yaml`` wrote for the debug YAML accepts the new-only fields: keep the
   latest checkpoint only, fused AdamW, outputs under ``--dump_folder``, torch.compile.
 * The engine never imports the legacy schema (only the front doors do).
+
+The runs are the debug YAML and its recipe on the tiny flavor (the same override in each world),
+each a real command line of the legacy entry script (which takes both), one rank.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.torchrun import REPO, torchrun
+from tests.helpers.torchrun import REPO, run_python
 
 from .conftest import EXAMPLES, TRAIN_SCRIPT, read_metrics
 
@@ -36,15 +39,14 @@ def legacy(out: Path, *extra: str, env: dict | None = None, check: bool = True):
     args = [str(YAML), "--model.config_overrides.flavor=tiny",
             f"--train.checkpoint.output_dir={out}", f"--train.max_steps={STEPS}",
             f"--train.checkpoint.save_steps={SAVE}", "--train.logging.log_steps=1", *extra]
-    return torchrun(TRAIN_SCRIPT, args, nproc=1, env=env, check=check, timeout=300)
+    return run_python(TRAIN_SCRIPT, args, env=env, check=check, timeout=300)
 
 
 def recipe(out: Path, *extra: str, env: dict | None = None, check: bool = True):
     args = [*RECIPE, "--model.config_overrides={flavor: tiny}", f"--checkpoint.folder={out}",
             f"--training.steps={STEPS}",
             f"--checkpoint.interval={SAVE}", "--metrics.log_freq=1", *extra]
-    return torchrun("hyper_parallel.train", args, nproc=1, module=True, env=env, check=check,
-                    timeout=300)
+    return run_python(TRAIN_SCRIPT, args, env=env, check=check, timeout=300)
 
 
 def losses(out: Path) -> dict[int, float]:

@@ -1,10 +1,11 @@
 """Qwen3.5 parallelization: TP / FSDP / HSDP / AC / mixed precision / compile vs a reference.
 
-The multi-process tests launch ``torchrun`` (gloo, CPU) on ``workers/parallelize_worker.py``,
-which parallelises a tiny fp32 Qwen3.5 (the tiny flavor, 4 layers: 3 Gated DeltaNet + 1 full
-attention) through the engine's entry ``parallelize_qwen3_5_v2``, trains it for 3 AdamW steps in
-a parallel layout and compares it with a 1-process unsharded reference loaded with the same
-weights. To keep the torchrun start-up cost down, one launch runs every case of a world size
+The multi-process tests start the ranks of ``workers/parallelize_worker.py`` (gloo, CPU; as
+torchrun would, without its launcher), which parallelises a tiny fp32 Qwen3.5 (the tiny flavor,
+4 layers: 3 Gated DeltaNet + 1 full attention) through the engine's entry
+``parallelize_qwen3_5_v2``, trains it for 3 AdamW steps in a parallel layout and compares it
+with a 1-process unsharded reference loaded with the same weights. To keep the start-up cost
+down, one launch runs every case of a world size
 (1, 2 and 4 ranks: three launches); the tests assert on their case's part of the result. The
 in-process tests cover the pure functions (validation, AC policy, mixed-precision policy, name
 stripping) and the entry's refusals without any process group.
@@ -36,7 +37,7 @@ from hyper_parallel.models.qwen3_5.parallelize_v2 import (
     needs_fsdp,
     parallelize_qwen3_5_v2,
 )
-from tests.helpers.torchrun import torchrun
+from tests.helpers.torchrun import spawn_ranks
 from tests.torch.st.qwen3_5.workers.parallelize_worker import sections
 
 WORKER = Path(__file__).parent / "workers" / "parallelize_worker.py"
@@ -56,15 +57,15 @@ LAYERS = ["model.layers.0", "model.layers.1", "model.layers.2", "model.layers.3"
 
 
 def run_worker(cases, nproc: int, tmp_path: Path, timeout: int = 240) -> dict:
-    """``torchrun --nproc_per_node <nproc> worker.py <case,...> <tmp_path>``; returns its JSON
+    """``nproc`` ranks of ``worker.py <case,...> <tmp_path>``; returns its JSON
     (``{case: result}``).
 
     A non-zero exit fails with the output tail; a hang fails with ``TimeoutExpired``.
     """
     tmp_path.mkdir(parents=True, exist_ok=True)
-    proc = torchrun(WORKER, [",".join(cases), str(tmp_path)], nproc=nproc, timeout=timeout)
+    spawn_ranks(WORKER, [",".join(cases), str(tmp_path)], nproc=nproc, timeout=timeout)
     result_file = tmp_path / "result.json"
-    assert result_file.is_file(), f"worker {cases!r} wrote no result:\n{proc.stderr[-4000:]}"
+    assert result_file.is_file(), f"worker {cases!r} wrote no result"
     result = json.loads(result_file.read_text())
     print(f"{cases}: {json.dumps(result, indent=1)}")  # visible with -s: the measured figures
     return result
@@ -72,7 +73,7 @@ def run_worker(cases, nproc: int, tmp_path: Path, timeout: int = 240) -> dict:
 
 @pytest.fixture(scope="module")
 def two_ranks(run_once) -> dict:
-    """Every 2-rank case, in one torchrun launch (shared by the tests of this module, and by
+    """Every 2-rank case, in one launch (shared by the tests of this module, and by
     the session's xdist workers)."""
     return run_once.get(("parallelize", TWO_RANK_CASES, 2),
                         lambda folder: run_worker(TWO_RANK_CASES, 2, folder, timeout=400))
@@ -80,7 +81,7 @@ def two_ranks(run_once) -> dict:
 
 @pytest.fixture(scope="module")
 def four_ranks(run_once) -> dict:
-    """Every 4-rank case, in one torchrun launch (only the slow tests use it)."""
+    """Every 4-rank case, in one launch (only the slow tests use it)."""
     return run_once.get(("parallelize", FOUR_RANK_CASES, 4),
                         lambda folder: run_worker(FOUR_RANK_CASES, 4, folder, timeout=500))
 

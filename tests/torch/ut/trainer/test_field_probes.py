@@ -26,7 +26,7 @@ import torch
 
 from hyper_parallel.codegen.probes import OBSERVABLES
 from hyper_parallel.codegen.table import load_table
-from tests.helpers.torchrun import REPO, torchrun
+from tests.helpers.torchrun import REPO, spawn_ranks
 
 TABLE = load_table(REPO / "codegen" / "field_table.yaml", "codegen/field_table.yaml")
 ROWS = {f"{row.line}:{'|'.join(row.legacy.values() or row.new.values())}": row for row in TABLE.rows}
@@ -462,7 +462,7 @@ def test_probe_moves_its_observable(key, fixtures, tmp_path):
 @pytest.mark.slow
 def test_layout_probes_on_two_ranks(tmp_path):
     out = tmp_path / "layout.json"
-    torchrun(WORKER, [str(out), *TWO_RANKS], nproc=2, timeout=600)
+    spawn_ranks(WORKER, [str(out), *TWO_RANKS], nproc=2, timeout=600)
     results = json.loads(out.read_text())
     assert sorted(results) == TWO_RANKS
     for key, result in results.items():
