@@ -81,11 +81,13 @@ class Job:
         return code
 
     def wait_for_hold(self, step: int, timeout: float = 180) -> None:
-        """Until the job holds at the start of ``step`` (``hold_at_step``), waiting for a stop
-        request; polls its log."""
+        """Until both ranks hold at the start of ``step`` (``hold_at_step``), waiting for a stop
+        request, inside the training loop; polls the job's log."""
         deadline = time.time() + timeout
         while time.time() < deadline:
-            if re.search(rf"fault injection: hold on rank \d at step {step} ", self.text()):
+            held = set(re.findall(rf"fault injection: hold on rank (\d) at step {step} ",
+                                  self.text()))
+            if len(held) == 2:
                 return
             if self.proc.poll() is not None:
                 break
