@@ -11,6 +11,9 @@ Both sides run on the tiny flavor (``model.config_overrides.flavor``, the same o
 world), on the layout the YAML states: the conversion rows, the schedule, accumulation,
 evaluation and checkpoints are the YAML's, at a small part of the debug model's cost. The
 shipped debug-model runs of these YAMLs are pinned by test_legacy_training's golden files.
+
+The CPU-sized recipes of the registry (``--module qwen3_5_v2``) train here too, in the same
+jobs: 3 steps with a checkpoint on the layout each states, the layouts agreeing.
 """
 
 from __future__ import annotations
@@ -66,10 +69,26 @@ def test_table_covers_every_small_example_yaml():
                          "python -m hyper_parallel.codegen --from-yaml examples/yaml/<name>.yaml")
 
 
+#: The CPU-sized recipes of the registry (the debug model), trained for real for 3 steps with a
+#: checkpoint, each on the layout it states; they agree with each other.
+CPU_RECIPES = {
+    "qwen3_5_v2_debugmodel": Layout(),
+    "qwen3_5_v2_debugmodel_fsdp2": Layout(dp_shard=2),
+    "qwen3_5_v2_debugmodel_tp2": Layout(tp=2),
+}
+#: Losses and gradient norms across layouts (the measured spread is near 1e-7 and 1e-6).
+LOSS_RTOL, GRAD_NORM_RTOL = 1e-6, 1e-5
+
+
 @pytest.fixture(scope="module")
 def runs(layouts) -> dict:
-    """``{(name, "legacy" | "recipe"): LayoutRun}``: one job per world size."""
-    cases = {}
+    """``{(name, "legacy" | "recipe" | "registry"): LayoutRun}``: one job per world size."""
+    cases = {
+        (name, "registry"): Case(("--module", "qwen3_5_v2", "--config", name,
+                                  "--training.steps=3", "--checkpoint.interval=3"), layout,
+                                 argv_sets_layout=True)
+        for name, layout in CPU_RECIPES.items()
+    }
     for name, layout in LAYOUTS.items():
         cases[name, "legacy"] = Case((str(EXAMPLES / f"{name}.yaml"), TINY["legacy"]), layout,
                                      argv_sets_layout=True)
@@ -84,3 +103,11 @@ def test_every_step_bit_identical(name, runs):
     max_steps = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())["train"]["max_steps"]
     assert legacy.steps == list(range(1, max_steps + 1)), (name, legacy.steps)
     assert_same_run(recipe, legacy, rtol=0)  # losses and gradient norms, bit for bit
+
+
+@pytest.mark.parametrize("name", sorted(CPU_RECIPES))
+def test_cpu_registry_recipe_trains_and_agrees(name, runs):
+    run, reference = runs[name, "registry"], runs["qwen3_5_v2_debugmodel", "registry"]
+    assert run.steps == [1, 2, 3]
+    assert (run.checkpoint_folder / "step_3").is_dir()
+    assert_same_run(run, reference, rtol=LOSS_RTOL, grad_norm_rtol=GRAD_NORM_RTOL)

@@ -18,7 +18,7 @@ from hyper_parallel.components import (
     OptimizersContainer,
 )
 from hyper_parallel.runtime.step import train_step
-from tests.helpers.torchrun import torchrun
+from tests.helpers.torchrun import spawn_ranks
 from tests.torch.ut.components._common import TinyLM, backward_through
 
 
@@ -97,7 +97,7 @@ def _worker(out_dir: str) -> None:
 @pytest.mark.slow  # a torchrun job: ~10-20 s on the 2-core machine
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 def test_fsdp2_resume_and_reshard(tmp_path):
-    torchrun(os.path.abspath(__file__), [str(tmp_path)], nproc=2, timeout=300)
+    spawn_ranks(os.path.abspath(__file__), [str(tmp_path)], nproc=2, timeout=300)
 
     results = [json.loads((tmp_path / f"result_rank{r}.json").read_text()) for r in range(2)]
     for r, res in enumerate(results):

@@ -21,7 +21,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from hyper_parallel.runtime import checkpoint as ck
 from hyper_parallel.utils.module_names import strip_wrapper_prefixes
-from tests.helpers.torchrun import torchrun
+from tests.helpers.torchrun import spawn_ranks
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -581,7 +581,7 @@ def _fsdp_worker(out_dir: str) -> None:
 def test_fsdp2_two_ranks_round_trip_async_and_reshard(tmp_path):
     from safetensors.torch import load_file
 
-    torchrun(os.path.abspath(__file__), [str(tmp_path)], nproc=2, timeout=300)
+    spawn_ranks(os.path.abspath(__file__), [str(tmp_path)], nproc=2, timeout=300)
 
     results = [json.loads((tmp_path / f"result_rank{r}.json").read_text()) for r in range(2)]
     for r, res in enumerate(results):

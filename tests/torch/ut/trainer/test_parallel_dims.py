@@ -1,4 +1,4 @@
-"""ParallelDims: validation, auto-fill, canonical mesh order, aliases; real meshes under torchrun."""
+"""ParallelDims: validation, auto-fill, canonical mesh order, aliases; real meshes on 2 and 4 ranks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from hyper_parallel.trainer.config import AcceleratorConfig
 from hyper_parallel.runtime.parallel_dims import ParallelDims
-from tests.helpers.torchrun import torchrun
+from tests.helpers.torchrun import spawn_ranks
 
 WORKER = Path(__file__).parent / "workers" / "mesh_worker.py"
 
@@ -93,34 +93,45 @@ def test_validate_against_model():
     ParallelDims(tp=2, world_size=2).validate_against_model(SimpleNamespace(), seq_len=3)
 
 
-def _mesh(tmp_path, nproc, **kwargs):
-    out = tmp_path / "mesh.json"
-    torchrun(WORKER, [json.dumps(kwargs), str(out)], nproc=nproc, timeout=120)
+#: The two-rank meshes the tests below read, built in one job.
+TWO_RANK_MESHES = {"fsdp2": {"dp_shard": -1}, "tp2": {"tp": 2}, "hsdp": {"dp_replicate": 2}}
+
+
+def _meshes(folder, nproc: int, meshes: list[dict]) -> list[dict]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / "mesh.json"
+    spawn_ranks(WORKER, [json.dumps(meshes), str(out)], nproc=nproc, timeout=120)
     return json.loads(out.read_text())
 
 
-def test_mesh_fsdp2_torchrun(tmp_path):
-    info = _mesh(tmp_path, 2, dp_shard=-1)
+@pytest.fixture(scope="module")
+def two_rank_meshes(tmp_path_factory) -> dict:
+    infos = _meshes(tmp_path_factory.mktemp("meshes"), 2, list(TWO_RANK_MESHES.values()))
+    return dict(zip(TWO_RANK_MESHES, infos))
+
+
+def test_mesh_fsdp2_torchrun(two_rank_meshes):
+    info = two_rank_meshes["fsdp2"]
     assert info["dim_names"] == ["dp_shard"] and info["shape"] == [2] and info["dp_shard"] == 2
     assert set(info["aliases"]) == {"fsdp", "dp", "loss"}
     assert info["aliases"]["dp"] == {"size": 2, "group_of_rank": [0, 1]}
 
 
-def test_mesh_tp2_torchrun(tmp_path):
-    info = _mesh(tmp_path, 2, tp=2)
+def test_mesh_tp2_torchrun(two_rank_meshes):
+    info = two_rank_meshes["tp2"]
     assert info["dim_names"] == ["tp"] and info["aliases"] == {}
 
 
-def test_mesh_hsdp_torchrun(tmp_path):
+def test_mesh_hsdp_torchrun(two_rank_meshes):
     # dp_replicate=2 on 2 ranks: the replicate axis alone.
-    info = _mesh(tmp_path, 2, dp_replicate=2)
+    info = two_rank_meshes["hsdp"]
     assert info["dim_names"] == ["dp_replicate"]
     assert set(info["aliases"]) == {"dp", "loss"}
 
 
 @pytest.mark.slow
 def test_mesh_hsdp_2x2_torchrun(tmp_path):
-    info = _mesh(tmp_path, 4, dp_replicate=2, dp_shard=2)
+    (info,) = _meshes(tmp_path, 4, [{"dp_replicate": 2, "dp_shard": 2}])
     assert info["dim_names"] == ["dp_replicate", "dp_shard"] and info["shape"] == [2, 2]
     assert info["aliases"]["fsdp"] == {"size": 2, "group_of_rank": [0, 1]}
     assert info["aliases"]["dp"] == {"size": 4, "group_of_rank": [0, 1, 2, 3]}

@@ -60,6 +60,16 @@ def _schedulers(trainer) -> list:
     return [(type(s).__name__, s.get_last_lr()) for s in trainer.lr_scheduler.schedulers]
 
 
+def _structure_and_one_step(trainer) -> tuple:
+    """What the trainer built (its config, parameters, optimizer groups, schedulers) and the
+    loss of its one step; the trainer is closed afterwards."""
+    try:
+        view = (trainer.config, _parameters(trainer), _groups(trainer), _schedulers(trainer))
+        return (*view, trainer.train().loss_history)
+    finally:
+        trainer.close()
+
+
 @pytest.fixture
 def in_tmp(tmp_path):
     cwd = os.getcwd()
@@ -72,22 +82,13 @@ def in_tmp(tmp_path):
 def test_both_paths_build_one_engine_with_the_same_structure(case, in_tmp):
     yaml_name, overrides = CASES[case]
     legacy = LLMTrainer(_parse(yaml_name, overrides, in_tmp / "legacy"))
-    try:
-        legacy_view = (_parameters(legacy), _groups(legacy), _schedulers(legacy))
-        legacy_config = legacy.config
-        legacy_loss = legacy.train().loss_history
-    finally:
-        legacy.close()
-    new = HyperTrainer(_legacy_to_trainer_config(_parse(yaml_name, overrides, in_tmp / "new")))
-    try:
-        new_view = (_parameters(new), _groups(new), _schedulers(new))
-        new_config = new.config
-        new_loss = new.train().loss_history
-    finally:
-        new.close()
-
-    assert isinstance(legacy, HyperTrainer) and type(new) is HyperTrainer
+    assert isinstance(legacy, HyperTrainer)
     assert type(legacy).__mro__[1] is HyperTrainer  # the front door adds no engine of its own
+    legacy_config, *legacy_view, legacy_loss = _structure_and_one_step(legacy)
+    new = HyperTrainer(_legacy_to_trainer_config(_parse(yaml_name, overrides, in_tmp / "new")))
+    assert type(new) is HyperTrainer
+    new_config, *new_view, new_loss = _structure_and_one_step(new)
+
     # Equal configurations, the output folder apart (each run writes to a folder of its own).
     assert legacy_config.checkpoint.folder != new_config.checkpoint.folder
     legacy_config.checkpoint.folder = new_config.checkpoint.folder

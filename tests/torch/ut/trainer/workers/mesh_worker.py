@@ -1,4 +1,5 @@
-"""torchrun worker: build a ParallelDims mesh and write what it looks like to JSON (rank 0)."""
+"""Worker (N ranks, gloo): build ParallelDims meshes, one per JSON set of degrees, in one process
+group, and write what each looks like to JSON (rank 0): ``mesh_worker.py '[{...}, ...]' OUT``."""
 
 import json
 import sys
@@ -9,9 +10,7 @@ import torch.distributed as dist
 from hyper_parallel.runtime.parallel_dims import ParallelDims
 
 
-def main() -> None:
-    kwargs, out_path = json.loads(sys.argv[1]), sys.argv[2]
-    dist.init_process_group("gloo")
+def describe(kwargs: dict) -> dict:
     dims = ParallelDims(world_size=dist.get_world_size(), **kwargs)
     mesh = dims.build_mesh("cpu")
     assert dims.build_mesh("cpu") is mesh  # cached
@@ -32,9 +31,16 @@ def main() -> None:
         t = torch.ones(1)
         dist.all_reduce(t, group=mesh[name].get_group())
         assert t.item() == mesh[name].size()
+    return info
+
+
+def main() -> None:
+    all_kwargs, out_path = json.loads(sys.argv[1]), sys.argv[2]
+    dist.init_process_group("gloo")
+    infos = [describe(kwargs) for kwargs in all_kwargs]
     if dist.get_rank() == 0:
         with open(out_path, "w") as f:
-            json.dump(info, f)
+            json.dump(infos, f)
     dist.barrier()
     dist.destroy_process_group()
 
