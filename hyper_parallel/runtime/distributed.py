@@ -102,6 +102,9 @@ def seed_everything(seed: int) -> None:
 
 def set_determinism(enabled: bool, warn_only: bool) -> None:
     if not enabled:
+        if torch.are_deterministic_algorithms_enabled():
+            # Off means off, also when an earlier run in this process turned it on.
+            torch.use_deterministic_algorithms(False)
         return
     torch.use_deterministic_algorithms(True, warn_only=warn_only)
     torch.backends.cudnn.deterministic = True
