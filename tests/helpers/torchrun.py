@@ -71,6 +71,10 @@ def torchrun(
     return _run(cmd, timeout, env, check)
 
 
+#: What rank 0 reports when the rendezvous port it was given was taken before it could bind it.
+_PORT_TAKEN = "EADDRINUSE"
+
+
 def spawn_ranks(script: str | Path, args: Sequence[str] = (), *, nproc: int = 2,
                 timeout: float = 180, env: dict[str, str] | None = None) -> None:
     """``nproc`` ranks of ``python script args``, with the environment torchrun gives its
@@ -78,7 +82,19 @@ def spawn_ranks(script: str | Path, args: Sequence[str] = (), *, nproc: int = 2,
     process: for test workers that only need the process group, this saves the launcher's
     seconds of start-up. A rank that fails ends the others (after a grace period for their own
     error); any failure raises with every rank's output tail; a hang raises
-    ``subprocess.TimeoutExpired``."""
+    ``subprocess.TimeoutExpired``. The free port is only free when it is picked: another process
+    may take it before rank 0 binds it, seconds of imports later; then the job starts again on
+    another port (at most twice)."""
+    for attempt in range(3):
+        try:
+            return _spawn_ranks_once(script, args, nproc=nproc, timeout=timeout, env=env)
+        except AssertionError as failure:
+            if _PORT_TAKEN not in str(failure) or attempt == 2:
+                raise
+
+
+def _spawn_ranks_once(script: str | Path, args: Sequence[str], *, nproc: int, timeout: float,
+                      env: dict[str, str] | None) -> None:
     import tempfile
     import time
 
