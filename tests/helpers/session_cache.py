@@ -33,20 +33,11 @@ class SessionCache:
         root.mkdir(parents=True, exist_ok=True)
 
     def get(self, key: object, make: Callable[[Path], Any]) -> Any:
-        from filelock import FileLock
-
-        digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
-        folder, record = self.root / digest, self.root / f"{digest}.json"
-        with FileLock(str(self.root / f"{digest}.lock")):
-            if not record.exists():
-                shutil.rmtree(folder, ignore_errors=True)  # what a failed attempt left
-                result = make(folder)
-                record.write_text(json.dumps(result))
-        return json.loads(record.read_text())
+        return self.get_many([key], lambda _, folders: [make(folders[0])])[0]
 
     def get_many(self, keys: Sequence[object],
                  make: Callable[[list[int], list[Path]], list[Any]]) -> list[Any]:
-        """``[get(key) for key in keys]``, the missing ones made together: ``make(indices,
+        """The results of ``keys``, the missing ones made together: ``make(indices,
         folders)`` returns the results of ``keys[i]`` for ``i`` in ``indices`` (one torchrun job
         serving several cases). The keys' locks are taken in a fixed order, so two workers
         asking for overlapping sets never wait on each other in a cycle."""
