@@ -63,11 +63,16 @@ class BaseLoss(Configurable, abc.ABC):
     def count_tokens(self, labels: torch.Tensor) -> int:
         """Tokens of ``labels`` that contribute to the loss."""
 
-    def scaler(self, *, global_tokens: int, num_micro_batches: int, dp_size: int) -> LossScaler:
-        """The :class:`LossScaler` of one step (``global_tokens`` over the DP group)."""
+    def scaler(
+        self, *, global_tokens: int, num_micro_batches: int, dp_size: int, split: int = 1
+    ) -> LossScaler:
+        """The :class:`LossScaler` of one step (``global_tokens`` over the DP group; ``split``
+        ranks share each data-parallel rank's batch)."""
         from hyper_parallel.runtime.loss import LossScaler
 
-        return LossScaler(self.config.aggregation, global_tokens, num_micro_batches, dp_size)
+        return LossScaler(
+            self.config.aggregation, global_tokens, num_micro_batches, dp_size, split
+        )
 
     def __call__(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Mean token loss of one batch (for evaluation and quick checks; training uses the

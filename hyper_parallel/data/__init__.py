@@ -45,6 +45,7 @@ from hyper_parallel.data.loader import (
     collate,
     grad_accum_steps,
     micro_batch_groups,
+    split_rows,
 )
 from hyper_parallel.data.preset import PresetBatchesDataset
 from hyper_parallel.data.sequences import SequenceDataset
@@ -70,6 +71,7 @@ __all__ = [
     "infer_seqlen",
     "load_tokenizer",
     "micro_batch_groups",
+    "split_rows",
     "read_alpaca_records",
     "read_jsonl_documents",
     "read_text_documents",

@@ -217,3 +217,18 @@ def micro_batch_groups(loader_iter: Iterable[Any], grad_accum: int) -> Iterator[
             group = []
     if group:
         yield group
+
+
+def split_rows(batch: Any, rank: int, parts: int) -> Any:
+    """Rows ``[rank * n / parts, (rank + 1) * n / parts)`` of every tensor of ``batch`` (a dict
+    of ``[n, ...]`` tensors, as the loaders yield): this rank's share of a batch that ``parts``
+    ranks load together and split (expert parallelism). ``n`` must be a multiple of ``parts``
+    (``ParallelDims.validate_training`` checks ``training.local_batch_size``)."""
+    if isinstance(batch, dict):
+        return {k: split_rows(v, rank, parts) for k, v in batch.items()}
+    rows = batch.shape[0]
+    if rows % parts:
+        raise ValueError(f"a batch of {rows} rows cannot be split over {parts} ranks")
+    size = rows // parts
+    return batch[rank * size:(rank + 1) * size]
+

@@ -35,6 +35,12 @@ class DistributedContext:
     the job has no data parallelism (every rank then sees the same batch)."""
     dp_rank: int
     dp_size: int
+    split_group: Optional[dist.ProcessGroup] = None
+    """The ranks that split the rows of one data-parallel rank's batch (the expert-parallel
+    axis; ``ParallelDims.batch_split``); None when nothing splits it."""
+    split_rank: int = 0
+    """This rank's place in ``split_group``: it trains on rows ``[split_rank * n / split, ...)``
+    of each micro-batch of ``n`` rows."""
     collective_timeout_seconds: float = 300
     """The collective timeout in force (``comm.init_timeout_seconds`` until the first step is
     done, ``comm.train_timeout_seconds`` after it); change it with :meth:`set_timeout`."""
@@ -42,6 +48,15 @@ class DistributedContext:
     @property
     def is_rank0(self) -> bool:
         return self.rank == 0
+
+    @property
+    def batch_split(self) -> int:
+        return self.parallel_dims.batch_split
+
+    @property
+    def grad_average_size(self) -> int:
+        """Ranks FSDP averages a dense gradient over (``ParallelDims.grad_average_size``)."""
+        return self.parallel_dims.grad_average_size
 
     def set_timeout(self, seconds: float) -> None:
         set_collective_timeout(seconds)
@@ -141,6 +156,10 @@ def setup_distributed(
         if parallel_dims.has_mesh(alias):
             dp_group = parallel_dims.get_mesh(alias).get_group()
             break
+    split_group, split_rank = None, 0
+    if parallel_dims.batch_split > 1:
+        split_mesh = parallel_dims.get_mesh("ep")
+        split_group, split_rank = split_mesh.get_group(), split_mesh.get_local_rank()
     seed_everything(seed)
     ctx = DistributedContext(
         rank=dist.get_rank(),
@@ -152,6 +171,8 @@ def setup_distributed(
         dp_group=dp_group,
         dp_rank=dp_rank,
         dp_size=parallel_dims.dp_size,
+        split_group=split_group,
+        split_rank=split_rank,
         collective_timeout_seconds=timeout_seconds,
     )
     if ctx.is_rank0:

@@ -6,7 +6,10 @@ micro-batch means, then ranks are averaged with equal weight.
 
 The backward scale accounts for FSDP averaging gradients over the ``dp_size`` data-parallel
 ranks. Tokens are counted over the DP group only — never over tensor-parallel ranks, which see
-the same batch (the legacy pure-TP double count).
+the same batch (the legacy pure-TP double count). Ranks that split one data-parallel rank's
+batch (``split``: the expert-parallel ranks, each on its own rows) are data-parallel for FSDP
+and for the token count, but one "rank" for ``rank_average``: its micro-batch mean is over the
+rows of all of them.
 """
 
 from __future__ import annotations
@@ -57,6 +60,10 @@ class LossScaler:
     """Label tokens of the whole step over the DP group."""
     num_micro_batches: int
     dp_size: int
+    """Ranks FSDP averages gradients over (the split ranks included)."""
+    split: int = 1
+    """Ranks that split one data-parallel rank's batch; ``tokens`` passed to the methods are
+    then that whole batch's micro-batch tokens (summed over them)."""
 
     def __post_init__(self) -> None:
         if self.aggregation not in LOSS_AGGREGATIONS:
@@ -71,10 +78,13 @@ class LossScaler:
             # FSDP averages gradients over dp_size ranks; multiplying by dp_size makes the
             # reduced gradient that of sum(all token losses) / global_tokens.
             return loss_sum * (self.dp_size / max(self.global_tokens, 1))
-        return loss_sum / max(tokens, 1) / self.num_micro_batches
+        # The split ranks' shares add up to their batch's mean; FSDP's average over them is
+        # undone by the factor ``split``.
+        return loss_sum * self.split / max(tokens, 1) / self.num_micro_batches
 
     def local_report(self, loss_sum: torch.Tensor, tokens: int) -> torch.Tensor:
         """This micro-batch's share of the reported loss before the DP all-reduce."""
         if self.aggregation == "token_weighted":
             return loss_sum.detach() / max(self.global_tokens, 1)
-        return loss_sum.detach() / max(tokens, 1) / self.num_micro_batches / self.dp_size
+        ranks = self.dp_size // self.split  # the data-parallel ranks, each one batch
+        return loss_sum.detach() / max(tokens, 1) / self.num_micro_batches / ranks

@@ -3,13 +3,19 @@
 The base mesh dims are, in this order, ``dp_replicate, dp_shard, ep, cp, tp, pp``; only degrees
 > 1 become mesh dims (a job with no parallelism gets a 1-D ``dp_shard`` mesh of the world size).
 Expert parallelism is its own axis here and counts in the world-size product (unlike torchtitan,
-which carves it out of data parallelism).
+which carves it out of data parallelism), as in the legacy schema: the ranks along ``ep`` load the
+same batch, as tensor-parallel peers do, and then *split its rows* (:attr:`ParallelDims.
+batch_split`), so each computes the dense layers on its own rows and the mixture-of-experts
+layers exchange tokens with all-to-all. Tokens and losses are therefore summed over ``ep`` too.
 
 Flattened aliases registered on the root mesh:
 
 * ``fsdp`` = ``dp_shard`` (only when ``dp_shard`` is a mesh dim);
 * ``dp`` = ``(dp_replicate, dp_shard)``, whichever of them exist;
-* ``loss`` = the ``dp`` dims plus ``cp`` when it is a mesh dim (tokens are counted over it).
+* ``loss`` = the ``dp`` dims plus ``ep`` and ``cp`` when they are mesh dims (the ranks that
+  hold different tokens: tokens and losses are summed over it);
+* ``dp_shard_ep`` = ``(dp_shard, ep)`` when both are mesh dims: what FSDP shards the dense
+  parameters over under expert parallelism (every rank of it trains on different rows).
 
 A pure tensor-parallel mesh has no ``fsdp`` / ``dp`` / ``loss`` alias.
 
@@ -214,6 +220,18 @@ class ParallelDims:
         return self.tp * self.cp * self.pp * self.ep
 
     @property
+    def batch_split(self) -> int:
+        """How many ranks split the rows of one data-parallel rank's batch: the expert-parallel
+        ranks (they load the same batch, then each trains on its own ``1/ep`` of the rows)."""
+        return self.ep
+
+    @property
+    def grad_average_size(self) -> int:
+        """Ranks whose gradients FSDP averages for a dense parameter: every rank that trains on
+        different rows (``dp_size * batch_split``)."""
+        return self.dp_size * self.batch_split
+
+    @property
     def seq_divisor(self) -> int:
         """Sequence lengths must be a multiple of this (``cp * tp``)."""
         return self.cp * self.tp
@@ -303,6 +321,13 @@ class ParallelDims:
                 f"(e.g. {' or '.join(map(str, options))}) or change training.local_batch_size",
                 path="training.global_batch_size",
             )
+        if lbs % self.batch_split:
+            raise ConfigError(
+                f"{lbs} is not divisible by parallelism.expert_parallel_degree={self.ep}: the "
+                "expert-parallel ranks split each micro-batch's rows between them; use a "
+                f"multiple of {self.ep}",
+                path="training.local_batch_size",
+            )
         self._check_seq_len(training.seq_len)
         if training.steps * gbs > MAX_SAMPLES:
             raise ConfigError(
@@ -348,9 +373,11 @@ class ParallelDims:
             aliases["fsdp"] = ("dp_shard",)
         if dp:
             aliases["dp"] = dp
-        loss = dp + (("cp",) if "cp" in present else ())
+        loss = dp + tuple(n for n in ("ep", "cp") if n in present)
         if loss:
             aliases["loss"] = loss
+        if "dp_shard" in present and "ep" in present:
+            aliases["dp_shard_ep"] = ("dp_shard", "ep")
         return aliases
 
     def build_mesh(self, device_type: str):

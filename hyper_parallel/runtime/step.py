@@ -37,7 +37,9 @@ class TokenLoss(Protocol):
         """Tokens of ``labels`` that contribute to the loss."""
         ...
 
-    def scaler(self, *, global_tokens: int, num_micro_batches: int, dp_size: int) -> LossScaler:
+    def scaler(
+        self, *, global_tokens: int, num_micro_batches: int, dp_size: int, split: int = 1
+    ) -> LossScaler:
         """How one step turns micro-batch loss sums into the tensor to backpropagate."""
         ...
 
@@ -50,6 +52,9 @@ class StepResult:
     """Global gradient norm before clipping."""
     global_tokens: int
     """Label tokens of the step over all data-parallel ranks."""
+    aux_loss: Optional[float] = None
+    """The model's auxiliary loss (mixture-of-experts load balancing), averaged over the
+    micro-batches and the ranks; None when the model adds none."""
 
 
 def move_to_device(batch: Any, device: torch.device) -> Any:
@@ -98,6 +103,8 @@ def train_step(
     backward_context: Callable[[], Any] = contextlib.nullcontext,
     on_substep_end: Callable[[], None] = lambda: None,
     on_pre_optimizer_step: Callable[[float], None] = lambda grad_norm: None,
+    split_group: Optional[dist.ProcessGroup] = None,
+    auxiliary_loss: Optional[Callable[[], Optional[torch.Tensor]]] = None,
 ) -> StepResult:
     """Forward/backward over ``micro_batches`` (gradient accumulation), clip, optimizer step.
 
@@ -105,19 +112,35 @@ def train_step(
     :mod:`hyper_parallel.runtime.loss` are called directly) or a ``loss_fn`` (:class:`TokenLoss`)
     that carries its own aggregation; ``loss_aggregation`` may then be omitted, and must agree
     with ``loss_fn.aggregation`` when given.
+
+    ``split_group``: the ranks that share one data-parallel rank's batch, each with its own rows
+    (expert parallelism); their micro-batch token counts are summed for the loss's aggregation.
+    ``dp_size`` then counts them too (FSDP averages over them).
+
+    ``auxiliary_loss``: called after each micro-batch's forward, it returns the model's own loss
+    term (already weighted; mixture-of-experts load balancing) or None. Each micro-batch adds it
+    divided by the number of micro-batches, so the step's objective is the token loss plus the
+    term's mean over micro-batches and ranks; it is reported apart from the token loss.
     """
     loss_sum_fn, count_fn = _loss_functions(loss_fn, loss_aggregation)
     tokens = [count_fn(mb["labels"]) for mb in micro_batches]
     global_tokens = int(all_reduce_sum(torch.tensor(sum(tokens), dtype=torch.int64), dp_group).item())
+    split = 1 if split_group is None else dist.get_world_size(split_group)
+    if split > 1:
+        # The rows of one batch are spread over the split ranks: its micro-batch token counts
+        # are theirs summed (one all-reduce for every micro-batch of the step).
+        tokens = all_reduce_sum(torch.tensor(tokens, dtype=torch.int64), split_group).tolist()
+    num_mb = len(micro_batches)
     if loss_fn is None:
-        scaler = LossScaler(loss_aggregation, global_tokens, len(micro_batches), dp_size)
+        scaler = LossScaler(loss_aggregation, global_tokens, num_mb, dp_size, split)
     else:
         scaler = loss_fn.scaler(
-            global_tokens=global_tokens, num_micro_batches=len(micro_batches), dp_size=dp_size
+            global_tokens=global_tokens, num_micro_batches=num_mb, dp_size=dp_size, split=split
         )
     fsdp = isinstance(model, FSDPModule)
     report = torch.zeros((), dtype=torch.float32, device=device)
-    last = len(micro_batches) - 1
+    aux_report: Optional[torch.Tensor] = None
+    last = num_mb - 1
     for i, (mb, mb_tokens) in enumerate(zip(micro_batches, tokens)):
         if fsdp and last > 0:
             # Accumulate unsharded gradients and reduce once, on the last micro-batch: fewer
@@ -125,8 +148,15 @@ def train_step(
             model.set_requires_gradient_sync(i == last)
         mb = move_to_device(mb, device)
         loss_sum, _ = loss_sum_fn(forward_logits(model, mb), mb["labels"])
+        objective = scaler.backward_loss(loss_sum, mb_tokens)
+        aux = auxiliary_loss() if auxiliary_loss is not None else None
+        if aux is not None:
+            # FSDP averages over the ranks; dividing by the micro-batches makes it a mean.
+            objective = objective + aux / num_mb
+            share = aux.detach().float() / num_mb / max(dp_size, 1)
+            aux_report = share if aux_report is None else aux_report + share
         with backward_context():
-            scaler.backward_loss(loss_sum, mb_tokens).backward()
+            objective.backward()
         report += scaler.local_report(loss_sum, mb_tokens)
         on_substep_end()
     grad_norm = float(clip_fn(model.parameters(), max_grad_norm))
@@ -134,8 +164,14 @@ def train_step(
     optimizer.step()
     lr_scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    loss = float(all_reduce_sum(report, dp_group).item())
-    return StepResult(loss=loss, grad_norm=grad_norm, global_tokens=global_tokens)
+    if aux_report is not None:
+        report = torch.stack([report, aux_report.to(report.device)])
+    reduced = all_reduce_sum(report, dp_group)
+    loss = float(reduced.reshape(-1)[0].item())
+    aux_loss = float(reduced[1].item()) if aux_report is not None else None
+    return StepResult(
+        loss=loss, grad_norm=grad_norm, global_tokens=global_tokens, aux_loss=aux_loss
+    )
 
 
 @torch.no_grad()

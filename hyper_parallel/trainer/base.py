@@ -67,9 +67,15 @@ class BaseTrainer:
     # ------------------------------------------------------------------ the loop
 
     def _micro_batch_iterator(self) -> Iterator[list]:
-        from hyper_parallel.data import micro_batch_groups
+        from hyper_parallel.data import micro_batch_groups, split_rows
 
-        return micro_batch_groups(iter(self.train_dataloader), self.grad_accum)
+        groups = micro_batch_groups(iter(self.train_dataloader), self.grad_accum)
+        split = self.dist.batch_split
+        if split == 1:
+            return groups
+        # The expert-parallel ranks load the same batch and each trains on its own rows.
+        rank = self.dist.split_rank
+        return ([split_rows(mb, rank, split) for mb in group] for group in groups)
 
     def evaluate(self) -> float:
         """Validation loss (token-weighted) over the whole validation set."""
@@ -95,7 +101,8 @@ class BaseTrainer:
             micro_batches,
             device=self.device,
             dp_group=self.dist.dp_group,
-            dp_size=self.dist.dp_size,
+            dp_size=self.dist.grad_average_size,
+            split_group=self.dist.split_group,
             backward_context=self.model_bwd_context,
             on_substep_end=self.callbacks.on_substep_end,
             on_pre_optimizer_step=self.callbacks.on_pre_optimizer_step,

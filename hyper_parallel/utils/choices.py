@@ -64,11 +64,21 @@ KERNEL_CHOICES: tuple[str, ...] = get_args(KernelChoice)
 #: The choice a model runs with when nothing is said.
 DEFAULT_KERNELS = "auto"
 
+#: How a mixture-of-experts layer computes its experts (``experts_implementation`` of the MoE
+#: model): ``grouped_mm`` -- one grouped GEMM per projection over every expert's rows
+#: (``torch._grouped_mm``); ``loop`` -- one matmul per expert, the reference it is tested
+#: against.
+ExpertsImplementation = Literal["grouped_mm", "loop"]
+EXPERTS_IMPLEMENTATIONS: tuple[str, ...] = get_args(ExpertsImplementation)
+DEFAULT_EXPERTS_IMPLEMENTATION = "grouped_mm"
+
 __all__ = [
     "AC_MODES",
     "ASYNC_MODES",
     "DECAY_STYLES",
+    "DEFAULT_EXPERTS_IMPLEMENTATION",
     "DEFAULT_KERNELS",
+    "EXPERTS_IMPLEMENTATIONS",
     "IGNORE_INDEX",
     "KERNEL_CHOICES",
     "LOSS_AGGREGATIONS",
@@ -80,6 +90,7 @@ __all__ = [
     "ActivationCheckpointMode",
     "AsyncMode",
     "DecayStyle",
+    "ExpertsImplementation",
     "KernelChoice",
     "LossAggregation",
     "OptimizerName",

@@ -23,7 +23,7 @@ import copy
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from hyper_parallel.utils.choices import DEFAULT_KERNELS, KERNEL_CHOICES, KernelChoice
 from hyper_parallel.utils.numbers import is_finite_number
@@ -133,6 +133,15 @@ class Qwen3_5Config:
     """Implementation of the Gated DeltaNet layers: ``auto`` (fla-core's CUDA kernels when the
     parameters are on CUDA and the package imports, else the torch path), ``torch`` or ``fla``
     (fla-core, an error where it cannot run). Not architecture: not written to ``config.json``."""
+
+    # What Hugging Face calls this architecture, and the fields config.json does not carry
+    # (a subclass -- the MoE family -- names its own).
+    HF_ARCHITECTURE = "Qwen3_5ForCausalLM"
+    HF_MODEL_TYPE = HF_TEXT_MODEL_TYPE
+    NON_HF_FIELDS: ClassVar[tuple[str, ...]] = NON_HF_FIELDS
+    UNUSED_FIELDS: ClassVar[tuple[str, ...]] = ()
+    """Inherited fields this architecture does not use: never written to ``config.json``, and
+    refused when set (see :func:`~.model_section.check_config_overrides`)."""
 
     def __post_init__(self) -> None:
         for name in _POSITIVE_INT_FIELDS:
@@ -253,7 +262,7 @@ class Qwen3_5Config:
         Unlike ``dataclasses.replace``, a ``layer_types`` list that was derived (not given) is
         re-derived, so ``cfg.replace(num_hidden_layers=4)`` just works.
         """
-        _check_keys(changes, "Qwen3_5Config.replace()")
+        _check_keys(changes, f"{type(self).__name__}.replace()", cls=type(self))
         values = {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}
         if getattr(self, "_layer_types_derived", False) and "layer_types" not in changes:
             values["layer_types"] = None
@@ -267,12 +276,13 @@ class Qwen3_5Config:
         ``transformers.AutoConfig`` / ``Qwen3_5ForCausalLM.from_pretrained`` read it directly.
         """
         out: dict[str, Any] = {
-            "architectures": ["Qwen3_5ForCausalLM"],
-            "model_type": HF_TEXT_MODEL_TYPE,
+            "architectures": [self.HF_ARCHITECTURE],
+            "model_type": self.HF_MODEL_TYPE,
         }
         rope_keys = {"rope_theta", "partial_rotary_factor", "mrope_section"}
+        skipped = {"full_attention_interval", *self.NON_HF_FIELDS, *self.UNUSED_FIELDS}
         for f in dataclasses.fields(self):
-            if f.name in rope_keys or f.name in ("full_attention_interval", *NON_HF_FIELDS):
+            if f.name in rope_keys or f.name in skipped:
                 continue
             out[f.name] = copy.deepcopy(getattr(self, f.name))
         out["rope_parameters"] = {
@@ -301,7 +311,7 @@ class Qwen3_5Config:
             raise NotImplementedError(
                 f"HF config has rope_type={rope_type!r}; only 'default' RoPE is implemented."
             )
-        names = {f.name for f in dataclasses.fields(cls)} - set(NON_HF_FIELDS)
+        names = {f.name for f in dataclasses.fields(cls)} - {*cls.NON_HF_FIELDS, *cls.UNUSED_FIELDS}
         values = {k: copy.deepcopy(v) for k, v in text.items() if k in names}
         for key in ("rope_theta", "partial_rotary_factor", "mrope_section"):
             if key in rope:
@@ -334,12 +344,17 @@ def _suggest_mrope(half: int) -> list[int]:
     return [t, h, half - t - h]
 
 
-def field_names() -> list[str]:
-    return [f.name for f in dataclasses.fields(Qwen3_5Config)]
+def field_names(cls: type = None) -> list[str]:
+    """The fields of ``cls`` (default :class:`Qwen3_5Config`) a config may set: all but the
+    :attr:`~Qwen3_5Config.UNUSED_FIELDS` it inherits."""
+    cls = cls or Qwen3_5Config
+    return [f.name for f in dataclasses.fields(cls) if f.name not in cls.UNUSED_FIELDS]
 
 
-def _check_keys(keys: Mapping[str, Any], where: str, extra: tuple[str, ...] = ()) -> None:
-    valid = field_names() + list(extra)
+def _check_keys(
+    keys: Mapping[str, Any], where: str, extra: tuple[str, ...] = (), cls: type = None
+) -> None:
+    valid = field_names(cls) + list(extra)
     for key in keys:
         if key not in valid:
             raise ValueError(

@@ -39,9 +39,14 @@ class Qwen3_5DecoderLayer(nn.Module):
             self.self_attn = Qwen3_5Attention(config, layer_idx)
         else:
             self.linear_attn = Qwen3_5GatedDeltaNet(config, layer_idx)
-        self.mlp = Qwen3_5MLP(config.hidden_size, config.intermediate_size)
+        self.mlp = self._build_mlp(config)
         self.input_layernorm = Qwen3_5RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.post_attention_layernorm = Qwen3_5RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def _build_mlp(self, config: Qwen3_5Config) -> nn.Module:
+        """The feed-forward of this layer: the dense SwiGLU (the MoE family builds its mixture
+        of experts here)."""
+        return Qwen3_5MLP(config.hidden_size, config.intermediate_size)
 
     def forward(
         self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor]
@@ -62,11 +67,14 @@ class Qwen3_5Decoder(nn.Module):
     layer (:class:`~hyper_parallel.models.qwen3_5.protocol.Qwen3_5Model`). State-dict names do
     not depend on it: the decoder is the LM's ``model`` attribute either way."""
 
+    #: The decoder layer class (the MoE family's differs only in its feed-forward).
+    layer_class: type[Qwen3_5DecoderLayer] = Qwen3_5DecoderLayer
+
     def __init__(self, config: Qwen3_5Config) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(
-            Qwen3_5DecoderLayer(config, i) for i in range(config.num_hidden_layers)
+            self.layer_class(config, i) for i in range(config.num_hidden_layers)
         )
         self.norm = Qwen3_5RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.rotary_emb = Qwen3_5RotaryEmbedding(config)
@@ -112,6 +120,9 @@ class Qwen3_5ForCausalLM(nn.Module):
     whole row (no packed-sequence masking), as in the legacy model.
     """
 
+    #: The decoder class (``model``); the MoE family names its own.
+    decoder_class: type[Qwen3_5Decoder] = Qwen3_5Decoder
+
     def __init__(self, config: Qwen3_5Config) -> None:
         super().__init__()
         self.config = config
@@ -123,7 +134,7 @@ class Qwen3_5ForCausalLM(nn.Module):
         A hook so that a subclass with its own ``__init__`` (``protocol.Qwen3_5Model``, whose
         ``self.config`` is a ``BaseModel.Config``) builds exactly these modules.
         """
-        self.model = Qwen3_5Decoder(config)
+        self.model = self.decoder_class(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.tie_weights()
 
@@ -187,9 +198,16 @@ class Qwen3_5ForCausalLM(nn.Module):
                 init(module.A_log, lambda t: t.copy_(sample_A_log(t.shape, t.device)))
             elif isinstance(module, Qwen3_5RotaryEmbedding):
                 module.reset_inv_freq(buffer_device)
+            else:
+                self._init_extra(module, init, normal, zeros)
         missed = [n for n, p in self.named_parameters() if id(p) not in seen]
         if missed:  # a new parameter type without an init rule must not stay uninitialised
             raise RuntimeError(f"init_weights has no rule for parameters: {missed}")
+
+    def _init_extra(self, module: nn.Module, init: Callable, normal: Callable,
+                    zeros: Callable) -> None:
+        """Init rules for module types only a subclass has (``init(param, fill)`` draws a
+        tensor once, in module order); the dense model has none."""
 
 
 def _init_tensor(param: torch.Tensor, fill: Callable[[torch.Tensor], None]) -> None:

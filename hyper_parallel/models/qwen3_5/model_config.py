@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,6 @@ FLAVOR_NAMES: tuple[str, ...] = tuple(FLAVORS)
 """The named sizes, in the legacy table's order (``debugmodel``, ``0.8b``, ... ``27b``)."""
 
 _LEGACY_NAME = "Qwen3_5Config"
-_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Qwen3_5Config))
 _DERIVED_FLAG = "_layer_types_derived"
 _NAME = "Qwen3_5Model.Config"
 
@@ -75,9 +75,13 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
         if _is_interval_pattern(self.layer_types, self.full_attention_interval):
             self.layer_types = None  # re-derived for the current length
         try:
-            Qwen3_5Config.__post_init__(self)
+            _plain_class(type(self)).__post_init__(self)
         except ValueError as exc:
-            raise ValueError(str(exc).replace(_LEGACY_NAME, _NAME)) from None
+            raise ValueError(
+                str(exc)
+                .replace(_legacy_name(type(self)), _protocol_name(type(self)))
+                .replace(_LEGACY_NAME, _protocol_name(type(self)))
+            ) from None
 
     # ------------------------------------------------------------ legacy bridge
     def to_legacy(self) -> Qwen3_5Config:
@@ -103,6 +107,9 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
         """A validated copy with ``changes`` applied; a ``layer_types`` that is the interval
         pattern is re-derived unless ``changes`` sets it. Unknown names are a
         ``TypeError``."""
+        unused = sorted(set(changes) & set(self.UNUSED_FIELDS))
+        if unused:
+            raise TypeError(f"{_protocol_name(type(self))} has no field {unused[0]!r}")
         if "layer_types" not in changes and _is_interval_pattern(
             self.layer_types, self.full_attention_interval
         ):
@@ -112,9 +119,10 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
     def __setattr__(self, name: str, value: Any) -> None:
         # Qwen3_5Config keeps a __dict__ (its derived-layer_types flag), which would let a
         # misspelt field through; the protocol's rule is that a typo is an error.
-        if name not in _FIELD_NAMES and name != _DERIVED_FLAG:
+        names = _field_names(type(self))
+        if name not in names and name != _DERIVED_FLAG:
             raise AttributeError(
-                f"{_NAME} has no field {name!r}{did_you_mean(name, _FIELD_NAMES)}"
+                f"{_protocol_name(type(self))} has no field {name!r}{did_you_mean(name, names)}"
             )
         object.__setattr__(self, name, value)
 
@@ -146,41 +154,13 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
         """
         section = getattr(trainer_config, "model", None)
         if section is not None:
-            updated = _apply_model_section(self, section)
+            updated = self._with_model_section(section)
             for f in dataclasses.fields(self):
                 setattr(self, f.name, getattr(updated, f.name))
 
         parallelism = getattr(trainer_config, "parallelism", None)
         if parallelism is not None:
-            for name, what in (
-                ("context_parallel_degree", "context parallelism"),
-                ("pipeline_parallel_degree", "pipeline parallelism"),
-                (
-                    "expert_parallel_degree",
-                    "expert parallelism (the dense model has no experts)",
-                ),
-            ):
-                degree = getattr(parallelism, name, 1) or 1
-                if degree > 1:
-                    raise ConfigError(
-                        f"{degree}: {what} is not supported by qwen3_5_v2 yet; set it to 1",
-                        path=f"parallelism.{name}",
-                    )
-            etp = getattr(parallelism, "expert_tensor_parallel_degree", 1) or 1
-            if etp > 1:
-                raise ConfigError(
-                    f"{etp}: the dense model has no experts to shard; set it to 1",
-                    path="parallelism.expert_tensor_parallel_degree",
-                )
-            tp = getattr(parallelism, "tensor_parallel_degree", 1) or 1
-            problems = tp_divisibility_problems(self, tp)
-            if problems:
-                raise ConfigError(
-                    f"{tp} cannot shard this Qwen3.5 model evenly: {'; '.join(problems)}. "
-                    "Choose a tensor_parallel_degree that divides them (or change the model "
-                    "dimensions).",
-                    path="parallelism.tensor_parallel_degree",
-                )
+            self._check_parallelism(parallelism)
 
         training = getattr(trainer_config, "training", None)
         seq_len = getattr(training, "seq_len", None)
@@ -193,10 +173,77 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
             )
 
 
+    def _with_model_section(self, section: Any) -> Qwen3_5ModelConfig:
+        """This config with a ``model`` section applied (a copy); a subclass re-bases on its
+        own flavors."""
+        return _apply_model_section(self, section)
+
+    def _check_parallelism(self, parallelism: Any) -> None:
+        """The parallel degrees this model cannot run are a ``ConfigError`` naming the field:
+        CP, PP and EP above 1, ETP above 1 (no experts), and a TP degree that does not divide
+        every dimension TP shards."""
+        for name, what in (
+            ("context_parallel_degree", "context parallelism"),
+            ("pipeline_parallel_degree", "pipeline parallelism"),
+            (
+                "expert_parallel_degree",
+                "expert parallelism (the dense model has no experts)",
+            ),
+        ):
+            degree = getattr(parallelism, name, 1) or 1
+            if degree > 1:
+                raise ConfigError(
+                    f"{degree}: {what} is not supported by qwen3_5_v2 yet; set it to 1",
+                    path=f"parallelism.{name}",
+                )
+        etp = getattr(parallelism, "expert_tensor_parallel_degree", 1) or 1
+        if etp > 1:
+            raise ConfigError(
+                f"{etp}: the dense model has no experts to shard; set it to 1",
+                path="parallelism.expert_tensor_parallel_degree",
+            )
+        self._check_tensor_parallel(parallelism)
+
+    def _check_tensor_parallel(self, parallelism: Any) -> None:
+        tp = getattr(parallelism, "tensor_parallel_degree", 1) or 1
+        problems = tp_divisibility_problems(self, tp)
+        if problems:
+            raise ConfigError(
+                f"{tp} cannot shard this Qwen3.5 model evenly: {'; '.join(problems)}. "
+                "Choose a tensor_parallel_degree that divides them (or change the model "
+                "dimensions).",
+                path="parallelism.tensor_parallel_degree",
+            )
+
+
 # The model (a torch module) owns this Config; it is imported only when a model is built.
 Qwen3_5ModelConfig._owner = LazyOwner(  # type: ignore[assignment]
     "hyper_parallel.models.qwen3_5.protocol:Qwen3_5Model"
 )
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _plain_class(cls: type) -> type:
+    """The plain architecture class a protocol config extends (``Qwen3_5Config``,
+    ``Qwen3_5MoeConfig``): its rules validate, and its name is in their messages."""
+    return next(
+        b for b in cls.__mro__
+        if issubclass(b, Qwen3_5Config) and not issubclass(b, BaseModelConfig)
+    )
+
+
+def _legacy_name(cls: type) -> str:
+    return _plain_class(cls).__name__
+
+
+def _protocol_name(cls: type) -> str:
+    """``Qwen3_5Model.Config`` / ``Qwen3_5MoeModel.Config``: how messages name the config."""
+    return cls.__name__.removesuffix("Config") + ".Config" if cls.__name__.endswith(
+        "ModelConfig") else _NAME
 
 
 def _is_interval_pattern(layer_types: Any, interval: int) -> bool:
@@ -244,7 +291,12 @@ def tp_divisibility_problems(config: Any, tp: int) -> list[str]:
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise ValueError(f"tensor parallel degree must be a positive int, got {tp!r}")
     kinds = set(config.layer_types)
-    fields = ["vocab_size", "intermediate_size"]
+    # A mixture-of-experts model shards its shared expert; its routed experts are replicated
+    # over the TP ranks (expert tensor parallelism is not implemented).
+    ffn = "shared_expert_intermediate_size" if hasattr(config, "num_experts") else (
+        "intermediate_size"
+    )
+    fields = ["vocab_size", ffn]
     if FULL_ATTENTION in kinds:
         fields += ["num_attention_heads", "num_key_value_heads"]
     if LINEAR_ATTENTION in kinds:

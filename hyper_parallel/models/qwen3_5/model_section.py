@@ -47,6 +47,8 @@ def check_config_overrides(
     *,
     path: str = "model.config_overrides",
     location: str | None = None,
+    config_cls: type = Qwen3_5Config,
+    flavors: Mapping[str, Any] = FLAVORS,
 ) -> None:
     """The rule of ``model.config_overrides``: every key is a :class:`Qwen3_5Config` field
     (Hugging Face names) or ``flavor``, and ``flavor`` names one of :data:`FLAVORS`.
@@ -58,7 +60,7 @@ def check_config_overrides(
     """
     if not overrides:
         return
-    valid = field_names() + [FLAVOR_KEY]
+    valid = field_names(config_cls) + [FLAVOR_KEY]
     for key in overrides:
         if key not in valid:
             raise _config_error(
@@ -69,17 +71,17 @@ def check_config_overrides(
             )
     if FLAVOR_KEY in overrides:
         flavor = overrides[FLAVOR_KEY]
-        if not isinstance(flavor, str) or flavor not in FLAVORS:
+        if not isinstance(flavor, str) or flavor not in flavors:
             raise _config_error(
-                f"unknown flavor {flavor!r}{did_you_mean(str(flavor), FLAVORS)}. Valid "
-                f"flavors: {', '.join(FLAVORS)}.",
+                f"unknown flavor {flavor!r}{did_you_mean(str(flavor), flavors)}. Valid "
+                f"flavors: {', '.join(flavors)}.",
                 f"{path}.{FLAVOR_KEY}",
                 location,
             )
 
 
 #: The field an invalid-value message of :class:`Qwen3_5Config` (or a subclass) is about.
-_FIELD_IN_MESSAGE = re.compile(r"\bQwen3_5(?:Model\.)?Config\.(\w+)")
+_FIELD_IN_MESSAGE = re.compile(r"\bQwen3_5(?:Moe)?(?:Model\.)?Config\.(\w+)")
 
 
 def _error_path(message: str, section: Any, overrides: Mapping[str, Any]) -> str:
@@ -96,7 +98,9 @@ def _error_path(message: str, section: Any, overrides: Mapping[str, Any]) -> str
     return "model.config_overrides" if overrides else "model"
 
 
-def apply_model_section(base: Any, section: Any, flavor_config: Any = None) -> Any:
+def apply_model_section(
+    base: Any, section: Any, flavor_config: Any = None, flavors: Mapping[str, Any] = FLAVORS
+) -> Any:
     """``base`` with a ``model`` section's overrides applied, in the legacy precedence (later
     wins): ``config_overrides['flavor']`` re-bases on that flavor (``flavor_config(name)``,
     default the ``FLAVORS`` entry), then the non-None universal ``model.*`` fields and
@@ -110,15 +114,22 @@ def apply_model_section(base: Any, section: Any, flavor_config: Any = None) -> A
     ``model.config_overrides``; the message is the config's own).
     """
     overrides = dict(_get(section, "config_overrides") or {})
-    check_config_overrides(overrides)
+    check_config_overrides(overrides, config_cls=type(base), flavors=flavors)
     if FLAVOR_KEY in overrides:
         flavor = overrides.pop(FLAVOR_KEY)
-        base = flavor_config(flavor) if flavor_config is not None else FLAVORS[flavor]
+        base = flavor_config(flavor) if flavor_config is not None else flavors[flavor]
     changes: dict[str, Any] = {}
     for name in MODEL_SECTION_FIELDS:
         value = _get(section, name)
-        if value is not None:
-            changes[name] = value
+        if value is None:
+            continue
+        if name in type(base).UNUSED_FIELDS:
+            raise ConfigError(
+                f"{value!r}: this model has no {name} (it is not part of its architecture); "
+                "remove the key",
+                path=f"model.{name}",
+            )
+        changes[name] = value
     changes.update(overrides)
     try:
         return base.replace(**changes)  # always a copy: FLAVORS entries are never handed out

@@ -69,7 +69,7 @@ here) for names from ``named_parameters()``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -92,6 +92,7 @@ from hyper_parallel.models.qwen3_5.activation_checkpoint import (
     apply_ac,
     normalize_ac_mode,
 )
+from hyper_parallel.models.qwen3_5.model_config import tp_divisibility_problems
 from hyper_parallel.platform import get_platform
 from hyper_parallel.utils.module_names import strip_wrapper_prefixes
 
@@ -227,17 +228,7 @@ def validate_tp_degree(config: Any, tp: int) -> None:
     """
     if tp < 1:
         raise ValueError(f"tp={tp} must be >= 1")
-    layer_types = list(getattr(config, "layer_types", None) or [])
-    fields = ["vocab_size", "intermediate_size"]
-    if not layer_types or "full_attention" in layer_types:
-        fields += ["num_attention_heads", "num_key_value_heads"]
-    if not layer_types or "linear_attention" in layer_types:
-        fields += ["linear_num_key_heads", "linear_num_value_heads"]
-    problems = []
-    for field in fields:
-        value = getattr(config, field)
-        if value % tp:
-            problems.append(f"{field}={value} is not divisible by tp={tp}")
+    problems = tp_divisibility_problems(config, tp)
     if problems:
         raise ValueError(
             "Qwen3.5 tensor parallelism shards heads / features evenly: "
@@ -265,18 +256,26 @@ _GDN_PLAN = {
     "linear_attn.norm": _HeadLocalNorm,
     "linear_attn.out_proj": RowwiseParallel,
 }
-_COMMON_LAYER_PLAN = {
+_NORM_PLAN = {
     "input_layernorm": _ReplicateParams,
     "post_attention_layernorm": _ReplicateParams,
+}
+#: The dense feed-forward: Megatron's column-then-row split of the SwiGLU.
+MLP_PLAN: dict[str, Callable[[], ParallelStyle]] = {
     "mlp.gate_proj": ColwiseParallel,
     "mlp.up_proj": ColwiseParallel,
     "mlp.down_proj": RowwiseParallel,
 }
 
 
-def _layer_plan(layer: nn.Module) -> dict[str, ParallelStyle]:
-    """The TP plan of one decoder layer, by its mixer type."""
-    plan: dict[str, ParallelStyle] = {k: style() for k, style in _COMMON_LAYER_PLAN.items()}
+def _layer_plan(
+    layer: nn.Module, mlp_plan: Mapping[str, Callable[[], ParallelStyle]]
+) -> dict[str, ParallelStyle]:
+    """The TP plan of one decoder layer, by its mixer type, with ``mlp_plan`` for its
+    feed-forward."""
+    plan: dict[str, ParallelStyle] = {
+        k: style() for k, style in {**_NORM_PLAN, **mlp_plan}.items()
+    }
     if hasattr(layer, "self_attn"):
         plan.update({k: style() for k, style in _ATTN_PLAN.items()})
     elif hasattr(layer, "linear_attn"):
@@ -289,12 +288,17 @@ def _layer_plan(layer: nn.Module) -> dict[str, ParallelStyle]:
     return plan
 
 
-def apply_tp(model: nn.Module, tp_mesh: DeviceMesh) -> nn.Module:
+def apply_tp(
+    model: nn.Module,
+    tp_mesh: DeviceMesh,
+    mlp_plan: Mapping[str, Callable[[], ParallelStyle]] = MLP_PLAN,
+) -> nn.Module:
     """Tensor-parallelize ``model`` (a ``Qwen3_5ForCausalLM``) in place over the 1-D ``tp_mesh``.
 
-    See the module docstring for the layout. Works on ``meta`` and on materialized models (then
-    rank 0's values are scattered / broadcast). Must run before activation checkpointing and
-    FSDP. Returns ``model``.
+    See the module docstring for the layout; ``mlp_plan`` is the feed-forward's part (the
+    mixture-of-experts family passes its own). Works on ``meta`` and on materialized models
+    (then rank 0's values are scattered / broadcast). Must run before activation checkpointing
+    and FSDP. Returns ``model``.
     """
     if tp_mesh.ndim != 1:
         raise ValueError(f"apply_tp needs a 1-D tp mesh, got a {tp_mesh.ndim}-D mesh {tp_mesh}")
@@ -322,7 +326,7 @@ def apply_tp(model: nn.Module, tp_mesh: DeviceMesh) -> nn.Module:
         model.lm_head.weight = decoder.embed_tokens.weight
     for layer in decoder.layers:
         layer = _unwrap(layer)  # tolerate AC applied first (the plan paths are layer-relative)
-        parallelize_module(layer, tp_mesh, _layer_plan(layer))
+        parallelize_module(layer, tp_mesh, _layer_plan(layer, mlp_plan))
 
     stray = [n for n, p in model.named_parameters() if not _on_mesh(p, tp_mesh)]
     if stray:

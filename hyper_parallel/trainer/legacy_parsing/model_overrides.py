@@ -27,15 +27,23 @@ class _ModelConfigSource(NamedTuple):
     flavors: str
     """The module-level dict literal of named sizes (``flavor: <name>``)."""
     flavor_key: str = "flavor"
+    base: tuple[str, str] | None = None
+    """``(file, class)`` of the config class ``cls`` extends: its fields come first (the
+    subclass re-declares some and adds its own; its ``UNUSED_FIELDS`` are left out)."""
 
+
+_DENSE = ("models/qwen3_5/configuration.py", "Qwen3_5Config")
 
 #: ``model.name`` -> where its model config is defined. The keys of ``model.config_overrides``
 #: are checked against that class's fields, read with ``ast``: importing the model package
 #: would import torch, and the legacy parser runs without it. A name not listed here (a custom
 #: model module) is checked by its model when the run builds it.
 MODEL_CONFIG_SOURCES: dict[str, _ModelConfigSource] = {
-    "qwen3_5": _ModelConfigSource("models/qwen3_5/configuration.py", "Qwen3_5Config", "FLAVORS"),
-    "qwen3_5_v2": _ModelConfigSource("models/qwen3_5/configuration.py", "Qwen3_5Config", "FLAVORS"),
+    "qwen3_5": _ModelConfigSource(*_DENSE, "FLAVORS"),
+    "qwen3_5_v2": _ModelConfigSource(*_DENSE, "FLAVORS"),
+    "qwen3_5_moe": _ModelConfigSource(
+        "models/qwen3_5_moe/configuration.py", "Qwen3_5MoeConfig", "FLAVORS", base=_DENSE
+    ),
 }
 
 #: ``hyper_parallel/``, where the ``file`` of every :data:`MODEL_CONFIG_SOURCES` entry lives.
@@ -57,19 +65,21 @@ def model_override_keys(name: str) -> ModelOverrideKeys | None:
     entry = MODEL_CONFIG_SOURCES.get(name)
     if entry is None:
         return None
-    try:
-        tree = ast.parse((_PACKAGE_ROOT / entry.file).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError):
+    tree = _parse(entry.file)
+    if tree is None:
         return None
     fields: dict[str, str] = {}
+    unused: set[str] = set()
+    if entry.base is not None:
+        base_tree = _parse(entry.base[0])
+        if base_tree is None:
+            return None
+        _read_class(base_tree, entry.base[1], fields, unused)
+    _read_class(tree, entry.cls, fields, unused)
+    for name_ in unused:
+        fields.pop(name_, None)
     flavors: tuple[str, ...] | None = None
     for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == entry.cls:
-            for stmt in node.body:
-                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                    annotation = ast.unparse(stmt.annotation)
-                    if "ClassVar" not in annotation:
-                        fields[stmt.target.id] = annotation
         targets = (
             node.targets if isinstance(node, ast.Assign)
             else [node.target] if isinstance(node, ast.AnnAssign) else []
@@ -84,6 +94,32 @@ def model_override_keys(name: str) -> ModelOverrideKeys | None:
     if not fields:
         return None
     return ModelOverrideKeys(fields, flavors, entry.flavor_key)
+
+
+def _parse(file: str) -> ast.Module | None:
+    try:
+        return ast.parse((_PACKAGE_ROOT / file).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+
+
+def _read_class(tree: ast.Module, cls: str, fields: dict[str, str], unused: set[str]) -> None:
+    """Add the fields class ``cls`` of ``tree`` declares (name -> annotation as written) to
+    ``fields``, and the names its ``UNUSED_FIELDS`` tuple lists to ``unused``."""
+    for node in tree.body:
+        if not (isinstance(node, ast.ClassDef) and node.name == cls):
+            continue
+        for stmt in node.body:
+            if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+                continue
+            annotation = ast.unparse(stmt.annotation)
+            if "ClassVar" not in annotation:
+                fields[stmt.target.id] = annotation
+            elif stmt.target.id == "UNUSED_FIELDS" and isinstance(stmt.value, ast.Tuple):
+                unused.update(
+                    e.value for e in stmt.value.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                )
 
 
 def _split_union(text: str) -> list[str]:
