@@ -73,6 +73,7 @@ FORBIDDEN: dict[str, frozenset[str]] = {
 #: recipes of ``config/``.
 LAYER_OVERRIDES: dict[str, str] = {
     f"{PACKAGE}.models.qwen3_5_v2.config_registry": "config",
+    f"{PACKAGE}.models.qwen3_5_moe.config_registry": "config",
 }
 
 #: Import cycles (as the set of modules of one strongly connected component) that other owners

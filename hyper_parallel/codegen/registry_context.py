@@ -6,6 +6,7 @@ of a model descriptor (:mod:`.descriptors`), each a zero-argument function retur
 from __future__ import annotations
 
 import decimal
+import re
 from typing import Any
 
 from hyper_parallel.codegen.coverage import Resolved
@@ -23,6 +24,13 @@ ENGINE_MODULE = "hyper_parallel.trainer.hyper_trainer"
 # hyper_parallel/models/<model>/config_registry.py
 # ---------------------------------------------------------------------------------------------
 
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key comparing digit runs as numbers (``35b`` before ``122b``), as ruff's isort-style
+    ``__all__`` order (RUF022) does."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", name))
 
 def docstring_paragraphs(text: str, indent: int) -> str:
     """Paragraphs (one per line of ``text``) wrapped for a docstring, a blank line between."""
@@ -117,6 +125,6 @@ def config_registry_context(r: Resolved, model: ModelDescriptor) -> dict[str, An
         "module_doc": module_doc,
         "imports": [f"from {module} import {', '.join(sorted(names))}"
                     for module, names in sorted(imports.items())],
-        "exports": sorted(recipe.name for recipe in model.recipes),
+        "exports": sorted((recipe.name for recipe in model.recipes), key=natural_key),
         "recipes": recipes,
     }

@@ -231,11 +231,14 @@ class MetricsProcessor(Configurable):
         lr: float | None,
         tokens: int | None,
         epoch: Any = None,
+        extra: dict[str, float] | None = None,
     ) -> dict[str, Any]:
         """Record the metrics of ``step`` and emit them at their cadences; returns the record.
 
         ``tokens`` are the label tokens of the step over all DP ranks (throughput); the step
-        time is measured from the last :meth:`step_begin` (None without one).
+        time is measured from the last :meth:`step_begin` (None without one). ``extra`` are
+        the model's own step metrics (a mixture of experts: ``moe_aux_loss``,
+        ``moe_load_imbalance``), added to the record as they are.
         """
         from hyper_parallel.runtime.callbacks.logging import format_step_record, step_metrics_record
         from hyper_parallel.runtime.callbacks.memory import reset_device_peak
@@ -257,6 +260,7 @@ class MetricsProcessor(Configurable):
             peak_tflops=c.peak_tflops,
             world_size=self.world_size,
         )
+        rec.update(extra or {})
         self.last_metrics = rec
         if step % c.log_freq == 0:
             if self.is_rank0:

@@ -319,6 +319,31 @@ def shuffle_canonical(*, shuffle: bool, type: str) -> Changes:
     return {}
 
 
+# ----------------------------------------------------------------------------------------------
+# train.moe_monitor.{enabled, lr} -> moe.load_balance_coeff
+# ----------------------------------------------------------------------------------------------
+#: The legacy default of ``train.moe_monitor.lr`` (what an unset coefficient converts back to).
+_MOE_MONITOR_LR = 1e-3
+
+
+def expert_bias_forward(*, enabled: bool, lr: float) -> dict[str, Any]:
+    """The legacy switch and rate are one setting here: the rate, or unset for off."""
+    return {"coeff": lr if enabled else None}
+
+
+def expert_bias_backward(*, coeff: float | None) -> dict[str, Any]:
+    if coeff is None:
+        return {"enabled": False, "lr": _MOE_MONITOR_LR}
+    return {"enabled": True, "lr": coeff}
+
+
+def expert_bias_canonical(*, enabled: bool, lr: float) -> Changes:
+    if not enabled and lr != _MOE_MONITOR_LR:
+        return {"lr": (_MOE_MONITOR_LR, "train.moe_monitor.enabled is false, so its lr is "
+                                        "never used")}
+    return {}
+
+
 __all__ = [
     "OPTIMIZER_CLASS_NAMES",
     "VALUE_PRESERVING_FORWARDS",
@@ -327,6 +352,9 @@ __all__ = [
     "dp_shard_backward",
     "dp_shard_canonical",
     "dp_shard_forward",
+    "expert_bias_backward",
+    "expert_bias_canonical",
+    "expert_bias_forward",
     "empty_is_unset_backward",
     "empty_is_unset_canonical",
     "empty_is_unset_forward",

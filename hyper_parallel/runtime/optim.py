@@ -147,6 +147,32 @@ def clip_grad_norm_(parameters: Iterable[torch.nn.Parameter], max_norm: float) -
     grads = [p.grad for p in params]
     if not grads:
         return torch.zeros(())
+    groups = _by_mesh(params)
+    if len(groups) == 1:
+        total = _full_norm(grads)
+    else:
+        # Gradients on several meshes (expert parallelism: the experts live on the ep mesh,
+        # the dense parameters on the data-parallel one): each mesh's norm is reduced over its
+        # own ranks, then the squares are added.
+        norms = [_full_norm([p.grad for p in group]) for group in groups]
+        total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
+    if max_norm > 0:
+        for group in groups:  # a multi-tensor op takes tensors of one mesh
+            torch.nn.utils.clip_grads_with_norm_(group, max_norm, total, foreach=None)
+    return total
+
+
+def _by_mesh(params: list[torch.Tensor]) -> list[list[torch.Tensor]]:
+    """``params`` grouped by the device mesh of their gradients (plain tensors form one
+    group), in first-seen order."""
+    groups: dict[object, list[torch.Tensor]] = {}
+    for param in params:
+        groups.setdefault(getattr(param.grad, "device_mesh", None), []).append(param)
+    return list(groups.values())
+
+
+def _full_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The L2 norm of ``grads`` (all on one mesh, or plain) as a plain tensor."""
     total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=None)
     # Lazy: ``torch.distributed.tensor`` is heavy and the config path imports this module; with
     # DTensor gradients it is already loaded, so the import is free here.
@@ -155,6 +181,4 @@ def clip_grad_norm_(parameters: Iterable[torch.nn.Parameter], max_norm: float) -
     if isinstance(total, DTensor):
         # Sharded grads give a partial norm: full_tensor() reduces it over the mesh.
         total = total.full_tensor()
-    if max_norm > 0:
-        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total, foreach=None)
     return total

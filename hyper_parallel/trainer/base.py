@@ -91,9 +91,18 @@ class BaseTrainer:
             loss_fn=self.loss_fn,
         )
 
+    #: The mixture-of-experts load balancing of the run (None: a dense model).
+    moe_balancer = None
+
+    def _pre_optimizer_step(self, grad_norm: float) -> None:
+        if self.moe_balancer is not None:
+            self.moe_balancer.before_optimizer_step()
+        self.callbacks.on_pre_optimizer_step(grad_norm)
+
     def train_step(self, micro_batches: list) -> StepResult:
         from hyper_parallel.runtime.step import train_step
 
+        balancer = self.moe_balancer
         result = train_step(
             self.model,
             self.optimizer,
@@ -105,10 +114,14 @@ class BaseTrainer:
             split_group=self.dist.split_group,
             backward_context=self.model_bwd_context,
             on_substep_end=self.callbacks.on_substep_end,
-            on_pre_optimizer_step=self.callbacks.on_pre_optimizer_step,
+            on_pre_optimizer_step=self._pre_optimizer_step,
+            auxiliary_loss=None if balancer is None else balancer.auxiliary_loss,
             **self._step_options(),
         )
         self.last_global_tokens = result.global_tokens
+        self.last_step_metrics = {} if balancer is None else balancer.step_metrics(
+            result.aux_loss
+        )
         self.state.loss_history.append((self.state.global_step, result.loss))
         return result
 

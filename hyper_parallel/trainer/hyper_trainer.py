@@ -352,9 +352,12 @@ class HyperTrainer(BaseTrainer, Configurable):
         self.model.train()
 
     def _build_optimizer(self) -> None:
+        from hyper_parallel.runtime.moe_balance import build_moe_balancer
+
         self.optimizer = self.config.optimizer.build(model_parts=[self.model])
         if self.spec.post_optimizer_build_fn is not None:
             self.spec.post_optimizer_build_fn(self.optimizer, [self.model], self.parallel_dims)
+        self.moe_balancer = build_moe_balancer(self.model, self.config.moe, self.dist.dp_group)
 
     def _build_loss(self) -> Any:
         import torch

@@ -48,10 +48,15 @@ class AcceleratorConfig:
     """Pipeline-parallel degree (not supported yet)."""
 
     ep: int = 1
-    """Expert-parallel degree (its own mesh axis; dense models have no experts)."""
+    """Expert-parallel degree of a mixture-of-experts model: its own mesh axis, whose ranks load
+    the same batch and split its rows, each holding ``num_experts / ep`` experts."""
 
     etp: int = 1
-    """Expert tensor-parallel degree; with ``ep > 1`` it must be 1 or ``tp``."""
+    """Expert tensor-parallel degree; with ``ep > 1`` it must be 1 or ``tp`` (only 1 is
+    implemented)."""
+
+    moe_token_dispatcher_type: str = "all_to_all"
+    """How expert parallelism moves tokens to their experts: ``all_to_all``. Refused unless at its default (the reason is in the error and the migration guide)."""
 
     zero_stage: int = 0
     """Never read by the legacy trainer; FSDP shards parameters, gradients and optimizer state
@@ -354,16 +359,22 @@ class MemoryMonitorConfig:
 
 @dataclass
 class MoeMonitorConfig:
-    """``train.moe_monitor``: the expert-bias updater of MoE models. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """``train.moe_monitor``: the expert-bias updater of mixture-of-experts models
+    (auxiliary-loss-free load balancing)."""
 
     enabled: bool = False
-    """Update the experts' routing bias from their load. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """Update the experts' routing bias from their load before every optimizer step."""
 
     lr: float = 1e-3
-    """Update rate of the routing bias. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """Update rate of the routing bias (the step each expert's bias moves by)."""
 
     num_recomputations: int = 1
     """Forward passes per step that count the load (2 with activation checkpointing). Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    @validated
+    def __post_init__(self) -> None:
+        at_least(self.lr, 0.0, "lr")
+        at_least(self.num_recomputations, 1, "num_recomputations")
 
 
 @dataclass

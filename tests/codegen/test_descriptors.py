@@ -367,8 +367,12 @@ def test_every_problem_is_reported_at_once_and_nothing_is_written(repo_copy):
 
 @pytest.fixture(scope="module")
 def descriptor():
-    (d,) = load_descriptors(REPO, resolve(load_table(REPO / "codegen" / "field_table.yaml"), REPO))
-    return d
+    return _descriptors()["qwen3_5_v2"]
+
+
+def _descriptors() -> dict:
+    loaded = load_descriptors(REPO, resolve(load_table(REPO / "codegen" / "field_table.yaml"), REPO))
+    return {d.name: d for d in loaded}
 
 
 @pytest.fixture(scope="module")
@@ -408,6 +412,24 @@ def test_the_registry_lists_exactly_the_descriptor_recipes(registry, descriptor)
     assert required <= set(names)
     assert {r.flavor for r in descriptor.recipes} <= set(descriptor.flavors)
     assert descriptor.flavors == ["debugmodel", "tiny", "0.8b", "2b", "4b", "9b", "27b"]
+
+
+def test_every_model_family_has_its_registry():
+    """The second family (mixture of experts) goes through the same descriptor, spec and
+    registry machinery as the dense one: its generated module lists its recipes, on its spec."""
+    from hyper_parallel.config.recipes import available_recipes
+
+    descriptors = _descriptors()
+    assert sorted(descriptors) == ["qwen3_5_moe", "qwen3_5_v2"]
+    moe = descriptors["qwen3_5_moe"]
+    registry = importlib.import_module("hyper_parallel.models.qwen3_5_moe.config_registry")
+    assert sorted(registry.__all__) == sorted(r.name for r in moe.recipes)
+    assert available_recipes(registry) == sorted(registry.__all__)
+    assert moe.flavors == ["debugmodel", "35b_a3b", "122b_a10b", "397b_a17b"]
+    for name in registry.__all__:
+        config = getattr(registry, name)()
+        assert config.model_spec.name == "qwen3_5_moe", name
+        assert type(config.model_spec.model).__name__ == "Qwen3_5MoeModelConfig", name
 
 
 @pytest.mark.parametrize("name", [

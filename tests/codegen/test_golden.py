@@ -15,7 +15,10 @@ from .conftest import REPO
 #: Every generated file: the table's outputs, one recipe module per model descriptor and one
 #: recipe per example YAML.
 PATHS = output_paths(REPO)
-REGISTRY = "hyper_parallel/models/qwen3_5_v2/config_registry.py"
+REGISTRIES = {
+    "hyper_parallel/models/qwen3_5_v2/config_registry.py",
+    "hyper_parallel/models/qwen3_5_moe/config_registry.py",
+}
 EXAMPLE_RECIPES = outputs.example_recipes(REPO)
 #: The files that carry the generated header (the example recipes carry their YAML's hash in
 #: their docstring instead: they are exactly what --from-yaml writes for a user).
@@ -38,7 +41,7 @@ def _headed_outputs() -> tuple[outputs.Output, ...]:
 
 def test_every_output_is_produced(generation):
     assert sorted(generation.files) == sorted(PATHS)
-    assert {o.path for o in OUTPUTS} | {REGISTRY} | set(EXAMPLE_RECIPES) == set(PATHS)
+    assert {o.path for o in OUTPUTS} | REGISTRIES | set(EXAMPLE_RECIPES) == set(PATHS)
     yamls = sorted(p.name for p in (REPO / "examples" / "yaml").glob("*.yaml"))
     assert sorted(Path(p).name for p in EXAMPLE_RECIPES.values()) == yamls
 
@@ -82,10 +85,11 @@ def test_header_names_inputs_hash_and_command(generation, path):
     assert ", ".join(outputs.module_groups(out.modules)) in head[2]
     assert "hyper_parallel/utils/{docstrings,suggest,yaml_core,yaml_lines}.py" in head[2]
     assert "from_yaml" not in head[2] and "pipeline" not in head[2]
-    if path == REGISTRY:
+    if path in REGISTRIES:
         # A recipe module names its descriptor first and records the descriptor's hash.
-        assert head[0].endswith("from codegen/models/qwen3_5.yaml -- DO NOT EDIT.")
-        assert "Inputs: codegen/models/qwen3_5.yaml, codegen/field_table.yaml" in joined
+        descriptor = "codegen/models/" + ("qwen3_5_moe" if "qwen3_5_moe" in path else "qwen3_5")
+        assert head[0].endswith(f"from {descriptor}.yaml -- DO NOT EDIT.")
+        assert f"Inputs: {descriptor}.yaml, codegen/field_table.yaml" in joined
         assert "templates/config_registry.py.j2" in joined
         assert "descriptor" in parts
 

@@ -108,6 +108,19 @@ class _ContiguousGrad(torch.autograd.Function):
         return grad.contiguous()
 
 
+class _ScaleGrad(torch.autograd.Function):
+    """Identity whose backward multiplies the gradient by ``scale``."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.scale = scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad * ctx.scale, None
+
+
 def _grouped_linear(x: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     """``F.linear(rows, weight[e])`` for every expert's row block in one grouped GEMM."""
     out = torch._grouped_mm(x.contiguous(), weight.transpose(-2, -1), offs=offs)
@@ -148,6 +161,10 @@ class GroupedExperts(nn.Module):
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size
         self.implementation = implementation
+        # Expert parallelism sets it to the EP degree: an expert's gradient then arrives summed
+        # over the tokens of every EP rank, which the data-parallel average does not cover.
+        # An attribute, not a tensor hook, so that it survives ``to_empty``.
+        self.gradient_divide_factor = 1
         self.gate_up_proj = nn.Parameter(
             torch.empty(num_experts, 2 * intermediate_size, hidden_size)
         )
@@ -165,6 +182,9 @@ class GroupedExperts(nn.Module):
         """``x`` [M, H], rows grouped by expert (``counts[e]`` rows for local expert ``e``, in
         ascending order) -> [M, H]. No routing weight is applied here."""
         gate_up, down = _local(self.gate_up_proj), _local(self.down_proj)
+        if self.gradient_divide_factor != 1:
+            scale = 1.0 / self.gradient_divide_factor
+            gate_up, down = _ScaleGrad.apply(gate_up, scale), _ScaleGrad.apply(down, scale)
         if counts.shape != (gate_up.shape[0],):
             raise ValueError(
                 f"counts has shape {tuple(counts.shape)}, expected ({gate_up.shape[0]},): "

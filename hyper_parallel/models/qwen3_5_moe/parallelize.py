@@ -17,8 +17,8 @@ same mixed precision, activation checkpointing and compile rules) with the exper
   (``dp_replicate`` x ``dp_shard`` x ``ep``; HSDP when ``dp_replicate`` > 1), the routed experts
   over ``dp_replicate`` x ``dp_shard`` (the ranks that hold the same experts), each its own unit.
   An expert's gradient arrives summed over the EP ranks' tokens (the all-to-all's backward), so
-  it is divided by ``ep`` more than a dense one: FSDP's divide factor for the experts' unit, or a
-  gradient hook where no FSDP holds them.
+  it is divided by ``ep`` more than a dense one, in the experts' own backward
+  (``GroupedExperts.gradient_divide_factor``).
 """
 
 from __future__ import annotations
@@ -103,21 +103,18 @@ def apply_ep(model: nn.Module, parallel_dims: Any) -> nn.Module:
     for block in moe_blocks(model):
         experts = block.experts
         for name, param in list(experts.named_parameters(recurse=False)):
-            full = param.to_local() if isinstance(param, DTensor) else param.data
+            full = param.detach()
+            full = full.to_local() if isinstance(full, DTensor) else full
             sharded = distribute_tensor(full, mesh, placements)
             experts.register_parameter(
                 name, nn.Parameter(sharded, requires_grad=param.requires_grad)
             )
         block.dispatcher = AllToAllDispatcher(ep_mesh, block.num_experts)
+        # The loss is scaled for an average over every rank that trains on different rows; an
+        # expert's gradient already sums the rows of all EP ranks (the all-to-all's backward),
+        # and only the data-parallel ranks average it.
+        experts.gradient_divide_factor = parallel_dims.ep
     return model
-
-
-def _divide_expert_grads(model: nn.Module, factor: int) -> None:
-    """Divide each incoming expert gradient by ``factor`` (before it is accumulated, so gradient
-    accumulation divides each micro-batch's share once)."""
-    for block in moe_blocks(model):
-        for param in block.experts.parameters():
-            param.register_hook(lambda grad, f=factor: grad / f)
 
 
 # ====================================================================== FSDP
@@ -126,15 +123,13 @@ def apply_moe_fsdp(
     dense_mesh: DeviceMesh,
     expert_mesh: DeviceMesh | None,
     *,
-    ep: int,
     mp_policy: MixedPrecisionPolicy | None,
     reshard_after_forward: bool,
     cpu_offload: bool,
 ) -> nn.Module:
     """FSDP2 units: every block's routed experts over ``expert_mesh`` (when given), then every
     decoder layer and the root over ``dense_mesh``; without an ``expert_mesh`` the experts are
-    left out of FSDP (``ignored_params``). Expert gradients are divided by ``ep`` once more than
-    dense ones (see the module docstring)."""
+    left out of FSDP (``ignored_params``)."""
     kwargs: dict[str, Any] = {"reshard_after_forward": reshard_after_forward}
     if cpu_offload:
         kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
@@ -145,13 +140,8 @@ def apply_moe_fsdp(
     for block in moe_blocks(model):
         if expert_mesh is not None:
             fully_shard(block.experts, mesh=expert_mesh, **kwargs, **layer_mp)
-            if ep > 1:
-                # FSDP divides by its own ranks; the EP ranks' tokens are in the sum as well.
-                block.experts.set_gradient_divide_factor(float(expert_mesh.size() * ep))
         else:
             ignored.update(block.experts.parameters())
-    if expert_mesh is None and ep > 1:
-        _divide_expert_grads(model, ep)
     extra = {"ignored_params": ignored} if ignored else {}
     for layer in model.model.layers:
         fully_shard(layer, mesh=dense_mesh, **kwargs, **layer_mp, **extra)
@@ -224,7 +214,7 @@ def parallelize_qwen3_5_moe(
     if fsdp:
         apply_moe_fsdp(
             model, dense_mesh, expert_mesh if needs_fsdp(expert_mesh, mp_policy, cpu_offload)
-            else None, ep=ep, mp_policy=mp_policy, reshard_after_forward=reshard,
+            else None, mp_policy=mp_policy, reshard_after_forward=reshard,
             cpu_offload=cpu_offload,
         )
     elif cpu_offload:

@@ -45,6 +45,7 @@ class MetricsCallback(Callback):
             lr=current_lr(t),
             tokens=t.last_global_tokens,
             epoch=t.state.epoch,
+            extra=getattr(t, "last_step_metrics", None),
         )
         if self.handler is not None:
             self.handler.last_step_metrics = record

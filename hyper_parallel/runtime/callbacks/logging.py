@@ -84,6 +84,10 @@ def format_step_record(rec: dict[str, Any], max_steps: int | None) -> str:
         parts.append(f"tokens/s {rec['tokens_per_sec']:.1f}")
     if "tflops" in rec:
         parts.append(f"TFLOPS {rec['tflops']:.2f} MFU {100 * rec['mfu']:.2f}%")
+    if "moe_aux_loss" in rec:
+        parts.append(f"moe_aux_loss {rec['moe_aux_loss']:.6f}")
+    if "moe_load_imbalance" in rec:
+        parts.append(f"moe_imbalance {rec['moe_load_imbalance']:.3f}")
     return " | ".join(parts)
 
 

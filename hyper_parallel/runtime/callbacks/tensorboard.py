@@ -1,12 +1,16 @@
 """TensorBoard scalars for the ``MetricsProcessor``: ``train/loss``, ``train/grad_norm``,
-``train/lr`` and, when measured, ``train/tokens_per_sec`` (plus ``train/tflops``/``train/mfu``);
+``train/lr`` and, when measured, ``train/tokens_per_sec`` (plus ``train/tflops``/``train/mfu``)
+and a mixture-of-experts model's ``train/moe_aux_loss`` / ``train/moe_load_imbalance``;
 ``eval/loss`` on every evaluation."""
 
 from __future__ import annotations
 
 from typing import Any
 
-_STEP_SCALARS = ("loss", "grad_norm", "lr", "tokens_per_sec", "tflops", "mfu")
+_STEP_SCALARS = (
+    "loss", "grad_norm", "lr", "tokens_per_sec", "tflops", "mfu", "moe_aux_loss",
+    "moe_load_imbalance",
+)
 
 
 def open_summary_writer(output_dir: str, field_name: str = "train.tensorboard.enabled"):

@@ -1,5 +1,5 @@
 """Recipe unsupported_at_default, converted from unsupported_at_default.yaml
-(sha256 5dff1aaf588ff18aad73cb46155f4fd7c1515f983515ff77e49d5563c675a9a2).
+(sha256 3ea9f2175425bb589bd239e1ce5432187a44b71555dbdacaa046969c43921ffc).
 
 The YAML's header comment:
 

@@ -112,6 +112,7 @@ FLOAT_RANGE: dict[str, tuple[float, float, bool]] = {
     "train.optimizer.max_grad_norm": (-1.0, 1e9, False),
     "train.optimizer.eps": (0.0, 1.0, True),
     "train.logging.peak_tflops": (0.0, 1e4, True),
+    "train.moe_monitor.lr": (0.0, 1.0, False),
 }
 
 #: Paths the legacy trainer tests for truth, where "" is a legal (unset) spelling.

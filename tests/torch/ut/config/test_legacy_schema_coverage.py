@@ -31,7 +31,7 @@ train.accelerator.etp train.accelerator.zero_stage train.accelerator.reshard_aft
 train.accelerator.async_cp train.accelerator.ulysses_degree train.accelerator.comm_fusion
 train.accelerator.pp_micro_batch_num train.accelerator.pp_schedule train.accelerator.pp_vpp
 train.accelerator.pp_layer_split train.accelerator.cpu_offload
-train.accelerator.linear_attention_cp_mode
+train.accelerator.linear_attention_cp_mode train.accelerator.moe_token_dispatcher_type
 train.mixed_precision.enabled train.mixed_precision.param_dtype
 train.mixed_precision.reduce_dtype train.mixed_precision.output_dtype
 train.gradient_checkpointing.activation_checkpoint
@@ -84,8 +84,7 @@ OFF_DEFAULT = {
     "train.wandb.project": "mine",
     "train.wandb.run_name": "run1",
     "train.wandb.log_steps": "5",
-    "train.moe_monitor.enabled": "true",
-    "train.moe_monitor.lr": "0.01",
+    "train.accelerator.moe_token_dispatcher_type": "deredundency",
     "train.moe_monitor.num_recomputations": "2",
 }
 

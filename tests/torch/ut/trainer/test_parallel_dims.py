@@ -72,12 +72,17 @@ def test_sizes_and_summary():
 def test_canonical_order_and_aliases():
     d = ParallelDims(dp_replicate=2, dp_shard=2, ep=2, cp=2, tp=2, world_size=32)
     assert d.mesh_dims() == (("dp_replicate", "dp_shard", "ep", "cp", "tp"), (2, 2, 2, 2, 2))
+    # The ep ranks split their batch's rows (ParallelDims.batch_split), so tokens are summed
+    # over them too, and FSDP shards the dense parameters over dp_shard x ep.
     assert d.alias_dims() == {
         "fsdp": ("dp_shard",),
         "dp": ("dp_replicate", "dp_shard"),
-        "loss": ("dp_replicate", "dp_shard", "cp"),
+        "loss": ("dp_replicate", "dp_shard", "ep", "cp"),
+        "dp_shard_ep": ("dp_shard", "ep"),
     }
+    assert (d.dp_size, d.batch_split, d.grad_average_size) == (4, 2, 8)
     assert ParallelDims(dp_shard=2, cp=2, world_size=4).alias_dims()["loss"] == ("dp_shard", "cp")
+    assert ParallelDims(ep=2, world_size=2).alias_dims() == {"loss": ("ep",)}
     assert ParallelDims(cp=2, world_size=2).alias_dims() == {"loss": ("cp",)}
     assert ParallelDims(tp=2, world_size=2).alias_dims() == {}  # pure TP: no fsdp/dp/loss
     assert ParallelDims(world_size=1).mesh_dims() == (("dp_shard",), (1,))
