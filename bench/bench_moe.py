@@ -422,19 +422,23 @@ def main() -> None:
         results["transformers"] = None
     results["load_average_1min_start"] = round(os.getloadavg()[0], 2)
     start = time.perf_counter()
-    if "train_step" not in opts.skip:
-        results["train_step"] = bench_train_step(settings)
-    if "experts" not in opts.skip:
-        results["experts"] = bench_experts(settings)
-    if "expert_parallel" not in opts.skip:
-        results["expert_parallel"] = bench_expert_parallel(settings, opts.threads)
+    sections = {"train_step": lambda: bench_train_step(settings),
+                "experts": lambda: bench_experts(settings),
+                "expert_parallel": lambda: bench_expert_parallel(settings, opts.threads)}
+    results["section_wall_s"] = {}
+    for name, bench in sections.items():
+        if name not in opts.skip:
+            section_start = time.perf_counter()
+            results[name] = bench()
+            results["section_wall_s"][name] = round(time.perf_counter() - section_start, 1)
     results["wall_s"] = round(time.perf_counter() - start, 1)
     results["load_average_1min"] = round(os.getloadavg()[0], 2)
     results["cpus"] = os.cpu_count()
     print_summary(results)
     Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
     Path(opts.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwrote {opts.out} ({results['wall_s']} s)")
+    per_section = ", ".join(f"{k} {v} s" for k, v in results["section_wall_s"].items())
+    print(f"\nwrote {opts.out} ({results['wall_s']} s: {per_section})")
 
 
 if __name__ == "__main__":

@@ -10,12 +10,23 @@ shuffling, clipping effectively off, its accelerator keys written out) trains on
   test_legacy_training.py;
 * the 1-rank losses are pinned bit for bit in ``golden/preset_pt.json``.
 
-The three runs go through the layout harness (the session's shared jobs).
+The upstream MoE alignment YAML (mindspore-ai/hyper-parallel
+``examples/qwen3_5_35b_a3b_base/train.yaml``), every key it writes, on the debug MoE sizes
+(``flavor: debugmodel``, one layer as upstream) -- its ``weights_path`` a random
+``transformers.Qwen3_5MoeForCausalLM`` of that architecture saved with ``save_pretrained``, its
+``tokenizer_path`` the same folder holding the shipped tokenizer -- trains:
+
+* on 1 rank and on 2 FSDP ranks (bf16 compute, float32 reduction, ``rank_average``), every step,
+  with the losses within :data:`MOE_BF16_RTOL`;
+* through its recipe ``--from-yaml`` on 1 rank, bit-identically to the YAML.
+
+The six runs go through the layout harness in one plan: one job per world size.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -91,6 +102,118 @@ def write_alignment(folder: Path) -> Path:
     return yaml_path
 
 
+#: The upstream MoE alignment YAML, every key it writes, with three changes: ``flavor:
+#: debugmodel`` (the debug sizes, one layer as upstream); ``dp_shard: -1`` (upstream 4, which a
+#: 2-core machine cannot run; -1 is inferred from the world size: 1 and 2, as the dense YAML
+#: above); ``max_steps`` 8, not 20, as the dense alignment above (upstream's dense twin,
+#: ``examples/qwen3_5_0_8b_base/train.yaml``, runs 20 too): eight replayed steps already cover
+#: warm-up and the cosine decay, and every step is wall time on the suite's budget.
+MOE_ALIGNMENT_YAML = """\
+# Alignment regression of the upstream Qwen3.5-35B-A3B config, on the debug MoE sizes.
+model:
+  name: qwen3_5_moe
+  weights_path: {weights}
+  tokenizer_path: {weights}
+  config_overrides:
+    flavor: debugmodel
+    num_hidden_layers: 1
+data:
+  type: preset_pt
+  train_path: {path}
+  max_seq_len: {seq_len}
+  shuffle: false
+  num_workers: 0
+  pin_memory: true
+train:
+  max_steps: {steps}
+  num_train_epochs: 1
+  global_batch_size: {batch}
+  micro_batch_size: 1
+  seed: 1234
+  backend: torch
+  init_device: meta
+  accelerator:
+    dp_shard: -1
+    comm_fusion: true
+  optimizer:
+    type: adamw
+    lr: 1.0e-4
+    lr_min: 0.0
+    lr_decay_style: cosine
+    lr_warmup_ratio: 0.1
+    max_grad_norm: 1.0e9
+    weight_decay: 0.0
+    loss_aggregation: rank_average
+  mixed_precision:
+    enabled: true
+    param_dtype: bfloat16
+    reduce_dtype: float32
+    output_dtype: bfloat16
+  gradient_checkpointing:
+    activation_checkpoint: none
+  checkpoint:
+    output_dir: outputs/qwen3_5_moe
+    save_steps: 0
+    save_hf_weights: false
+  logging:
+    log_steps: 1
+    report_throughput: false
+  debug:
+    deterministic: true
+"""
+MOE_STEPS, MOE_SEQ_LEN, MOE_VOCAB = STEPS, 64, 2048  # the debug MoE flavor's vocabulary
+#: FSDP 2 vs 1 rank, bf16 compute: see test_moe_one_rank_and_two_fsdp_ranks_agree.
+MOE_BF16_RTOL = 0.0
+
+
+def write_moe_alignment(folder: Path) -> Path:
+    """The MoE YAML, its HF checkpoint (with the shipped tokenizer) and its batches."""
+    import shutil
+
+    import torch
+    from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+
+    from hyper_parallel import assets
+    from hyper_parallel.models.qwen3_5_moe.model_config import flavor_config
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import make_data_fixtures
+    finally:
+        sys.path.pop(0)
+
+    folder.mkdir(parents=True)
+    weights = folder / "Qwen3.5-MoE-debug-1layer"
+    hf_config = Qwen3_5MoeTextConfig(
+        **flavor_config("debugmodel").replace(num_hidden_layers=1).to_hf_dict())
+    assert hf_config.vocab_size == MOE_VOCAB
+    torch.manual_seed(0)
+    Qwen3_5MoeForCausalLM(hf_config).save_pretrained(weights)
+    for shipped in Path(assets.tokenizer_path()).parent.iterdir():
+        shutil.copy(shipped, weights / shipped.name)
+    # One row per micro-batch (micro_batch_size 1), exactly the rows the run reads.
+    batches = make_data_fixtures.preset_batches(num_batches=MOE_STEPS * GLOBAL_BATCH, batch=1,
+                                                seq_len=MOE_SEQ_LEN, vocab=MOE_VOCAB)
+    torch.save(batches, folder / "batches.pt")
+    yaml_path = folder / "align_moe.yaml"
+    yaml_path.write_text(MOE_ALIGNMENT_YAML.format(
+        weights=weights, path=folder / "batches.pt", seq_len=MOE_SEQ_LEN, steps=MOE_STEPS,
+        batch=GLOBAL_BATCH))
+    return yaml_path
+
+
+def _make_moe_files(folder: Path) -> dict:
+    """The MoE alignment YAML, its files and the recipe ``--from-yaml`` writes for it."""
+    from hyper_parallel.codegen import from_yaml
+
+    alignment = write_moe_alignment(folder / "alignment")
+    work = folder / "recipe"
+    work.mkdir()
+    recipe, _ = from_yaml.convert(alignment, "align_moe", work / "align_moe.py", base=work)
+    (work / "align_moe.py").write_text(recipe.text)
+    return {"yaml": str(alignment), "recipe folder": str(work), "recipe text": recipe.text}
+
+
 def _make_files(folder: Path) -> dict:
     """The alignment YAML, its batches and the recipe ``--from-yaml`` writes for it."""
     from hyper_parallel.codegen import from_yaml
@@ -105,20 +228,30 @@ def _make_files(folder: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(run_once, layouts) -> dict:
-    """The legacy YAML on 1 and 2 FSDP ranks and its recipe on 1 rank (the layout harness; the
-    files are made once per session, so the xdist workers ask for the same runs)."""
+    """The dense and the MoE legacy YAMLs on 1 and 2 FSDP ranks and their recipes on 1 rank, in
+    one plan (the layout harness: one job per world size; the files are made once per session,
+    so the xdist workers ask for the same runs)."""
     files = run_once.get(("preset_pt files", STEPS, GLOBAL_BATCH, SEQ_LEN), _make_files)
+    moe = run_once.get(("preset_pt moe files", MOE_STEPS, GLOBAL_BATCH, MOE_SEQ_LEN),
+                       _make_moe_files)
     found = layouts.run_cases({
         # dp_shard: -1 in the YAML: inferred from the world size.
         "legacy 1 rank": Case((files["yaml"],), Layout(), argv_sets_layout=True),
         "legacy FSDP 2": Case((files["yaml"],), Layout(dp_shard=2), argv_sets_layout=True),
         "recipe 1 rank": Case(("--module", "align", "--config", "align"), Layout(),
                               argv_sets_layout=True, pythonpath=(files["recipe folder"],)),
+        # The MoE YAML's dp_shard: -1 as well.
+        "moe legacy 1 rank": Case((moe["yaml"],), Layout(), argv_sets_layout=True),
+        "moe legacy FSDP 2": Case((moe["yaml"],), Layout(dp_shard=2), argv_sets_layout=True),
+        "moe recipe 1 rank": Case(("--module", "align_moe", "--config", "align_moe"), Layout(),
+                                  argv_sets_layout=True, pythonpath=(moe["recipe folder"],)),
     }, params=False)
     for name, run in found.items():
         assert run.error is None, (name, run.error)
     return {**{name: run.losses for name, run in found.items()},
-            "recipe text": files["recipe text"]}
+            **{f"{name} steps": run.steps for name, run in found.items()},
+            **{f"{name} gn": run.grad_norms for name, run in found.items()},
+            "recipe text": files["recipe text"], "moe recipe text": moe["recipe text"]}
 
 
 def test_the_recipe_replays_the_same_batches(runs):
@@ -144,3 +277,29 @@ def test_golden_losses(runs):
         GOLDEN.write_text(json.dumps({"steps": STEPS, "global_batch_size": GLOBAL_BATCH,
                                       "seq_len": SEQ_LEN, "losses": losses}, indent=1) + "\n")
     assert losses == json.loads(GOLDEN.read_text())["losses"]
+
+
+def test_moe_trains_every_step(runs):
+    for name in ("moe legacy 1 rank", "moe legacy FSDP 2", "moe recipe 1 rank"):
+        assert runs[f"{name} steps"] == list(range(1, MOE_STEPS + 1)), name
+        assert all(map(math.isfinite, runs[name])), (name, runs[name])
+
+
+def test_moe_recipe_replays_the_same_batches(runs):
+    text = runs["moe recipe text"]
+    assert "config.dataloader.dataset = \"preset_pt\"" in text
+    assert "config.dataloader.shuffle = False" in text
+    assert runs["moe recipe 1 rank"] == runs["moe legacy 1 rank"]  # bit for bit
+
+
+def test_moe_one_rank_and_two_fsdp_ranks_agree(runs):
+    one, two = runs["moe legacy 1 rank"], runs["moe legacy FSDP 2"]
+    worst = max(abs(a - b) / abs(b) for a, b in zip(two, one))
+    print(f"preset_pt MoE: max relative loss difference FSDP 2 vs 1 rank: {worst:.2e}")
+    assert two == pytest.approx(one, rel=MOE_BF16_RTOL, abs=0)
+
+
+def test_debug_print(runs):
+    for k in ("moe legacy 1 rank", "moe legacy FSDP 2", "moe recipe 1 rank", "legacy 1 rank", "legacy FSDP 2"):
+        print(k, [repr(x) for x in runs[k]])
+        print(k, "gn", [repr(x) for x in runs[k + " gn"]])
