@@ -192,7 +192,7 @@ class GroupedExperts(nn.Module):
             )
         if self.implementation not in EXPERT_IMPLEMENTATIONS:
             raise ValueError(f"implementation must be one of {EXPERT_IMPLEMENTATIONS}")
-        if self.implementation == "grouped_mm" and self._grouped_mm_aligned(x):
+        if self.implementation == "grouped_mm" and self._grouped_mm_runs(x):
             offs = torch.cumsum(counts, 0, dtype=torch.int32)  # the kernel wants int32 ends
             gate, up = _grouped_linear(x, gate_up, offs).chunk(2, dim=-1)
             return _grouped_linear(F.silu(gate) * up, down, offs)
@@ -209,8 +209,12 @@ class GroupedExperts(nn.Module):
             outs.append(F.linear(F.silu(gate) * up, down[e]))
         return torch.cat(outs)
 
-    def _grouped_mm_aligned(self, x: torch.Tensor) -> bool:
-        """Whether every operand's row stride is a multiple of 16 bytes (``_grouped_mm``'s rule)."""
+    def _grouped_mm_runs(self, x: torch.Tensor) -> bool:
+        """Whether ``torch._grouped_mm`` takes these operands: every row stride a multiple of
+        16 bytes, and under ``torch.compile`` bf16 only (its meta kernel's rule in torch 2.13);
+        elsewhere the loop computes the same function."""
+        if torch.compiler.is_compiling() and x.dtype != torch.bfloat16:
+            return False
         return all(
             (dim * x.element_size()) % 16 == 0 for dim in (self.hidden_size, self.intermediate_size)
         )

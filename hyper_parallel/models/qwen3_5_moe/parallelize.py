@@ -209,7 +209,8 @@ def parallelize_qwen3_5_moe(
         apply_ep(model, parallel_dims)
     apply_ac(model, ac_mode)
     if compile_model:
-        apply_compile(model, backend=backend)
+        # fullgraph=False: routing syncs with the host (token counts per expert), a graph break.
+        apply_compile(model, backend=backend, fullgraph=False)
     fsdp = needs_fsdp(dense_mesh, mp_policy, cpu_offload)
     if fsdp:
         apply_moe_fsdp(

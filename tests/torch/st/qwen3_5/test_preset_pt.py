@@ -17,7 +17,7 @@ The upstream MoE alignment YAML (mindspore-ai/hyper-parallel
 ``tokenizer_path`` the same folder holding the shipped tokenizer -- trains:
 
 * on 1 rank and on 2 FSDP ranks (bf16 compute, float32 reduction, ``rank_average``), every step,
-  with the losses within :data:`MOE_BF16_RTOL`;
+  with the losses within :data:`MOE_BF16_RTOL` (the layout tolerance above);
 * through its recipe ``--from-yaml`` on 1 rank, bit-identically to the YAML.
 
 The six runs go through the layout harness in one plan: one job per world size.
@@ -162,8 +162,12 @@ train:
     deterministic: true
 """
 MOE_STEPS, MOE_SEQ_LEN, MOE_VOCAB = STEPS, 64, 2048  # the debug MoE flavor's vocabulary
-#: FSDP 2 vs 1 rank, bf16 compute: see test_moe_one_rank_and_two_fsdp_ranks_agree.
-MOE_BF16_RTOL = 0.0
+#: FSDP 2 vs 1 rank, bf16 compute, ``rank_average``: the dense alignment's bound. Measured
+#: (torch 2.13, CPU): these 8 steps are bit-identical, but that is luck, not a property -- with
+#: upstream's 20 steps 4 of them differ by one float32 ulp of the logged loss (6.2e-8 relative;
+#: the steps after each are equal again: the logged mean rounds otherwise, the parameters do
+#: not differ), and in float32 (mixed_precision off) these 8 differ too (6.3e-8).
+MOE_BF16_RTOL = LAYOUT_RTOL
 
 
 def write_moe_alignment(folder: Path) -> Path:
@@ -250,7 +254,6 @@ def runs(run_once, layouts) -> dict:
         assert run.error is None, (name, run.error)
     return {**{name: run.losses for name, run in found.items()},
             **{f"{name} steps": run.steps for name, run in found.items()},
-            **{f"{name} gn": run.grad_norms for name, run in found.items()},
             "recipe text": files["recipe text"], "moe recipe text": moe["recipe text"]}
 
 
@@ -296,10 +299,4 @@ def test_moe_one_rank_and_two_fsdp_ranks_agree(runs):
     one, two = runs["moe legacy 1 rank"], runs["moe legacy FSDP 2"]
     worst = max(abs(a - b) / abs(b) for a, b in zip(two, one))
     print(f"preset_pt MoE: max relative loss difference FSDP 2 vs 1 rank: {worst:.2e}")
-    assert two == pytest.approx(one, rel=MOE_BF16_RTOL, abs=0)
-
-
-def test_debug_print(runs):
-    for k in ("moe legacy 1 rank", "moe legacy FSDP 2", "moe recipe 1 rank", "legacy 1 rank", "legacy FSDP 2"):
-        print(k, [repr(x) for x in runs[k]])
-        print(k, "gn", [repr(x) for x in runs[k + " gn"]])
+    assert two == pytest.approx(one, rel=MOE_BF16_RTOL)
