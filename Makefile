@@ -111,6 +111,7 @@ bench: install
 	$(PY) bench/bench_train.py
 	$(PY) bench/bench_cli.py
 	$(PY) bench/bench_codegen.py
+	$(PY) bench/bench_moe.py
 
 # ConfigManager.parse_args against torchtitan 0.3.0; builds bench/.titan-env on first use.
 bench-cli: install

@@ -34,6 +34,7 @@ STARTERS = (
     _ST + "test_faults.py::test_faults_end_fast",
     _UT + "models/test_qwen3_5_v2.py::test_compile_per_layer_inductor_matches_eager",
     _ST + "test_recipes_from_yaml.py::test_every_step_bit_identical[train_qwen3_5_debug]",
+    _ST + "test_moe_layouts.py::test_legacy_yaml_and_recipe_are_one_run[1 rank]",
     _ST + "test_parallelize.py::test_fsdp_2_ranks_matches_reference",
     _ST + "test_one_engine.py::test_a_checkpoint_resumes_through_the_other_entry[yaml then recipe]",
     _ST + "test_parallelize.py::test_hsdp_2x2_matches_reference",
@@ -48,7 +49,7 @@ STARTERS = (
 #: worker that asks for a job still running waits for it, idle).
 READERS = tuple(_ST + name for name in (
     "test_legacy_training.py", "test_recipes_from_yaml.py", "test_parallelize.py",
-    "test_one_engine.py", "test_preset_pt.py"))
+    "test_one_engine.py", "test_preset_pt.py", "test_moe_layouts.py"))
 
 
 def _place(nodeid: str) -> tuple[int, int]:

@@ -151,13 +151,24 @@ class LayoutHarness:
         for name, case in resolved.items():
             by_world.setdefault(case.layout.world_size, []).append(name)
         out: dict[Any, LayoutRun] = {}
+        records: dict[int, list[dict]] = {}
+        # First every world size no other worker is making, then wait for the rest: two
+        # workers that ask for the same plan make its jobs side by side, not one after the other.
+        for wait in (False, True):
+            for world, group in sorted(by_world.items()):
+                if world in records:
+                    continue
+                keys = [("layout case", resolved[name], params) for name in group]
+
+                def make(indices: list[int], folders: list[Path], group=group, world=world):
+                    return self._launch([resolved[group[i]] for i in indices], folders, world,
+                                        params)
+
+                found = self.cache.get_many(keys, make, wait=wait)
+                if found is not None:
+                    records[world] = found
         for world, group in sorted(by_world.items()):
-            keys = [("layout case", resolved[name], params) for name in group]
-
-            def make(indices: list[int], folders: list[Path], group=group, world=world):
-                return self._launch([resolved[group[i]] for i in indices], folders, world, params)
-
-            for name, record in zip(group, self.cache.get_many(keys, make)):
+            for name, record in zip(group, records[world]):
                 case = resolved[name]
                 if record["error"] is None:
                     expected = {d: getattr(case.layout, d) for d in DEGREES}

@@ -36,17 +36,24 @@ class SessionCache:
         return self.get_many([key], lambda _, folders: [make(folders[0])])[0]
 
     def get_many(self, keys: Sequence[object],
-                 make: Callable[[list[int], list[Path]], list[Any]]) -> list[Any]:
+                 make: Callable[[list[int], list[Path]], list[Any]], *,
+                 wait: bool = True) -> list[Any] | None:
         """The results of ``keys``, the missing ones made together: ``make(indices,
         folders)`` returns the results of ``keys[i]`` for ``i`` in ``indices`` (one torchrun job
         serving several cases). The keys' locks are taken in a fixed order, so two workers
-        asking for overlapping sets never wait on each other in a cycle."""
-        from filelock import FileLock
+        asking for overlapping sets never wait on each other in a cycle. ``wait=False``: None
+        at once when another worker holds one of the locks (it is making those results), so
+        the caller can make something else first."""
+        from filelock import FileLock, Timeout
 
         digests = [hashlib.sha256(repr(key).encode()).hexdigest()[:16] for key in keys]
         with contextlib.ExitStack() as locks:
             for digest in sorted(set(digests)):
-                locks.enter_context(FileLock(str(self.root / f"{digest}.lock")))
+                lock = FileLock(str(self.root / f"{digest}.lock"), timeout=-1 if wait else 0)
+                try:
+                    locks.enter_context(lock)
+                except Timeout:
+                    return None
             missing, seen = [], set()
             for i, digest in enumerate(digests):
                 if digest not in seen and not (self.root / f"{digest}.json").exists():

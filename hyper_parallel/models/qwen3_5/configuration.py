@@ -344,7 +344,7 @@ def _suggest_mrope(half: int) -> list[int]:
     return [t, h, half - t - h]
 
 
-def field_names(cls: type = None) -> list[str]:
+def field_names(cls: type | None = None) -> list[str]:
     """The fields of ``cls`` (default :class:`Qwen3_5Config`) a config may set: all but the
     :attr:`~Qwen3_5Config.UNUSED_FIELDS` it inherits."""
     cls = cls or Qwen3_5Config
@@ -352,7 +352,7 @@ def field_names(cls: type = None) -> list[str]:
 
 
 def _check_keys(
-    keys: Mapping[str, Any], where: str, extra: tuple[str, ...] = (), cls: type = None
+    keys: Mapping[str, Any], where: str, extra: tuple[str, ...] = (), cls: type | None = None
 ) -> None:
     valid = field_names(cls) + list(extra)
     for key in keys:

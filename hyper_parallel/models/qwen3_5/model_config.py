@@ -85,23 +85,17 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
 
     # ------------------------------------------------------------ legacy bridge
     def to_legacy(self) -> Qwen3_5Config:
-        """A plain :class:`Qwen3_5Config` with the same values (a fresh one)."""
-        return Qwen3_5Config(
-            **{
-                f.name: copy.deepcopy(getattr(self, f.name))
-                for f in dataclasses.fields(Qwen3_5Config)
-            }
-        )
+        """A plain config of the architecture class this one extends (:class:`Qwen3_5Config`,
+        or the MoE family's) with the same values (a fresh one)."""
+        plain = _plain_class(type(self))
+        return plain(**{f.name: copy.deepcopy(getattr(self, f.name))
+                        for f in dataclasses.fields(plain)})
 
     @classmethod
     def from_legacy(cls, legacy: Qwen3_5Config) -> Qwen3_5ModelConfig:
         """The protocol config with the values of a plain one."""
-        return cls(
-            **{
-                f.name: copy.deepcopy(getattr(legacy, f.name))
-                for f in dataclasses.fields(Qwen3_5Config)
-            }
-        )
+        return cls(**{f.name: copy.deepcopy(getattr(legacy, f.name))
+                      for f in dataclasses.fields(_plain_class(cls))})
 
     def replace(self, **changes: Any) -> Qwen3_5ModelConfig:
         """A validated copy with ``changes`` applied; a ``layer_types`` that is the interval
@@ -182,20 +176,11 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
         """The parallel degrees this model cannot run are a ``ConfigError`` naming the field:
         CP, PP and EP above 1, ETP above 1 (no experts), and a TP degree that does not divide
         every dimension TP shards."""
-        for name, what in (
+        refuse_degrees(parallelism, "qwen3_5_v2", (
             ("context_parallel_degree", "context parallelism"),
             ("pipeline_parallel_degree", "pipeline parallelism"),
-            (
-                "expert_parallel_degree",
-                "expert parallelism (the dense model has no experts)",
-            ),
-        ):
-            degree = getattr(parallelism, name, 1) or 1
-            if degree > 1:
-                raise ConfigError(
-                    f"{degree}: {what} is not supported by qwen3_5_v2 yet; set it to 1",
-                    path=f"parallelism.{name}",
-                )
+            ("expert_parallel_degree", "expert parallelism (the dense model has no experts)"),
+        ))
         etp = getattr(parallelism, "expert_tensor_parallel_degree", 1) or 1
         if etp > 1:
             raise ConfigError(
@@ -220,6 +205,18 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
 Qwen3_5ModelConfig._owner = LazyOwner(  # type: ignore[assignment]
     "hyper_parallel.models.qwen3_5.protocol:Qwen3_5Model"
 )
+
+
+def refuse_degrees(parallelism: Any, model: str, refused: tuple[tuple[str, str], ...]) -> None:
+    """A ``ConfigError`` for the first ``parallelism.<name>`` of ``refused`` (``(name, what
+    it is)`` pairs) above 1: ``model`` does not support it yet."""
+    for name, what in refused:
+        degree = getattr(parallelism, name, 1) or 1
+        if degree > 1:
+            raise ConfigError(
+                f"{degree}: {what} is not supported by {model} yet; set it to 1",
+                path=f"parallelism.{name}",
+            )
 
 
 @functools.cache

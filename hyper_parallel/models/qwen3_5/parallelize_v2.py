@@ -155,6 +155,16 @@ def data_parallel_mesh(parallel_dims: Any) -> DeviceMesh | None:
     return None
 
 
+def refuse_without_data_axis(request: str, names: tuple[str, ...]) -> None:
+    """A ``ValueError``: ``request`` (mixed precision, CPU offload) is a policy of FSDP2, and
+    the mesh ``names`` has no axis FSDP runs over (pure tensor parallelism)."""
+    raise ValueError(
+        f"{request}, which is FSDP2's policy, but the mesh {names} has no dp_shard / "
+        "dp_replicate axis (pure tensor parallel); turn it off (mixed precision: float32 / "
+        "float32 / unset) or give the mesh a data-parallel axis"
+    )
+
+
 def needs_fsdp(
     dp_mesh: DeviceMesh | None, mp_policy: MixedPrecisionPolicy | None, cpu_offload: bool
 ) -> bool:
@@ -263,12 +273,9 @@ def parallelize_qwen3_5_v2(
     dp_mesh = data_parallel_mesh(parallel_dims)
     names = _mesh_names(parallel_dims)
     if dp_mesh is None and mp_policy is not None:
-        raise ValueError(
+        refuse_without_data_axis(
             "training.mixed_precision_param / _reduce / _output ask for mixed precision "
-            f"({mp_policy}), which is FSDP's policy, but the mesh {names} has no dp_shard / "
-            "dp_replicate axis (pure tensor parallel). Set them to float32 / float32 / unset, "
-            "or give the mesh a data-parallel axis."
-        )
+            f"({mp_policy})", names)
 
     if "tp" in names:
         apply_tp(model, parallel_dims.get_mesh("tp"))
@@ -280,11 +287,7 @@ def parallelize_qwen3_5_v2(
         apply_fsdp(model, dp_mesh, mp_policy=mp_policy, reshard_after_forward=reshard,
                    cpu_offload=cpu_offload)
     elif cpu_offload:
-        raise ValueError(
-            "training.enable_cpu_offload is FSDP2's offload policy, but the mesh "
-            f"{names} has no dp_shard / dp_replicate axis (pure tensor parallel); turn it off "
-            "or give the mesh a data-parallel axis"
-        )
+        refuse_without_data_axis("training.enable_cpu_offload asks for CPU offload", names)
     logger.info(
         "qwen3_5_v2 parallelized: mesh dims=%s tp=%s ac=%s compile=%s fsdp=%s mp=%s reshard=%s "
         "cpu_offload=%s",

@@ -149,13 +149,18 @@ class Qwen3_5StateDictAdapter:
         if LM_HEAD not in out and config.tie_word_embeddings and EMBED in out:
             out[LM_HEAD] = out[EMBED]  # same tensor: loading copies it into the tied parameter
         if strict:
-            expected = set(expected_keys(config))
-            unexpected = sorted(set(out) - expected)
-            missing = sorted(expected - set(out))
-            if unexpected or missing:
-                raise KeyError(
-                    "from_hf: checkpoint does not match the config. "
-                    f"unexpected={unexpected[:20]}{'...' if len(unexpected) > 20 else ''} "
-                    f"missing={missing[:20]}{'...' if len(missing) > 20 else ''}"
-                )
+            check_keys_match(out, expected_keys(config))
         return out
+
+
+def check_keys_match(state_dict: Mapping[str, Any], expected: list[str]) -> None:
+    """A ``KeyError`` listing the unexpected and the missing keys (the first 20 of each) when
+    ``state_dict`` does not hold exactly ``expected``."""
+    unexpected = sorted(set(state_dict) - set(expected))
+    missing = sorted(set(expected) - set(state_dict))
+    if unexpected or missing:
+        raise KeyError(
+            "from_hf: checkpoint does not match the config. "
+            f"unexpected={unexpected[:20]}{'...' if len(unexpected) > 20 else ''} "
+            f"missing={missing[:20]}{'...' if len(missing) > 20 else ''}"
+        )

@@ -11,12 +11,10 @@ divides the experts.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from hyper_parallel.models.qwen3_5.model_config import Qwen3_5ModelConfig
+from hyper_parallel.models.qwen3_5.model_config import Qwen3_5ModelConfig, refuse_degrees
 from hyper_parallel.models.qwen3_5.model_section import apply_model_section
 from hyper_parallel.models.qwen3_5_moe.configuration import (
     DEFAULT_FLAVOR,
@@ -48,25 +46,6 @@ class Qwen3_5MoeModelConfig(Qwen3_5ModelConfig, Qwen3_5MoeConfig):
     and the MoE parallel rules (:meth:`_check_parallelism`).
     """
 
-    def to_legacy(self) -> Qwen3_5MoeConfig:
-        """A plain :class:`Qwen3_5MoeConfig` with the same values (a fresh one)."""
-        return Qwen3_5MoeConfig(
-            **{
-                f.name: copy.deepcopy(getattr(self, f.name))
-                for f in dataclasses.fields(Qwen3_5MoeConfig)
-            }
-        )
-
-    @classmethod
-    def from_legacy(cls, legacy: Qwen3_5MoeConfig) -> Qwen3_5MoeModelConfig:
-        """The protocol config with the values of a plain one."""
-        return cls(
-            **{
-                f.name: copy.deepcopy(getattr(legacy, f.name))
-                for f in dataclasses.fields(Qwen3_5MoeConfig)
-            }
-        )
-
     def _with_model_section(self, section: Any) -> Qwen3_5MoeModelConfig:
         return apply_model_section(self, section, flavor_config, FLAVORS)
 
@@ -74,16 +53,10 @@ class Qwen3_5MoeModelConfig(Qwen3_5ModelConfig, Qwen3_5MoeConfig):
         """CP and PP above 1 are refused; ``expert_parallel_degree`` must divide ``num_experts``;
         ``expert_tensor_parallel_degree`` must be 1 (the routed experts are whole on each rank:
         under TP they are replicated over the TP ranks); TP must divide what it shards."""
-        for name, what in (
+        refuse_degrees(parallelism, "qwen3_5_moe", (
             ("context_parallel_degree", "context parallelism"),
             ("pipeline_parallel_degree", "pipeline parallelism"),
-        ):
-            degree = getattr(parallelism, name, 1) or 1
-            if degree > 1:
-                raise ConfigError(
-                    f"{degree}: {what} is not supported by qwen3_5_moe yet; set it to 1",
-                    path=f"parallelism.{name}",
-                )
+        ))
         ep = getattr(parallelism, "expert_parallel_degree", 1) or 1
         if self.num_experts % ep:
             divisors = [d for d in range(1, self.num_experts + 1) if self.num_experts % d == 0]

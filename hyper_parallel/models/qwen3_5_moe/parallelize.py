@@ -47,6 +47,7 @@ from hyper_parallel.models.qwen3_5.parallelize_v2 import (
     data_parallel_mesh,
     mp_policy_from_training,
     needs_fsdp,
+    refuse_without_data_axis,
 )
 
 from .expert_parallel import AllToAllDispatcher
@@ -197,12 +198,9 @@ def parallelize_qwen3_5_moe(
     dense_mesh = dense_data_mesh(parallel_dims)
     expert_mesh = data_parallel_mesh(parallel_dims) if ep > 1 else dense_mesh
     if dense_mesh is None and mp_policy is not None:
-        raise ValueError(
+        refuse_without_data_axis(
             "training.mixed_precision_param / _reduce / _output ask for mixed precision "
-            f"({mp_policy}), which is FSDP's policy, but the mesh {names} has no data-parallel "
-            "or expert-parallel axis (pure tensor parallel). Set them to float32 / float32 / "
-            "unset, or give the mesh a data-parallel axis."
-        )
+            f"({mp_policy})", names)
     if "tp" in names:
         apply_tp(model, parallel_dims.get_mesh("tp"), MOE_MLP_PLAN)
     if ep > 1:
@@ -219,11 +217,7 @@ def parallelize_qwen3_5_moe(
             cpu_offload=cpu_offload,
         )
     elif cpu_offload:
-        raise ValueError(
-            "training.enable_cpu_offload is FSDP2's offload policy, but the mesh "
-            f"{names} has no data-parallel axis (pure tensor parallel); turn it off or give "
-            "the mesh a data-parallel axis"
-        )
+        refuse_without_data_axis("training.enable_cpu_offload asks for CPU offload", names)
     logger.info(
         "qwen3_5_moe parallelized: mesh dims=%s tp=%s ep=%s ac=%s compile=%s fsdp=%s experts "
         "fsdp=%s mp=%s",

@@ -26,7 +26,11 @@ from collections.abc import Mapping
 
 import torch
 
-from hyper_parallel.models.qwen3_5.state_dict_adapter import Qwen3_5StateDictAdapter, _full
+from hyper_parallel.models.qwen3_5.state_dict_adapter import (
+    Qwen3_5StateDictAdapter,
+    _full,
+    check_keys_match,
+)
 
 from .configuration import Qwen3_5MoeConfig
 
@@ -142,14 +146,6 @@ class Qwen3_5MoeStateDictAdapter(Qwen3_5StateDictAdapter):
                 bias_key = key[: -len(_ROUTER)] + _EXPERT_BIAS
                 out.setdefault(bias_key, torch.zeros(config.num_experts, dtype=torch.float32))
         if strict:
-            expected = set(expected_keys(config))
-            unexpected = sorted(set(out) - expected)
-            missing = sorted(expected - set(out))
-            if unexpected or missing:
-                raise KeyError(
-                    "from_hf: checkpoint does not match the config. "
-                    f"unexpected={unexpected[:20]}{'...' if len(unexpected) > 20 else ''} "
-                    f"missing={missing[:20]}{'...' if len(missing) > 20 else ''}"
-                )
+            check_keys_match(out, expected_keys(config))
         return out
 
