@@ -339,8 +339,8 @@ def expert_bias_backward(*, coeff: float | None) -> dict[str, Any]:
 
 def expert_bias_canonical(*, enabled: bool, lr: float) -> Changes:
     if not enabled and lr != _MOE_MONITOR_LR:
-        return {"lr": (_MOE_MONITOR_LR, "train.moe_monitor.enabled is false, so its lr is "
-                                        "never used")}
+        return {"lr": (_MOE_MONITOR_LR,
+                       "train.moe_monitor.enabled is false, so its lr is never used")}
     return {}
 
 
@@ -352,12 +352,12 @@ __all__ = [
     "dp_shard_backward",
     "dp_shard_canonical",
     "dp_shard_forward",
-    "expert_bias_backward",
-    "expert_bias_canonical",
-    "expert_bias_forward",
     "empty_is_unset_backward",
     "empty_is_unset_canonical",
     "empty_is_unset_forward",
+    "expert_bias_backward",
+    "expert_bias_canonical",
+    "expert_bias_forward",
     "mixed_precision_backward",
     "mixed_precision_canonical",
     "mixed_precision_forward",

@@ -71,10 +71,10 @@ __all__ = [
     "infer_seqlen",
     "load_tokenizer",
     "micro_batch_groups",
-    "split_rows",
     "read_alpaca_records",
     "read_jsonl_documents",
     "read_text_documents",
     "resolve_data_files",
     "resolve_tokenizer_path",
+    "split_rows",
 ]

@@ -21,7 +21,7 @@ checkpointing recomputes is not counted again (the block skips it).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -41,19 +41,19 @@ class MoEBalancer:
         blocks: list[SparseMoeBlock],
         *,
         router_aux_loss_coef: float,
-        load_balance_coeff: Optional[float],
-        group: Optional[dist.ProcessGroup],
+        load_balance_coeff: float | None,
+        group: dist.ProcessGroup | None,
     ) -> None:
         self.blocks = blocks
         self.router_aux_loss_coef = router_aux_loss_coef
         self.load_balance_coeff = load_balance_coeff
         self.group = group
         self.num_experts = blocks[0].num_experts
-        self._imbalance: Optional[float] = None
+        self._imbalance: float | None = None
         for block in blocks:
             block.gate.use_expert_bias = load_balance_coeff is not None
 
-    def auxiliary_loss(self) -> Optional[torch.Tensor]:
+    def auxiliary_loss(self) -> torch.Tensor | None:
         """``router_aux_loss_coef x`` the load-balancing loss of the forward that just ran
         (None when the coefficient is 0)."""
         if not self.router_aux_loss_coef:
@@ -78,7 +78,7 @@ class MoEBalancer:
         for block in self.blocks:
             block.reset_tokens_per_expert()
 
-    def step_metrics(self, aux_loss: Optional[float]) -> dict[str, float]:
+    def step_metrics(self, aux_loss: float | None) -> dict[str, float]:
         """The step's MoE metrics for the log (``moe_aux_loss`` when the loss is on,
         ``moe_load_imbalance``)."""
         out: dict[str, float] = {}
@@ -95,8 +95,8 @@ class MoEBalancer:
 
 
 def build_moe_balancer(
-    model: torch.nn.Module, moe: Any, group: Optional[dist.ProcessGroup]
-) -> Optional[MoEBalancer]:
+    model: torch.nn.Module, moe: Any, group: dist.ProcessGroup | None
+) -> MoEBalancer | None:
     """The balancer of ``model`` under the ``moe`` section; None for a model without MoE blocks.
 
     A dense model with a balancing setting that is not off is a :class:`ConfigError` naming the

@@ -18,6 +18,8 @@ world size).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
@@ -62,16 +64,22 @@ MOE_LAYOUT_RTOL = 1e-6
 MOE_GRAD_NORM_RTOL = 1e-5
 
 
-@pytest.fixture(scope="module")
-def recipe(tmp_path_factory):
-    """The YAML and the recipe module ``--from-yaml`` writes for it."""
+def _write_recipe(folder: Path) -> list[str]:
     from hyper_parallel.codegen.__main__ import main
 
-    folder = tmp_path_factory.mktemp("moe_recipe")
+    folder.mkdir(parents=True)
     yaml_path = folder / "moe_layouts.yaml"
     yaml_path.write_text(MOE_YAML)
     assert main(["--from-yaml", str(yaml_path), "-o", str(folder / "moe_layouts.py")]) == 0
-    return yaml_path, folder
+    return [str(yaml_path), str(folder)]
+
+
+@pytest.fixture(scope="module")
+def recipe(run_once):
+    """The YAML and the recipe module ``--from-yaml`` writes for it, in one folder of the
+    session: the cases' command lines, hence the harness's keys, are the same on every worker."""
+    yaml_path, folder = run_once.get("moe layouts recipe", _write_recipe)
+    return Path(yaml_path), Path(folder)
 
 
 @pytest.fixture(scope="module")
