@@ -35,6 +35,8 @@ STARTERS = (
     _UT + "models/test_qwen3_5_v2.py::test_compile_per_layer_inductor_matches_eager",
     _ST + "test_recipes_from_yaml.py::test_every_step_bit_identical[train_qwen3_5_debug]",
     _ST + "test_moe_layouts.py::test_legacy_yaml_and_recipe_are_one_run[1 rank]",
+    # A second asker of the same plan: it makes the world sizes the first one is not making.
+    _ST + "test_moe_layouts.py::test_layouts_agree_with_one_rank[EP 2 x TP 2]",
     _ST + "test_parallelize.py::test_fsdp_2_ranks_matches_reference",
     _ST + "test_one_engine.py::test_a_checkpoint_resumes_through_the_other_entry[yaml then recipe]",
     _ST + "test_parallelize.py::test_hsdp_2x2_matches_reference",
