@@ -4,7 +4,7 @@ One workload -- a legacy MoE YAML (the debug flavor cut to 2 layers, one Gated D
 gated attention layer, each with 8 experts of which 2 per token; synthetic tokens, 8 steps of
 4 sequences in micro-batches of 2, the expert bias balancing the load) -- trains on 1 rank,
 FSDP 2, EP 2, EP 2 x FSDP 2 and EP 2 x TP 2, and the recipe ``--from-yaml`` writes for it on
-1 rank and EP 2 (the layout harness, :mod:`tests.helpers.layout`: one job per
+1 rank (the layout harness, :mod:`tests.helpers.layout`: one job per
 world size).
 
 * Every layout agrees with the single-rank run: per-step losses within :data:`MOE_LAYOUT_RTOL`,
@@ -12,8 +12,8 @@ world size).
   compute: the EP ranks load the same batch and split its rows, tokens reach their experts by
   all-to-all, and the expert gradients come back summed over the ranks' rows; only the order of
   the reductions differs from one rank.
-* The legacy YAML and its recipe are the same run: bit for bit, on one rank and on EP 2 (the
-  entries differ only before the engine, which every layout shares).
+* The legacy YAML and its recipe are the same run: bit for bit, on one rank (the entries differ
+  only before the engine, which every layout shares).
 """
 
 from __future__ import annotations
@@ -52,9 +52,10 @@ LAYOUTS = {
     "EP 2 x FSDP 2": Layout(dp_shard=2, ep=2),
     "EP 2 x TP 2": Layout(ep=2, tp=2),
 }
-#: The layouts the recipe trains on too: one rank, and expert parallelism (the 4-rank jobs cost
-#: the suite most; the entries share everything after conversion, which every layout runs).
-BOTH_WORLDS = ("1 rank", "EP 2")
+#: The layouts the recipe trains on too. The two entries share everything after the
+#: conversion, which every layout runs; the recipe's own layouts are trained by
+#: test_recipes_from_yaml and test_preset_pt (FSDP 2), and each run here costs the suite.
+BOTH_WORLDS = ("1 rank",)
 #: Between layouts: the data-parallel and expert-parallel reductions, and TP's row-parallel
 #: all-reduces, sum in another order. Losses: measured 1.3e-7 at worst. Gradient norms: measured
 #: 3.5e-6 at worst, and that is the float32 norm itself, not the gradients: one rank sums a
