@@ -162,3 +162,26 @@ def test_only_the_pipeline_ignore_index_is_accepted():
     assert CrossEntropyLoss.Config(ignore_index=-100).ignore_index == -100
     with pytest.raises(ValueError, match=r"CrossEntropyLoss.Config.ignore_index=-1: only -100"):
         CrossEntropyLoss.Config(ignore_index=-1)
+
+
+@pytest.mark.parametrize("aggregation", ["token_weighted", "rank_average"])
+def test_ranks_that_split_a_batch_train_that_batch(aggregation):
+    """Two data-parallel ranks, each batch split over two ranks (expert parallelism): the four
+    ranks' backward tensors, averaged as FSDP averages them, and their reports, summed, are
+    those of the two unsplit batches on two ranks."""
+    losses = [[3.0, 5.0], [2.0, 7.0]]  # [data rank][split rank]: loss sums of its rows
+    tokens = [[4, 6], [1, 9]]
+    global_tokens = sum(map(sum, tokens))
+    whole = LossScaler(aggregation, global_tokens, num_micro_batches=1, dp_size=2)
+    split = LossScaler(aggregation, global_tokens, num_micro_batches=1, dp_size=4, split=2)
+    expected_grad = sum(whole.backward_loss(torch.tensor(sum(l)), sum(t))
+                        for l, t in zip(losses, tokens)) / 2
+    expected_report = sum(whole.local_report(torch.tensor(sum(l)), sum(t))
+                          for l, t in zip(losses, tokens))
+    # Each split rank sees its own loss sum and, for rank_average, its batch's whole token count.
+    grad = sum(split.backward_loss(torch.tensor(l), sum(t)) for ls, t in zip(losses, tokens)
+               for l in ls) / 4
+    report = sum(split.local_report(torch.tensor(l), sum(t)) for ls, t in zip(losses, tokens)
+                 for l in ls)
+    torch.testing.assert_close(grad, expected_grad)
+    torch.testing.assert_close(report, expected_report)
