@@ -182,6 +182,11 @@ class GroupedExperts(nn.Module):
         """``x`` [M, H], rows grouped by expert (``counts[e]`` rows for local expert ``e``, in
         ascending order) -> [M, H]. No routing weight is applied here."""
         gate_up, down = _local(self.gate_up_proj), _local(self.down_proj)
+        if gate_up.dtype != x.dtype:
+            # Experts outside FSDP (expert parallelism without a data-parallel axis) are not
+            # cast by its mixed-precision policy: compute in the activations' dtype, as FSDP's
+            # units do, with float32 master weights.
+            gate_up, down = gate_up.to(x.dtype), down.to(x.dtype)
         if self.gradient_divide_factor != 1:
             scale = 1.0 / self.gradient_divide_factor
             gate_up, down = _ScaleGrad.apply(gate_up, scale), _ScaleGrad.apply(down, scale)
