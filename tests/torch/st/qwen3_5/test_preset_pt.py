@@ -83,13 +83,19 @@ train:
 """
 
 
-def write_alignment(folder: Path) -> Path:
-    """The YAML and its preset file (exactly the batches the run needs) in ``folder``."""
+def _data_fixtures():
+    """``scripts/make_data_fixtures.py``, the module that writes replayable batches."""
     sys.path.insert(0, str(REPO / "scripts"))
     try:
         import make_data_fixtures
     finally:
         sys.path.pop(0)
+    return make_data_fixtures
+
+
+def write_alignment(folder: Path) -> Path:
+    """The YAML and its preset file (exactly the batches the run needs) in ``folder``."""
+    make_data_fixtures = _data_fixtures()
     import torch
 
     folder.mkdir(parents=True)
@@ -180,11 +186,7 @@ def write_moe_alignment(folder: Path) -> Path:
     from hyper_parallel import assets
     from hyper_parallel.models.qwen3_5_moe.model_config import flavor_config
 
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import make_data_fixtures
-    finally:
-        sys.path.pop(0)
+    make_data_fixtures = _data_fixtures()
 
     folder.mkdir(parents=True)
     weights = folder / "Qwen3.5-MoE-debug-1layer"
@@ -206,28 +208,25 @@ def write_moe_alignment(folder: Path) -> Path:
     return yaml_path
 
 
-def _make_moe_files(folder: Path) -> dict:
-    """The MoE alignment YAML, its files and the recipe ``--from-yaml`` writes for it."""
+def _with_recipe(alignment: Path, name: str, folder: Path) -> dict:
+    """``alignment`` and the recipe module ``name`` that ``--from-yaml`` writes for it."""
     from hyper_parallel.codegen import from_yaml
 
-    alignment = write_moe_alignment(folder / "alignment")
     work = folder / "recipe"
     work.mkdir()
-    recipe, _ = from_yaml.convert(alignment, "align_moe", work / "align_moe.py", base=work)
-    (work / "align_moe.py").write_text(recipe.text)
+    recipe, _ = from_yaml.convert(alignment, name, work / f"{name}.py", base=work)
+    (work / f"{name}.py").write_text(recipe.text)
     return {"yaml": str(alignment), "recipe folder": str(work), "recipe text": recipe.text}
+
+
+def _make_moe_files(folder: Path) -> dict:
+    """The MoE alignment YAML, its files and the recipe ``--from-yaml`` writes for it."""
+    return _with_recipe(write_moe_alignment(folder / "alignment"), "align_moe", folder)
 
 
 def _make_files(folder: Path) -> dict:
     """The alignment YAML, its batches and the recipe ``--from-yaml`` writes for it."""
-    from hyper_parallel.codegen import from_yaml
-
-    alignment = write_alignment(folder / "alignment")
-    work = folder / "recipe"
-    work.mkdir()
-    recipe, _ = from_yaml.convert(alignment, "align", work / "align.py", base=work)
-    (work / "align.py").write_text(recipe.text)
-    return {"yaml": str(alignment), "recipe folder": str(work), "recipe text": recipe.text}
+    return _with_recipe(write_alignment(folder / "alignment"), "align", folder)
 
 
 @pytest.fixture(scope="module")
