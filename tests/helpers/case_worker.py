@@ -23,6 +23,7 @@ import gc
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 
@@ -62,6 +63,7 @@ def run_case(case: dict, rank: int) -> None:
     from hyper_parallel.utils.errors import ConfigError
 
     out = Path(case["out"])
+    started, cpu_started = time.perf_counter(), time.process_time()
     result: dict = {"error": None, "steps": [], "losses": [], "grad_norms": [],
                     "checkpoint_folder": None, "degrees": None}
     sys.path[:0] = case["pythonpath"]  # where the case's recipe module lives
@@ -92,6 +94,9 @@ def run_case(case: dict, rank: int) -> None:
     # What a case set globally must not reach the next one.
     torch.use_deterministic_algorithms(False)
     gc.collect()
+    # What the case cost (rank 0's wall and CPU seconds): a slow suite is read from these.
+    result["seconds"] = time.perf_counter() - started
+    result["cpu_seconds"] = time.process_time() - cpu_started
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         (out / "case.json").write_text(json.dumps(result))

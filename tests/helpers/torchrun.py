@@ -1,8 +1,18 @@
 """Launch a script under torchrun (CPU, gloo), or alone for one rank, from a test; fail loudly on
-a hang."""
+a hang.
+
+:func:`torchrun` is the real launcher, for tests of the launch itself. :func:`spawn_ranks` and
+:func:`run_python` start their processes from a fork server that has imported torch once per
+pytest worker (:data:`PRELOAD`): a fresh interpreter spends 2-3 CPU seconds importing torch,
+its distributed packages and the compiler's configuration before a test's first line, and the
+suite starts about a hundred such processes on a 2-core machine. Each forked rank is still a
+process of its own, with the environment, working directory, ``argv`` and output files it would
+have had (:func:`_run_script`); only the imports are shared.
+"""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import socket
 import subprocess
@@ -11,6 +21,57 @@ from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
+#: What the fork server imports before it forks: every job's heavy imports. Only libraries
+#: that start no thread when imported (a forked child keeps only the forking thread) and read
+#: no per-job environment at import time; hyper_parallel itself is imported by each job.
+PRELOAD = ("torch", "torch.distributed", "torch.distributed.fsdp", "torch.distributed.tensor",
+           "torch.distributed.checkpoint", "torch._inductor.config", "safetensors.torch",
+           "torchdata.stateful_dataloader", "yaml", "tyro")
+
+_FORKSERVER = None
+
+
+def _forkserver():
+    """The pytest worker's fork-server context (started on its first job; OMP_NUM_THREADS is
+    already 1 there, read once when torch loads OpenMP)."""
+    global _FORKSERVER
+    if _FORKSERVER is None:
+        _FORKSERVER = multiprocessing.get_context("forkserver")
+        _FORKSERVER.set_forkserver_preload(list(PRELOAD))
+    return _FORKSERVER
+
+
+def _run_script(script: str, args: list[str], env: dict[str, str], stdout: str,
+                stderr: str | None) -> None:
+    """In the forked child: become ``python script args`` run from the repository with ``env``,
+    its output in ``stdout`` (and ``stderr``, or the same file), as a fresh interpreter would
+    be (``sys.path[0]`` the script's folder, then ``PYTHONPATH``). Its exit code is the
+    script's: ``SystemExit``'s, 1 for an uncaught exception (multiprocessing prints it)."""
+    import runpy
+
+    os.environ.clear()
+    os.environ.update(env)
+    out = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    err = out if stderr is None else os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                                             0o644)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.chdir(REPO)
+    sys.argv = [script, *args]
+    sys.path[:0] = [os.path.dirname(os.path.abspath(script)),
+                    *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    runpy.run_path(script, run_name="__main__")
+
+
+def _start(script: str | Path, args: Sequence[str], env: dict[str, str], stdout: Path,
+           stderr: Path | None = None):
+    proc = _forkserver().Process(
+        target=_run_script,
+        args=(str(script), list(args), env, str(stdout), None if stderr is None else str(stderr)),
+        daemon=False)
+    proc.start()
+    return proc
 
 
 def free_port() -> int:
@@ -42,8 +103,27 @@ def run_python(script: str | Path, args: Sequence[str] = (), *, timeout: float =
                env: dict[str, str] | None = None, check: bool = True,
                ) -> subprocess.CompletedProcess:
     """``python script args`` with the environment of :func:`torchrun`'s workers: one rank,
-    no launcher (the engine then forms a private 1-rank process group)."""
-    return _run([sys.executable, str(script), *args], timeout, env, check)
+    no launcher (the engine then forms a private 1-rank process group), forked from the fork
+    server. Returns what ``subprocess.run`` would: the exit code and the output as text."""
+    import tempfile
+
+    cmd = [sys.executable, str(script), *args]
+    with tempfile.TemporaryDirectory(prefix="hp_run_") as folder:
+        out, err = Path(folder) / "stdout", Path(folder) / "stderr"
+        proc = _start(script, args, _test_env(env), out, err)
+        proc.join(timeout)
+        if proc.exitcode is None:
+            proc.kill()
+            proc.join()
+            raise subprocess.TimeoutExpired(cmd, timeout, output=out.read_text(errors="replace"))
+        done = subprocess.CompletedProcess(cmd, proc.exitcode, out.read_text(errors="replace"),
+                                           err.read_text(errors="replace"))
+    if check and done.returncode != 0:
+        raise AssertionError(
+            f"exit {done.returncode}: {' '.join(cmd)}\n--- stdout ---\n"
+            f"{done.stdout[-4000:]}\n--- stderr ---\n{done.stderr[-6000:]}"
+        )
+    return done
 
 
 def torchrun(
@@ -105,31 +185,24 @@ def _spawn_ranks_once(script: str | Path, args: Sequence[str], *, nproc: int, ti
             rank_env = {**(env or {}), "RANK": str(rank), "LOCAL_RANK": str(rank),
                         "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
                         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-            log = open(Path(folder) / f"rank{rank}.log", "w+")  # noqa: SIM115 - closed below
-            logs.append(log)
-            procs.append(subprocess.Popen([sys.executable, str(script), *args], cwd=REPO,
-                                          env=_test_env(rank_env), stdout=log,
-                                          stderr=subprocess.STDOUT))
+            logs.append(Path(folder) / f"rank{rank}.log")
+            procs.append(_start(script, args, _test_env(rank_env), logs[-1]))
         deadline, failed_at = time.monotonic() + timeout, None
         try:
-            while any(p.poll() is None for p in procs):
+            while any(p.exitcode is None for p in procs):
                 now = time.monotonic()
-                if failed_at is None and any(p.returncode not in (None, 0) for p in procs):
+                if failed_at is None and any(p.exitcode not in (None, 0) for p in procs):
                     failed_at = now
                 if now > deadline or (failed_at is not None and now - failed_at > 10):
                     break
                 time.sleep(0.05)
         finally:
             for p in procs:
-                if p.poll() is None:
+                if p.exitcode is None:
                     p.kill()
-                    p.wait()
-        codes = [p.returncode for p in procs]
-        texts = []
-        for log in logs:
-            log.seek(0)
-            texts.append(log.read())
-            log.close()
+                    p.join()
+        codes = [p.exitcode for p in procs]
+        texts = [log.read_text(errors="replace") for log in logs]
     if failed_at is None and time.monotonic() > deadline:
         raise subprocess.TimeoutExpired([str(script), *args], timeout, output="".join(texts))
     if any(codes):
