@@ -91,9 +91,14 @@ def _run(cmd: list[str], timeout: float, env: dict[str, str] | None, check: bool
          ) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, cwd=REPO, env=_test_env(env), capture_output=True, text=True,
                           timeout=timeout, check=False)
-    if check and proc.returncode != 0:
+    return _checked(proc) if check else proc
+
+
+def _checked(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    """``proc``, or an AssertionError with its command and output tails if it failed."""
+    if proc.returncode != 0:
         raise AssertionError(
-            f"exit {proc.returncode}: {' '.join(cmd)}\n--- stdout ---\n"
+            f"exit {proc.returncode}: {' '.join(proc.args)}\n--- stdout ---\n"
             f"{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
         )
     return proc
@@ -118,12 +123,7 @@ def run_python(script: str | Path, args: Sequence[str] = (), *, timeout: float =
             raise subprocess.TimeoutExpired(cmd, timeout, output=out.read_text(errors="replace"))
         done = subprocess.CompletedProcess(cmd, proc.exitcode, out.read_text(errors="replace"),
                                            err.read_text(errors="replace"))
-    if check and done.returncode != 0:
-        raise AssertionError(
-            f"exit {done.returncode}: {' '.join(cmd)}\n--- stdout ---\n"
-            f"{done.stdout[-4000:]}\n--- stderr ---\n{done.stderr[-6000:]}"
-        )
-    return done
+    return _checked(done) if check else done
 
 
 def torchrun(
