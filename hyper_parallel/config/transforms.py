@@ -33,7 +33,12 @@ import math
 from typing import Any
 
 from hyper_parallel.platform.dtypes import canonical_dtype_name
-from hyper_parallel.utils.choices import ASYNC_MODES, OPTIMIZER_NAME_OF_TYPE
+from hyper_parallel.utils.choices import (
+    ASYNC_MODES,
+    OPTIMIZER_NAME_OF_TYPE,
+    PP_SCHEDULE_OF_LEGACY,
+    normalized_pp_schedule,
+)
 from hyper_parallel.utils.data_types import TEMPLATES, setting_problems
 from hyper_parallel.utils.lr_warmup import warmup_steps_from_ratio
 
@@ -369,3 +374,41 @@ __all__ = [
     "warmup_forward",
     "warmup_steps_from_ratio",
 ]
+
+
+# ----------------------------------------------------------------------------------------------
+# train.accelerator.pp_schedule + pp_vpp  <->  parallelism.pipeline_parallel_schedule +
+# pipeline_parallel_stages_per_rank
+# ----------------------------------------------------------------------------------------------
+
+
+def pp_schedule_forward(*, pp_schedule: str, pp_vpp: int) -> dict[str, Any]:
+    """The legacy trainer runs interleaved 1F1B whenever a rank holds several stages."""
+    name = normalized_pp_schedule(pp_schedule)
+    schedule = "Interleaved1F1B" if pp_vpp > 1 else PP_SCHEDULE_OF_LEGACY.get(name, pp_schedule)
+    return {"schedule": schedule, "stages_per_rank": pp_vpp if pp_vpp > 1 else None}
+
+
+def pp_schedule_backward(*, schedule: str, stages_per_rank: int | None) -> dict[str, Any]:
+    if schedule in ("GPipe", "1F1B"):
+        if stages_per_rank not in (None, 1):
+            raise ValueError(
+                f"{schedule} with {stages_per_rank} stages per rank has no legacy spelling "
+                "(pp_vpp > 1 runs interleaved 1F1B)"
+            )
+        return {"pp_schedule": schedule.lower(), "pp_vpp": 1}
+    if schedule == "Interleaved1F1B":
+        return {"pp_schedule": "1f1b", "pp_vpp": stages_per_rank or 2}
+    raise ValueError(
+        f"the pipeline schedule {schedule!r} has no legacy train.accelerator.pp_schedule; the "
+        f"legacy schema runs {', '.join(PP_SCHEDULE_OF_LEGACY.values())}"
+    )
+
+
+def pp_schedule_canonical(*, pp_schedule: str, pp_vpp: int) -> Changes:
+    name = normalized_pp_schedule(pp_schedule)
+    if pp_vpp > 1 and name != "1f1b":
+        return {"pp_schedule": ("1f1b", "pp_vpp > 1 runs interleaved 1F1B; written as 1f1b")}
+    if name != pp_schedule:
+        return {"pp_schedule": (name, "schedule names ignore case and '-' / '_'")}
+    return {}

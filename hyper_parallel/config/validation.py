@@ -28,9 +28,11 @@ __all__ = [
     "check_float",
     "check_instance",
     "check_int",
+    "check_int_list",
     "check_mapping",
     "check_str",
     "check_str_list",
+    "check_str_lists",
     "fail",
     "is_finite_number",
 ]
@@ -163,6 +165,32 @@ def check_str_list(
         fail(config, name, "must not contain empty strings")
     if choices is not None and any(v not in choices for v in value):
         fail(config, name, f"items must be among: {', '.join(choices)}")
+
+
+def check_int_list(
+    config: Any, name: str, *, optional: bool = False, minimum: int | None = None
+) -> None:
+    """A list of integers (each ``>= minimum`` when asked)."""
+    value = getattr(config, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        fail(config, name, "must be a list of integers" + _or_none(optional))
+    if minimum is not None and any(v < minimum for v in value):
+        fail(config, name, f"items must be >= {minimum}")
+
+
+def check_str_lists(config: Any, name: str, *, optional: bool = False) -> None:
+    """A list of lists of non-empty strings."""
+    value = getattr(config, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, list) or not all(
+        isinstance(part, list) and all(isinstance(v, str) and v for v in part) for part in value
+    ):
+        fail(config, name, "must be a list of lists of names" + _or_none(optional))
 
 
 def check_mapping(config: Any, name: str, *, optional: bool = False) -> None:

@@ -70,14 +70,8 @@ def _check_parallelism(degrees: dict[str, int], world_size: int) -> None:
             f"{dp_shard!r} is invalid: it must be >= 1, or -1 to infer it from the world size",
             path=f["dp_shard"],
         )
-    if degrees["pp"] > 1:
-        raise ConfigError(
-            f"{degrees['pp']} is not supported: pipeline parallelism is not implemented yet; set "
-            "it to 1",
-            path=f["pp"],
-        )
     # The degree that does not divide the number of processes is the one to name.
-    for name in ("tp", "cp", "ep", "dp_replicate", "dp_shard"):
+    for name in ("tp", "cp", "pp", "ep", "dp_replicate", "dp_shard"):
         value = degrees[name]
         if value > 1 and world_size % value:
             raise ConfigError(
@@ -127,6 +121,8 @@ class ParallelDims:
     etp: int = 1
     ulysses_degree: Optional[int] = None
     world_size: int = 1
+    num_pp_microbatches: int = 1
+    """Pipeline micro-batches of a step (``parallelism.num_pp_microbatches``)."""
     _device_mesh: Any = field(default=None, init=False, repr=False, compare=False)
     _alias_meshes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -168,7 +164,10 @@ class ParallelDims:
             "etp": parallelism.expert_tensor_parallel_degree,
         }
         _check_parallelism(degrees, world_size)
-        return cls(**degrees, world_size=world_size)
+        return cls(
+            **degrees, world_size=world_size,
+            num_pp_microbatches=getattr(parallelism, "num_pp_microbatches", 1),
+        )
 
     def __post_init__(self) -> None:
         for name in ("dp_replicate", "cp", "tp", "pp", "ep", "etp", "world_size"):
@@ -199,10 +198,6 @@ class ParallelDims:
             )
         if self.ep > 1 and self.etp not in (1, self.tp):
             raise ValueError(f"etp={self.etp} is invalid with ep>1: it must be 1 or tp ({self.tp})")
-        if self.pp > 1:
-            raise NotImplementedError(
-                f"pp={self.pp}: pipeline parallelism is not supported yet; set pp=1"
-            )
         if self.ulysses_degree is not None and self.cp > 1:
             if self.ulysses_degree < 1 or self.cp % self.ulysses_degree:
                 raise ValueError(
@@ -329,12 +324,31 @@ class ParallelDims:
                 path="training.local_batch_size",
             )
         self._check_seq_len(training.seq_len)
+        if self.pp > 1:
+            self._check_pipeline_batch(training)
         if training.steps * gbs > MAX_SAMPLES:
             raise ConfigError(
                 f"{training.steps} steps x training.global_batch_size {gbs} = "
                 f"{training.steps * gbs} samples is more than a dataset can index "
                 f"({MAX_SAMPLES}); lower training.steps or training.global_batch_size",
                 path="training.steps",
+            )
+
+    def _check_pipeline_batch(self, training: Any) -> None:
+        """Under pipeline parallelism a step's rows on one data-parallel rank (every
+        accumulation micro-batch's, each split over the expert-parallel ranks) are split into
+        ``num_pp_microbatches`` pipeline micro-batches, which must divide them (the legacy
+        rule)."""
+        micro = self.num_pp_microbatches
+        rows = training.global_batch_size // self.dp_size // self.batch_split
+        if rows % micro:
+            divisors = [d for d in range(1, rows + 1) if rows % d == 0]
+            raise ConfigError(
+                f"{micro} does not divide the {rows} rows of a step on one data-parallel rank "
+                f"(training.global_batch_size {training.global_batch_size} / data-parallel size "
+                f"{self.dp_size}" + (f" / expert-parallel degree {self.ep}" if self.ep > 1 else "")
+                + f"); choose one of {divisors}, or change the batch",
+                path="parallelism.num_pp_microbatches",
             )
 
     def _check_seq_len(self, seq_len: int) -> None:

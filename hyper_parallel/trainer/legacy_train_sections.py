@@ -10,7 +10,7 @@ Part of the legacy schema (:mod:`hyper_parallel.trainer.config`, which assembles
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 from hyper_parallel.platform.dtypes import DTYPE_NAMES
 from hyper_parallel.trainer.legacy_rules import (
@@ -21,7 +21,13 @@ from hyper_parallel.trainer.legacy_rules import (
     require,
     validated,
 )
-from hyper_parallel.utils.choices import LOSS_AGGREGATIONS, OPTIMIZER_TYPES
+from hyper_parallel.utils.choices import (
+    LEGACY_PP_SCHEDULES,
+    LOSS_AGGREGATIONS,
+    OPTIMIZER_TYPES,
+    normalized_pp_schedule,
+)
+from hyper_parallel.utils.suggest import did_you_mean
 
 
 @dataclass
@@ -45,7 +51,7 @@ class AcceleratorConfig:
     """Context-parallel degree (not supported by the Qwen3.5 trainer yet)."""
 
     pp: int = 1
-    """Pipeline-parallel degree (not supported yet)."""
+    """Pipeline-parallel degree: the decoder's layers cut into stages over this many ranks."""
 
     ep: int = 1
     """Expert-parallel degree of a mixture-of-experts model: its own mesh axis, whose ranks load
@@ -78,16 +84,30 @@ class AcceleratorConfig:
     ``fully_shard`` always communicates; ``false`` is refused."""
 
     pp_micro_batch_num: int = 1
-    """Pipeline micro-batches per step. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """Pipeline micro-batches of a step: its rows (``micro_batch_size`` x the gradient
+    accumulation steps) concatenated and split into this many, which must divide them."""
 
     pp_schedule: str = "1f1b"
-    """Pipeline schedule (``1f1b``, ``gpipe``). Refused unless at its default (the reason is in the error and the migration guide)."""
+    """Pipeline schedule: ``gpipe``, ``1f1b``, or ``interleaved_1f1b`` (what ``pp_vpp > 1``
+    runs; ``1f1b`` with ``pp_vpp > 1`` means it too). Case and ``-`` / ``_`` are not
+    significant."""
 
     pp_vpp: int = 1
-    """Virtual pipeline stages per rank. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """Virtual pipeline stages per rank (rank r holds stages r, r + pp, ...); above 1 the
+    schedule is interleaved 1F1B."""
 
     pp_layer_split: Optional[list[int]] = None
-    """Decoder layers per pipeline stage. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """Decoder layers of each (virtual) stage, ``pp x pp_vpp`` entries summing to the model's
+    layers; unset: balanced."""
+
+    pp_less_memory: bool = False
+    """The legacy shallow-warmup interleaved schedule of Qwen3-VL-MoE. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    pp_mpipe_transpose_layers: Union[int, str] = 1
+    """What the legacy MPipe-transpose schedule of Qwen3-VL-MoE transposes. Refused unless at its default (the reason is in the error and the migration guide)."""
+
+    pp_mpipe_transpose_overflow: str = "full"
+    """How the legacy MPipe-transpose schedule places surplus micro-batches. Refused unless at its default (the reason is in the error and the migration guide)."""
 
     cpu_offload: bool = False
     """FSDP keeps parameters, gradients and optimizer state in host memory and copies each unit
@@ -100,8 +120,35 @@ class AcceleratorConfig:
     def __post_init__(self) -> None:
         if self.dp is not None:
             at_least(self.dp, 1, "dp")
-        for name in ("dp_replicate", "tp", "cp", "pp", "ep", "etp"):
+        for name in ("dp_replicate", "tp", "cp", "pp", "ep", "etp", "pp_micro_batch_num",
+                     "pp_vpp"):
             at_least(getattr(self, name), 1, name)
+        schedule = normalized_pp_schedule(self.pp_schedule)
+        require(
+            schedule in LEGACY_PP_SCHEDULES,
+            "pp_schedule",
+            f"{self.pp_schedule!r} is not a pipeline schedule"
+            f"{did_you_mean(schedule, LEGACY_PP_SCHEDULES)}; choose one of: "
+            f"{', '.join(LEGACY_PP_SCHEDULES)}",
+        )
+        require(
+            self.pp_vpp == 1 or schedule in ("1f1b", "interleaved_1f1b"),
+            "pp_schedule",
+            f"{self.pp_schedule!r} with pp_vpp={self.pp_vpp}: several stages per rank run the "
+            "interleaved 1F1B schedule; set pp_schedule to 1f1b (or interleaved_1f1b)",
+        )
+        require(
+            self.pp_vpp > 1 or schedule != "interleaved_1f1b",
+            "pp_vpp",
+            "must be > 1 with pp_schedule interleaved_1f1b (it interleaves several stages per "
+            "rank); set pp_vpp=2, or pp_schedule=1f1b",
+        )
+        if self.pp_layer_split is not None:
+            require(
+                all(isinstance(n, int) and n >= 1 for n in self.pp_layer_split),
+                "pp_layer_split",
+                f"{self.pp_layer_split}: every stage needs at least one decoder layer",
+            )
         if self.dp_shard is not None:
             require(
                 self.dp_shard == -1 or self.dp_shard >= 1,

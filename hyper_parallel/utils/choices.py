@@ -45,6 +45,38 @@ OPTIMIZER_NAME_OF_TYPE: dict[str, str] = {t: n for n, t in OPTIMIZER_TYPE_OF_NAM
 AsyncMode = Literal["disabled", "async"]
 ASYNC_MODES: tuple[str, ...] = get_args(AsyncMode)
 
+#: ``parallelism.pipeline_parallel_schedule``: the ``torch.distributed.pipelining`` schedules
+#: the trainer runs, by their torch names. ``GPipe`` and ``1F1B`` hold one stage per rank;
+#: ``Interleaved1F1B`` and ``LoopedBFS`` several (looped placement: rank ``r`` holds stages
+#: ``r, r + pp, ...``).
+PipelineSchedule = Literal["GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS"]
+PIPELINE_SCHEDULES: tuple[str, ...] = get_args(PipelineSchedule)
+#: The schedules of :data:`PIPELINE_SCHEDULES` that hold one stage per rank.
+SINGLE_STAGE_SCHEDULES: tuple[str, ...] = ("GPipe", "1F1B")
+#: torch's other schedules, refused with the reason.
+REFUSED_PIPELINE_SCHEDULES: dict[str, str] = {
+    name: "it splits every backward into an input-gradient and a weight-gradient pass, which "
+    "this trainer has not validated with FSDP's gradient reduction and the Gated DeltaNet's "
+    "autograd; use 1F1B or Interleaved1F1B"
+    for name in ("InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV")
+}
+
+#: The legacy ``train.accelerator.pp_schedule`` names (after :func:`normalized_pp_schedule`)
+#: and the schedule each runs; ``1f1b`` with ``pp_vpp > 1`` runs ``Interleaved1F1B`` too.
+PP_SCHEDULE_OF_LEGACY: dict[str, str] = {
+    "gpipe": "GPipe",
+    "1f1b": "1F1B",
+    "interleaved_1f1b": "Interleaved1F1B",
+}
+LEGACY_PP_SCHEDULES: tuple[str, ...] = tuple(PP_SCHEDULE_OF_LEGACY)
+
+
+def normalized_pp_schedule(name: object) -> str:
+    """A legacy ``pp_schedule`` spelled as :data:`LEGACY_PP_SCHEDULES` spells it: case and
+    ``-`` / ``_`` are not significant (``1F1B``, ``Interleaved-1F1B``)."""
+    return str(name).strip().lower().replace("-", "_")
+
+
 #: A parameter whose lower-cased name contains one of these is not weight-decayed (the default
 #: of ``optimizer.no_decay_keywords``). A substring rule: ``q_norm``, ``input_layernorm``,
 #: ``linear_attn.norm`` and ``dt_bias`` match.
@@ -73,6 +105,13 @@ EXPERTS_IMPLEMENTATIONS: tuple[str, ...] = get_args(ExpertsImplementation)
 DEFAULT_EXPERTS_IMPLEMENTATION = "grouped_mm"
 
 __all__ = [
+    "LEGACY_PP_SCHEDULES",
+    "PP_SCHEDULE_OF_LEGACY",
+    "normalized_pp_schedule",
+    "PIPELINE_SCHEDULES",
+    "REFUSED_PIPELINE_SCHEDULES",
+    "SINGLE_STAGE_SCHEDULES",
+    "PipelineSchedule",
     "AC_MODES",
     "ASYNC_MODES",
     "DECAY_STYLES",

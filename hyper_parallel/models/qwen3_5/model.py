@@ -22,6 +22,7 @@ from .kernels import log_kernel_choice
 from .mlp import Qwen3_5MLP
 from .norms import Qwen3_5RMSNorm
 from .rope import Qwen3_5RotaryEmbedding
+from hyper_parallel.utils.module_names import strip_wrapper_prefixes
 
 
 class Qwen3_5DecoderLayer(nn.Module):
@@ -99,16 +100,26 @@ class Qwen3_5Decoder(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None
     ) -> torch.Tensor:
+        """Token ids ``(B, S)`` -> final hidden states ``(B, S, H)``.
+
+        A pipeline stage (:mod:`hyper_parallel.models.pipelining`) lacks the modules other
+        stages own: without ``embed_tokens`` the input is the previous stage's hidden states,
+        without ``norm`` the output is this stage's last layer's."""
         if not torch.compiler.is_compiling():
             self.select_kernels()
-        hidden_states = self.embed_tokens(input_ids)
+        if self.embed_tokens is None:
+            hidden_states = input_ids
+        else:
+            hidden_states = self.embed_tokens(input_ids)
         if position_ids is None:
-            batch, seq = input_ids.shape
-            position_ids = torch.arange(seq, device=input_ids.device).unsqueeze(0).expand(batch, -1)
+            batch, seq = hidden_states.shape[:2]
+            position_ids = torch.arange(seq, device=hidden_states.device).unsqueeze(0).expand(
+                batch, -1
+            )
         position_embeddings = self.rotary_emb(position_ids, dtype=hidden_states.dtype)
         for layer in self.layers:
             hidden_states = layer(hidden_states, position_embeddings)
-        return self.norm(hidden_states)
+        return hidden_states if self.norm is None else self.norm(hidden_states)
 
 
 class Qwen3_5ForCausalLM(nn.Module):
@@ -143,16 +154,29 @@ class Qwen3_5ForCausalLM(nn.Module):
         (:meth:`Qwen3_5Decoder.select_kernels`); the engine calls it before the first step."""
         self.model.select_kernels()
 
+    def pipeline_units(self) -> list[str]:
+        """The modules pipeline stages are cut between, in forward order
+        (:mod:`hyper_parallel.models.pipelining`)."""
+        layers = [f"model.layers.{i}" for i in range(self.config.num_hidden_layers)]
+        return ["model.embed_tokens", *layers, "model.norm", "lm_head"]
+
     def tie_weights(self) -> None:
         """``lm_head.weight = model.embed_tokens.weight`` when ``tie_word_embeddings`` (call
-        again after anything that replaces parameters, e.g. ``to_empty``)."""
-        if self.config.tie_word_embeddings:
+        again after anything that replaces parameters, e.g. ``to_empty``). A pipeline stage
+        that holds only one of the two has nothing to tie: the stages keep the two copies equal
+        (:mod:`hyper_parallel.models.pipelining`)."""
+        if (
+            self.config.tie_word_embeddings
+            and self.lm_head is not None
+            and self.model.embed_tokens is not None
+        ):
             self.lm_head.weight = self.model.embed_tokens.weight
 
     def forward(
         self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None
     ) -> torch.Tensor:
-        return self.lm_head(self.model(input_ids, position_ids))
+        hidden_states = self.model(input_ids, position_ids)
+        return hidden_states if self.lm_head is None else self.lm_head(hidden_states)
 
     # ------------------------------------------------------------------ init
     @torch.no_grad()
@@ -168,20 +192,62 @@ class Qwen3_5ForCausalLM(nn.Module):
         sliced out without communication. The result is therefore identical for every sharding,
         provided all ranks seed the RNG identically (same value, same device type).
         """
-        self.tie_weights()
+        self.init_weights_of_parts([self], buffer_device)
+
+    @torch.no_grad()
+    def init_weights_of_parts(
+        self, parts: list[nn.Module], buffer_device: torch.device | str | None = None
+    ) -> None:
+        """:meth:`init_weights` of the modules ``parts`` hold, with ``self`` as the whole model.
+
+        ``self`` may be on ``meta`` (the model the pipeline stages were cut from): the draws
+        walk *its* modules in order, each tensor that no part holds is drawn into a scratch
+        tensor of its full shape and discarded, so every part's weights are those the whole
+        model would get, whatever the stages. A weight two parts hold (a tied embedding on
+        the first and the last stage) gets the same draw in both. Parts are matched to
+        ``self`` by parameter name (wrapper infixes removed).
+        """
+        live_modules: dict[str, nn.Module] = {}
+        live_params: dict[str, list[torch.Tensor]] = {}
+        for part in parts:
+            for name, module in part.named_modules():
+                live_modules.setdefault(strip_wrapper_prefixes(name), module)
+            for name, param in part.named_parameters(remove_duplicate=False):
+                live_params.setdefault(strip_wrapper_prefixes(name), []).append(param)
+        targets: dict[int, list[torch.Tensor]] = {}
+        for name, ref in self.named_parameters(remove_duplicate=False):
+            bucket = targets.setdefault(id(ref), [])
+            for param in live_params.get(name, ()):
+                if all(param is not t for t in bucket):
+                    bucket.append(param)
+        scratch_device = buffer_device
+        if scratch_device is None:
+            any_live = next((ps[0] for ps in live_params.values()), None)
+            scratch_device = "cpu" if any_live is None else _local_device(any_live)
+        if parts == [self]:
+            self.tie_weights()
         std = self.config.initializer_range
         seen: set[int] = set()
+        filled: set[int] = set()
 
         def init(param: torch.Tensor | None, fill: Callable[[torch.Tensor], None]) -> None:
             if param is None or id(param) in seen:
                 return  # tied weights are drawn once
             seen.add(id(param))
-            _init_tensor(param, fill)
+            held = targets.get(id(param), [])
+            if not held:  # another stage's: the same draw, discarded
+                fill(torch.empty(param.shape, dtype=param.dtype, device=scratch_device))
+                return
+            _init_tensor(held[0], fill)
+            for other in held[1:]:
+                _copy_full(other, held[0])
+            filled.update(id(t) for t in held)
 
         normal = lambda t: t.normal_(0.0, std)
         zeros = lambda t: t.zero_()
         ones = lambda t: t.fill_(1.0)
-        for module in self.modules():
+        for name, module in self.named_modules():
+            live = live_modules.get(name)
             if isinstance(module, nn.Linear):
                 init(module.weight, normal)
                 init(module.bias, zeros)
@@ -197,17 +263,30 @@ class Qwen3_5ForCausalLM(nn.Module):
                 init(module.dt_bias, ones)
                 init(module.A_log, lambda t: t.copy_(sample_A_log(t.shape, t.device)))
             elif isinstance(module, Qwen3_5RotaryEmbedding):
-                module.reset_inv_freq(buffer_device)
+                if live is not None:
+                    live.reset_inv_freq(buffer_device)
             else:
-                self._init_extra(module, init, normal, zeros)
-        missed = [n for n, p in self.named_parameters() if id(p) not in seen]
+                self._init_extra(module, live, init, normal, zeros)
+        missed = [n for n, ps in live_params.items() if any(id(p) not in filled for p in ps)]
         if missed:  # a new parameter type without an init rule must not stay uninitialised
             raise RuntimeError(f"init_weights has no rule for parameters: {missed}")
 
-    def _init_extra(self, module: nn.Module, init: Callable, normal: Callable,
-                    zeros: Callable) -> None:
-        """Init rules for module types only a subclass has (``init(param, fill)`` draws a
-        tensor once, in module order); the dense model has none."""
+    def _init_extra(self, module: nn.Module, live: nn.Module | None, init: Callable,
+                    normal: Callable, zeros: Callable) -> None:
+        """Init rules for module types only a subclass has: ``init(param, fill)`` draws a
+        parameter of ``module`` (this model's) once, in module order, into the parts that hold
+        it; ``live`` is the module a part holds under the same name (None: another stage's),
+        for buffers set without the RNG. The dense model has none."""
+
+
+def _local_device(param: torch.Tensor) -> torch.device:
+    return param.to_local().device if isinstance(param, DTensor) else param.device
+
+
+def _copy_full(target: torch.Tensor, source: torch.Tensor) -> None:
+    """``target`` := ``source`` where both hold one weight (the same draw on two parts)."""
+    full = source.full_tensor() if isinstance(source, DTensor) else source
+    _init_tensor(target, lambda t: t.copy_(full))
 
 
 def _init_tensor(param: torch.Tensor, fill: Callable[[torch.Tensor], None]) -> None:

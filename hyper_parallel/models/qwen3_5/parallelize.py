@@ -305,22 +305,25 @@ def apply_tp(
     tp = tp_mesh.size()
     validate_tp_degree(model.config, tp)
     decoder = model.model
-    tied = model.lm_head.weight is decoder.embed_tokens.weight
-
-    parallelize_module(
-        model,
-        tp_mesh,
-        {
-            # Rowwise on an embedding shards the vocab; out-of-shard ids read zeros and the
-            # all-reduce adds exactly one non-zero term per token, so the result is exact.
-            "model.embed_tokens": RowwiseParallel(
-                input_layouts=Replicate(), output_layouts=Replicate()
-            ),
-            "model.norm": _ReplicateParams(),
-            # Replicated (all-gathered) logits: the loss code needs no TP awareness.
-            "lm_head": ColwiseParallel(output_layouts=Replicate()),
-        },
+    tied = (
+        model.lm_head is not None
+        and decoder.embed_tokens is not None
+        and model.lm_head.weight is decoder.embed_tokens.weight
     )
+    outer_plan = {
+        # Rowwise on an embedding shards the vocab; out-of-shard ids read zeros and the
+        # all-reduce adds exactly one non-zero term per token, so the result is exact.
+        "model.embed_tokens": RowwiseParallel(
+            input_layouts=Replicate(), output_layouts=Replicate()
+        ),
+        "model.norm": _ReplicateParams(),
+        # Replicated (all-gathered) logits: the loss code needs no TP awareness.
+        "lm_head": ColwiseParallel(output_layouts=Replicate()),
+    }
+    # A pipeline stage holds some of these modules only (the others are None).
+    present = {k: v for k, v in outer_plan.items() if _submodule_or_none(model, k) is not None}
+    if present:
+        parallelize_module(model, tp_mesh, present)
     if tied:
         # Both sides shard the vocab dimension (Shard(0)), so one DTensor can serve both.
         model.lm_head.weight = decoder.embed_tokens.weight
@@ -335,6 +338,15 @@ def apply_tp(
             "add them to the Qwen3.5 TP plan in parallelize.py"
         )
     return model
+
+
+def _submodule_or_none(model: nn.Module, path: str) -> nn.Module | None:
+    owner = model
+    for attr in path.split("."):
+        owner = getattr(owner, attr, None)
+        if owner is None:
+            return None
+    return owner
 
 
 def _on_mesh(param: torch.Tensor, mesh: DeviceMesh) -> bool:
@@ -420,6 +432,10 @@ def apply_fsdp(
     if cpu_offload:
         kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
     layer_policy, root_policy = split_mp_policy(mp_policy)
+    if getattr(model, "lm_head", True) is None:
+        # A pipeline stage before the last: its outputs are hidden states for the next stage,
+        # which computes in the compute dtype; only the head's logits take output_dtype.
+        root_policy = layer_policy
     for layer in model.model.layers:
         fully_shard(layer, **kwargs, **({} if layer_policy is None else {"mp_policy": layer_policy}))
     fully_shard(model, **kwargs, **({} if root_policy is None else {"mp_policy": root_policy}))

@@ -73,7 +73,6 @@ __all__ = [
 
 _UNSUPPORTED = (
     ("cp", "context_parallel_degree", "context parallelism"),
-    ("pp", "pipeline_parallel_degree", "pipeline parallelism"),
     ("ep", "expert_parallel_degree", "expert parallelism (the dense model has no experts)"),
 )
 _NO_CAST = (None, "float32")
@@ -184,7 +183,8 @@ def needs_fsdp(
 
 
 def _check_layout(parallel_dims: Any) -> None:
-    """cp / pp / ep > 1 are not supported; the mesh's tp axis must match ``parallel_dims.tp``."""
+    """cp / ep > 1 are not supported (pp > 1 reaches here one stage at a time, from the
+    spec's ``pipelining_fn``); the mesh's tp axis must match ``parallel_dims.tp``."""
     for attr, field, what in _UNSUPPORTED:
         degree = getattr(parallel_dims, attr, 1) or 1
         if degree > 1:
@@ -250,7 +250,8 @@ def parallelize_qwen3_5_v2(
 ) -> nn.Module:
     """CP -> TP -> AC -> compile -> FSDP on ``model`` (in place, usually on ``meta``); returns it.
 
-    * CP (and PP, EP): degree > 1 is ``NotImplementedError`` -- nothing is applied for CP.
+    * CP (and EP): degree > 1 is ``NotImplementedError`` -- nothing is applied for CP. Under
+      PP ``model`` is one pipeline stage (``models.pipelining`` calls this once per stage).
     * TP over ``parallel_dims.get_mesh("tp")`` when the mesh has a ``tp`` axis
       (the legacy ``apply_tp``: Megatron-style, replicated activations between blocks).
     * AC: ``activation_checkpoint.mode`` (legacy ``apply_ac``).

@@ -78,16 +78,17 @@ class Qwen3_5MoeForCausalLM(Qwen3_5ForCausalLM):
 
     decoder_class = Qwen3_5MoeDecoder
 
-    def _init_extra(self, module: nn.Module, init: Callable, normal: Callable,
-                    zeros: Callable) -> None:
+    def _init_extra(self, module: nn.Module, live: nn.Module | None, init: Callable,
+                    normal: Callable, zeros: Callable) -> None:
         if isinstance(module, TopKRouter):
             init(module.weight, normal)
-            module.expert_bias.zero_()
+            if live is not None:
+                live.expert_bias.zero_()
         elif isinstance(module, GroupedExperts):
             init(module.gate_up_proj, normal)
             init(module.down_proj, normal)
-        elif isinstance(module, SparseMoeBlock):
-            module.reset_tokens_per_expert()
+        elif isinstance(module, SparseMoeBlock) and live is not None:
+            live.reset_tokens_per_expert()
 
 
 class Qwen3_5MoeModel(Qwen3_5MoeForCausalLM, Qwen3_5Model):

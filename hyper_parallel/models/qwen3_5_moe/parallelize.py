@@ -153,7 +153,6 @@ def apply_moe_fsdp(
 def _check_layout(parallel_dims: Any) -> None:
     for attr, field, what in (
         ("cp", "context_parallel_degree", "context parallelism"),
-        ("pp", "pipeline_parallel_degree", "pipeline parallelism"),
     ):
         degree = getattr(parallel_dims, attr, 1) or 1
         if degree > 1:
