@@ -385,6 +385,18 @@ class Pipeline:
     schedule_name: str = ""
     stage_units: list[list[str]] = field(default_factory=list)
 
+    def shapes_inferred(self) -> bool:
+        """Whether the schedule has learnt its stages' gradient shapes: its first training
+        step runs the last stage's loss once on placeholder inputs first (torch's metadata
+        inference; read from the schedule, which has no public accessor)."""
+        for name in ("_stage_backward_initialized", "_stages_backward_initialized"):
+            if hasattr(self.schedule, name):
+                return bool(getattr(self.schedule, name))
+        raise RuntimeError(
+            f"{type(self.schedule).__name__} does not say whether it has inferred its shapes; "
+            "this torch version's pipelining schedules are not supported"
+        )
+
     def grad_norm_exclusions(self) -> set[int]:
         """``id`` of the parameters the gradient norm leaves out (a tied weight's second
         copy: the weight counts once)."""
@@ -439,12 +451,25 @@ def pipeline_decoder_lm(
     ]
     schedule_class = get_schedule_class(schedule_name)
     single = schedule_name in SINGLE_STAGE_SCHEDULES
-    schedule = schedule_class(
-        stages[0] if single else stages,
-        n_microbatches=num_microbatches,
-        loss_fn=loss_fn,
-        scale_grads=False,
-    )
+    if schedule_name != "GPipe" and num_microbatches < pp:
+        raise ConfigError(
+            f"{num_microbatches} micro-batches for {pp} pipeline ranks: the {schedule_name} "
+            f"schedule needs at least one per rank; use >= {pp} (GPipe runs with fewer)",
+            path=_FIELD + "num_pp_microbatches",
+        )
+    try:
+        schedule = schedule_class(
+            stages[0] if single else stages,
+            n_microbatches=num_microbatches,
+            loss_fn=loss_fn,
+            scale_grads=False,
+        )
+    except ValueError as exc:  # torch's own rules on micro-batches and stages
+        raise ConfigError(
+            f"{num_microbatches} micro-batches with the {schedule_name} schedule over "
+            f"{num_stages} stages: {exc}",
+            path=_FIELD + "num_pp_microbatches",
+        ) from None
     if num_microbatches < num_stages and pp_rank == 0:
         logger.warning(
             "%d pipeline micro-batches for %d stages: the pipeline is never full "

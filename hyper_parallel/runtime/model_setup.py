@@ -83,18 +83,32 @@ def _is_dcp_checkpoint(path: Path) -> bool:
 
 
 def load_pretrained_weights(
-    model: torch.nn.Module,
+    model: torch.nn.Module | Sequence[torch.nn.Module],
     weights_path: str,
     *,
     adapter: Any = None,
     model_config: Any = None,
+    stage: bool = False,
 ) -> None:
     """Overlay pretrained weights on a materialized (possibly sharded) model.
 
     ``weights_path`` is a Hugging Face checkpoint directory (converted with ``adapter``), a DCP
     directory written by our checkpointing, or a ``.pt`` / ``.pth`` full state dict. Every
     model parameter must be present: a partial load is an error, never a silent random init.
+
+    ``model`` may be a list of model parts (pipeline stages): each takes its own names from the
+    full state dict, and must find every one of them there.
     """
+    if not isinstance(model, torch.nn.Module):
+        parts = list(model)
+        if len(parts) == 1:
+            model = parts[0]
+        else:
+            for part in parts:
+                load_pretrained_weights(
+                    part, weights_path, adapter=adapter, model_config=model_config, stage=True
+                )
+            return
     path = Path(weights_path)
     if not path.exists():
         raise FileNotFoundError(f"model.weights_path={weights_path!r} does not exist")
@@ -109,7 +123,7 @@ def load_pretrained_weights(
 
         state = adapter.from_hf(load_hf_checkpoint(path), model_config)
         dtype = _param_dtype(model)
-        state = {k: v.to(dtype) for k, v in state.items()}
+        state = {k: v.to(dtype) for k, v in _own_keys(model, state, stage).items()}
         set_model_state_dict(model, state, options=options)
     elif path.is_dir() and _is_dcp_checkpoint(path):
         # A step_<N> directory of our checkpointing: the model lives under the "model" key.
@@ -120,7 +134,7 @@ def load_pretrained_weights(
         set_model_state_dict(model, state["model"], options=StateDictOptions(strict=True))
     elif path.is_file():
         state = torch.load(path, map_location="cpu", weights_only=True)
-        set_model_state_dict(model, state, options=options)
+        set_model_state_dict(model, _own_keys(model, state, stage), options=options)
     else:
         raise ValueError(
             f"model.weights_path={weights_path!r} is neither a Hugging Face checkpoint directory "
@@ -128,6 +142,18 @@ def load_pretrained_weights(
             "(.metadata) nor a state-dict file"
         )
     logger.info("loaded weights from %s", os.fspath(path))
+
+
+def _own_keys(model: torch.nn.Module, state: dict, stage: bool) -> dict:
+    """``state`` restricted to the names ``model`` holds (a pipeline stage holds some of the
+    whole model's); a name it holds and ``state`` lacks stays, so the strict load reports it.
+    Used for stages only: a whole model is loaded strictly, unexpected names included."""
+    from hyper_parallel.utils.module_names import strip_wrapper_prefixes
+
+    if not stage:
+        return state
+    held = {strip_wrapper_prefixes(k) for k in model.state_dict()}
+    return {k: v for k, v in state.items() if k in held}
 
 
 def _param_dtype(model: torch.nn.Module) -> torch.dtype:

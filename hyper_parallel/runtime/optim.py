@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -138,28 +139,52 @@ def build_lr_scheduler(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def clip_grad_norm_(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+def clip_grad_norm_(
+    parameters: Iterable[torch.nn.Parameter],
+    max_norm: float,
+    *,
+    pipeline_group: Any = None,
+    uncounted: frozenset[int] | set[int] = frozenset(),
+) -> torch.Tensor:
     """Total L2 norm of the gradients (DTensor-aware); clip to ``max_norm`` when it is > 0.
 
     Returns the norm before clipping as a plain tensor. ``max_norm <= 0`` only measures.
+
+    Under pipeline parallelism each rank holds some stages' parameters: ``pipeline_group``
+    (the ``pp`` ranks) adds the squares of every stage's norm, so every rank clips with the
+    norm of the whole model; ``uncounted`` holds the ``id`` of parameters left out of the
+    norm but clipped with it (the second copy of a weight two stages share). Collective over
+    ``pipeline_group`` even on a rank without gradients.
     """
     params = [p for p in parameters if p.grad is not None]
-    grads = [p.grad for p in params]
-    if not grads:
-        return torch.zeros(())
-    groups = _by_mesh(params)
-    if len(groups) == 1:
-        total = _full_norm(grads)
+    counted = [p for p in params if id(p) not in uncounted]
+    groups = _by_mesh(counted)
+    if not groups:
+        total = torch.zeros(())
+    elif len(groups) == 1:
+        total = _full_norm([p.grad for p in groups[0]])
     else:
         # Gradients on several meshes (expert parallelism: the experts live on the ep mesh,
         # the dense parameters on the data-parallel one): each mesh's norm is reduced over its
         # own ranks, then the squares are added.
         norms = [_full_norm([p.grad for p in group]) for group in groups]
         total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
-    if max_norm > 0:
-        for group in groups:  # a multi-tensor op takes tensors of one mesh
+    if pipeline_group is not None:
+        import torch.distributed as dist
+
+        if params:
+            total = total.to(_local(params[0].grad).device)
+        squares = total.float().square() if total.dtype != torch.float64 else total.square()
+        dist.all_reduce(squares, group=pipeline_group)
+        total = squares.sqrt().to(total.dtype)
+    if max_norm > 0 and params:
+        for group in _by_mesh(params):  # a multi-tensor op takes tensors of one mesh
             torch.nn.utils.clip_grads_with_norm_(group, max_norm, total, foreach=None)
     return total
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
 def _by_mesh(params: list[torch.Tensor]) -> list[list[torch.Tensor]]:

@@ -142,6 +142,7 @@ class ParallelDims:
             etp=getattr(accelerator, "etp", accelerator.tp),
             ulysses_degree=getattr(accelerator, "ulysses_degree", None),
             world_size=world_size,
+            num_pp_microbatches=getattr(accelerator, "pp_micro_batch_num", 1),
         )
 
     @classmethod

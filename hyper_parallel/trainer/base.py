@@ -83,6 +83,18 @@ class BaseTrainer:
 
         if self.eval_dataloader is None:
             raise RuntimeError("no validation data: set validation.freq and validation.dataset_path")
+        if self.pipeline is not None:
+            from hyper_parallel.runtime.pipeline_step import pipeline_evaluate
+
+            return pipeline_evaluate(
+                self.pipeline,
+                self.eval_dataloader,
+                loss=self.pipeline_loss,
+                device=self.device,
+                dp_group=self.dist.dp_group,
+                rows_per_step=self._pipeline_rows_per_step(),
+                seq_len=self._pipeline_seq_len(),
+            )
         return evaluate(
             self.model,
             self.eval_dataloader,
@@ -93,6 +105,18 @@ class BaseTrainer:
 
     #: The mixture-of-experts load balancing of the run (None: a dense model).
     moe_balancer = None
+    #: The pipeline schedule and this rank's stages (``models.pipelining.Pipeline``; None
+    #: without pipeline parallelism) and the loss function its last stage calls.
+    pipeline = None
+    pipeline_loss = None
+
+    def _pipeline_rows_per_step(self) -> int:
+        """Rows one pipeline step runs on this rank (every accumulation micro-batch's)."""
+        raise NotImplementedError
+
+    def _pipeline_seq_len(self) -> int | None:
+        """The length every pipeline batch is padded to (the stages fix their shapes)."""
+        raise NotImplementedError
 
     def _pre_optimizer_step(self, grad_norm: float) -> None:
         if self.moe_balancer is not None:
@@ -103,6 +127,8 @@ class BaseTrainer:
         from hyper_parallel.runtime.step import train_step
 
         balancer = self.moe_balancer
+        if self.pipeline is not None:
+            return self._pipeline_train_step(micro_batches)
         result = train_step(
             self.model,
             self.optimizer,
@@ -121,6 +147,32 @@ class BaseTrainer:
         self.last_global_tokens = result.global_tokens
         self.last_step_metrics = {} if balancer is None else balancer.step_metrics(
             result.aux_loss
+        )
+        self.state.loss_history.append((self.state.global_step, result.loss))
+        return result
+
+    def _pipeline_train_step(self, micro_batches: list) -> StepResult:
+        from hyper_parallel.runtime.pipeline_step import pipeline_train_step
+
+        options = self._step_options()
+        result = pipeline_train_step(
+            self.pipeline,
+            self.optimizer,
+            self.lr_scheduler,
+            micro_batches,
+            loss=self.pipeline_loss,
+            device=self.device,
+            dp_group=self.dist.dp_group,
+            dp_size=self.dist.grad_average_size,
+            max_grad_norm=options["max_grad_norm"],
+            seq_len=self._pipeline_seq_len(),
+            split_group=self.dist.split_group,
+            on_substep_end=self.callbacks.on_substep_end,
+            on_pre_optimizer_step=self._pre_optimizer_step,
+        )
+        self.last_global_tokens = result.global_tokens
+        self.last_step_metrics = (
+            {} if self.moe_balancer is None else self.moe_balancer.step_metrics(None)
         )
         self.state.loss_history.append((self.state.global_step, result.loss))
         return result

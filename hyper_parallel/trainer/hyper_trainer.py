@@ -127,6 +127,7 @@ class HyperTrainer(BaseTrainer, Configurable):
         self._build_tokenizer()                             # 4
         self._build_dataloaders()
         self._build_model()                                 # 5
+        self.loss_fn = self._build_loss()
         self._parallelize_and_materialize()                 # 6-7
         self._build_optimizer()                             # 8
         self.lr_scheduler = config.lr_scheduler.build(
@@ -136,7 +137,7 @@ class HyperTrainer(BaseTrainer, Configurable):
             self.spec.state_dict_adapter, self.model_config, config.hf_assets_path
         )
         self.checkpointer = config.checkpoint.build(
-            model_parts=[self.model],
+            model_parts=self.model_parts,
             optimizers=self.optimizer,
             lr_schedulers=self.lr_scheduler,
             dataloader=self.train_dataloader,
@@ -150,7 +151,6 @@ class HyperTrainer(BaseTrainer, Configurable):
             counted_flops_per_token=self._model_flops_per_token(),
         )
         self.profiler = config.profiler.build(rank=self.rank)
-        self.loss_fn = self._build_loss()
         self.model_fwd_context = contextlib.nullcontext
         self.model_bwd_context = contextlib.nullcontext
         self._init_callbacks()
@@ -162,7 +162,10 @@ class HyperTrainer(BaseTrainer, Configurable):
         """The model's training FLOPs per token at ``training.seq_len``, for TFLOPS and MFU when
         ``metrics.model_flops_per_token`` is unset (None for a model that cannot count them)."""
         count = getattr(self.model, "num_flops_per_token", None)
-        return None if count is None else count(self.config.training.seq_len)
+        if count is None:
+            return None
+        # Each pipeline rank computes its stages' share of every token.
+        return count(self.config.training.seq_len) / self.parallel_dims.pp
 
     def _resolve_spec(self) -> None:
         c = self.config
@@ -178,17 +181,9 @@ class HyperTrainer(BaseTrainer, Configurable):
                 path=where,
             )
         if c.parallelism.pipeline_parallel_degree > 1:
-            raise ConfigError(
-                f"{c.parallelism.pipeline_parallel_degree}: pipeline parallelism is not "
-                "supported yet; set it to 1",
-                path="parallelism.pipeline_parallel_degree",
-            )
-        if spec.pipelining_fn is not None:
-            raise ConfigError(
-                f"the spec {spec.name!r} has a pipelining_fn ({spec.pipelining_fn!r}): pipeline "
-                "parallelism is not supported yet; use a spec without pipelining_fn",
-                path=where,
-            )
+            self._check_pipelining(spec, where)
+        else:
+            self._check_no_pipeline_settings()
         # Cross-section rules no single section can check, before anything is built.
         c.lr_scheduler.check_lr_min(c.optimizer.lr)
         # A private copy: update_from_config edits the model Config in place, and the caller's
@@ -196,6 +191,54 @@ class HyperTrainer(BaseTrainer, Configurable):
         self.spec = dataclasses.replace(spec, model=copy.deepcopy(spec.model))
         self.spec.model.update_from_config(trainer_config=c)
         self.model_config = self.spec.model
+
+    def _check_pipelining(self, spec: Any, where: str) -> None:
+        """What pipeline parallelism needs from the spec and the run, before anything is built."""
+        c = self.config
+        if spec.pipelining_fn is None:
+            raise ConfigError(
+                f"{c.parallelism.pipeline_parallel_degree}: the spec {spec.name!r} has no "
+                "pipelining_fn, so its model cannot be cut into pipeline stages; set it to 1 or "
+                "use a spec with a pipelining_fn",
+                path="parallelism.pipeline_parallel_degree",
+            )
+        if spec.clip_grad_fn is not None:
+            raise ConfigError(
+                f"the spec {spec.name!r} has its own clip_grad_fn, which does not reduce the "
+                "gradient norm over the pipeline stages; use the default (clip_grad_fn=None) "
+                "with pipeline parallelism",
+                path=where,
+            )
+        if c.moe.router_aux_loss_coef > 0:
+            raise ConfigError(
+                f"{c.moe.router_aux_loss_coef}: the load-balancing loss is added to the "
+                "objective after the whole forward, and under pipeline parallelism each stage's "
+                "routers are on another rank; use the auxiliary-loss-free balancing "
+                "(moe.load_balance_coeff) with pipeline parallelism, or set it to 0",
+                path="moe.router_aux_loss_coef",
+            )
+        from hyper_parallel.models.pipelining import check_schedule_name
+
+        check_schedule_name(c.parallelism.pipeline_parallel_schedule)
+
+    def _check_no_pipeline_settings(self) -> None:
+        """A pipeline setting off its default without pipeline parallelism would be ignored."""
+        p = self.config.parallelism
+        defaults = type(p)()
+        for name in (
+            "pipeline_parallel_schedule", "num_pp_microbatches",
+            "pipeline_parallel_stages_per_rank", "pipeline_parallel_layer_split",
+            "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part",
+            "pipeline_parallel_first_stage_less_layers",
+            "pipeline_parallel_last_stage_less_layers",
+        ):
+            if getattr(p, name) != getattr(defaults, name):
+                raise ConfigError(
+                    f"{getattr(p, name)!r} has no effect without pipeline parallelism; set "
+                    "parallelism.pipeline_parallel_degree > 1, or leave it at its default "
+                    f"({getattr(defaults, name)!r})",
+                    path=f"parallelism.{name}",
+                )
 
     def _resolve_paths(self) -> None:
         from hyper_parallel.runtime.checkpoint import require_hf_assets_dir
@@ -324,40 +367,66 @@ class HyperTrainer(BaseTrainer, Configurable):
         from hyper_parallel.runtime.model_setup import load_pretrained_weights, materialize_and_init
 
         c = self.config
-        self.model = self.spec.parallelize_fn(
-            self.model,
-            self.parallel_dims,
-            training=c.training,
-            parallelism=c.parallelism,
-            activation_checkpoint=c.activation_checkpoint,
-            compile=c.compile,
-            dump_folder=c.dump_folder,
-        )
-        # The order matters for the RNG: materialize + init, then pretrained weights.
-        if c.training.init_device == "meta":
-            materialize_and_init(self.model, self.device)
+        sections = {
+            "training": c.training,
+            "activation_checkpoint": c.activation_checkpoint,
+            "compile": c.compile,
+            "dump_folder": c.dump_folder,
+        }
+        if self.parallel_dims.pp_enabled:
+            from hyper_parallel.runtime.pipeline_step import PipelineLoss
+
+            # The stages are cut from the whole model, then parallelized, materialized and
+            # initialized one by one (the draws are the whole model's: models.pipelining).
+            self.pipeline_loss = PipelineLoss(self.loss_fn)
+            self.pipeline = self.spec.pipelining_fn(
+                self.model,
+                self.parallel_dims,
+                device=self.device,
+                parallelize_fn=self.spec.parallelize_fn,
+                loss_fn=self.pipeline_loss,
+                num_microbatches=c.parallelism.num_pp_microbatches,
+                parallelism=c.parallelism,
+                **sections,
+            )
+            self.model_parts = list(self.pipeline.parts)
+        else:
+            self.model = self.spec.parallelize_fn(
+                self.model, self.parallel_dims, parallelism=c.parallelism, **sections
+            )
+            # The order matters for the RNG: materialize + init, then pretrained weights.
+            if c.training.init_device == "meta":
+                materialize_and_init(self.model, self.device)
+            self.model_parts = [self.model]
         if c.model.weights_path:
             load_pretrained_weights(
-                self.model,
+                self.model_parts,
                 c.model.weights_path,
                 adapter=self.spec.state_dict_adapter,
                 model_config=self.model_config,
             )
-        # A model that picks kernels by device (Qwen3.5's model.kernels) resolves them now that
-        # its parameters are on their device: a forced choice that cannot run here is a
-        # ConfigError before the first step, not during it.
-        select_kernels = getattr(self.model, "select_kernels", None)
-        if select_kernels is not None:
-            select_kernels()
-        self.model.train()
+        # The model the loop names (``self.model``): the whole model, or under pipeline
+        # parallelism this rank's first stage (``model_parts`` holds all of its stages).
+        self.model = self.model_parts[0]
+        for part in self.model_parts:
+            # A model that picks kernels by device (Qwen3.5's model.kernels) resolves them now
+            # that its parameters are on their device: a forced choice that cannot run here is
+            # a ConfigError before the first step, not during it.
+            select_kernels = getattr(part, "select_kernels", None)
+            if select_kernels is not None:
+                select_kernels()
+            part.train()
 
     def _build_optimizer(self) -> None:
         from hyper_parallel.runtime.moe_balance import build_moe_balancer
 
-        self.optimizer = self.config.optimizer.build(model_parts=[self.model])
+        import torch
+
+        self.optimizer = self.config.optimizer.build(model_parts=self.model_parts)
         if self.spec.post_optimizer_build_fn is not None:
-            self.spec.post_optimizer_build_fn(self.optimizer, [self.model], self.parallel_dims)
-        self.moe_balancer = build_moe_balancer(self.model, self.config.moe, self.dist.dp_group)
+            self.spec.post_optimizer_build_fn(self.optimizer, self.model_parts, self.parallel_dims)
+        parts = self.model if len(self.model_parts) == 1 else torch.nn.ModuleList(self.model_parts)
+        self.moe_balancer = build_moe_balancer(parts, self.config.moe, self.dist.dp_group)
 
     def _build_loss(self) -> Any:
         import torch
@@ -404,6 +473,12 @@ class HyperTrainer(BaseTrainer, Configurable):
                 "gc": GCCallback(self, every=c.training.gc_freq),
             },
         )
+
+    def _pipeline_rows_per_step(self) -> int:
+        return self.config.training.local_batch_size * self.grad_accum // self.dist.batch_split
+
+    def _pipeline_seq_len(self) -> int | None:
+        return self.config.training.seq_len
 
     def _on_first_step(self) -> None:
         # The first step pays for compilation, lazy initialisation and the first allocations,

@@ -207,11 +207,11 @@ class Qwen3_5ForCausalLM(nn.Module):
         the first and the last stage) gets the same draw in both. Parts are matched to
         ``self`` by parameter name (wrapper infixes removed).
         """
-        live_modules: dict[str, nn.Module] = {}
+        live_modules: dict[str, list[nn.Module]] = {}
         live_params: dict[str, list[torch.Tensor]] = {}
         for part in parts:
             for name, module in part.named_modules():
-                live_modules.setdefault(strip_wrapper_prefixes(name), module)
+                live_modules.setdefault(strip_wrapper_prefixes(name), []).append(module)
             for name, param in part.named_parameters(remove_duplicate=False):
                 live_params.setdefault(strip_wrapper_prefixes(name), []).append(param)
         targets: dict[int, list[torch.Tensor]] = {}
@@ -247,7 +247,9 @@ class Qwen3_5ForCausalLM(nn.Module):
         zeros = lambda t: t.zero_()
         ones = lambda t: t.fill_(1.0)
         for name, module in self.named_modules():
-            live = live_modules.get(name)
+            # Every part holds its own copy of the modules each stage has (the rotary
+            # embedding); the other modules are in one part at most.
+            copies = live_modules.get(name, [])
             if isinstance(module, nn.Linear):
                 init(module.weight, normal)
                 init(module.bias, zeros)
@@ -263,10 +265,10 @@ class Qwen3_5ForCausalLM(nn.Module):
                 init(module.dt_bias, ones)
                 init(module.A_log, lambda t: t.copy_(sample_A_log(t.shape, t.device)))
             elif isinstance(module, Qwen3_5RotaryEmbedding):
-                if live is not None:
+                for live in copies:
                     live.reset_inv_freq(buffer_device)
             else:
-                self._init_extra(module, live, init, normal, zeros)
+                self._init_extra(module, copies[0] if copies else None, init, normal, zeros)
         missed = [n for n, ps in live_params.items() if any(id(p) not in filled for p in ps)]
         if missed:  # a new parameter type without an init rule must not stay uninitialised
             raise RuntimeError(f"init_weights has no rule for parameters: {missed}")

@@ -134,7 +134,7 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
            the legacy ``config_from_legacy``. Without a ``flavor`` key the current values are
            the base. Applying the same section twice changes nothing. All-or-nothing: an
            invalid result raises and leaves this config untouched.
-        2. ``parallelism`` -- ``context_parallel_degree``, ``pipeline_parallel_degree``,
+        2. ``parallelism`` -- ``context_parallel_degree``,
            ``expert_parallel_degree`` and ``expert_tensor_parallel_degree`` above 1 raise
            a ``ConfigError`` (not supported for this dense model); ``tensor_parallel_degree``
            must divide every dimension TP shards (a ``ConfigError`` listing each one; see
@@ -174,11 +174,10 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
 
     def _check_parallelism(self, parallelism: Any) -> None:
         """The parallel degrees this model cannot run are a ``ConfigError`` naming the field:
-        CP, PP and EP above 1, ETP above 1 (no experts), and a TP degree that does not divide
+        CP and EP above 1, ETP above 1 (no experts), and a TP degree that does not divide
         every dimension TP shards."""
         refuse_degrees(parallelism, "qwen3_5_v2", (
             ("context_parallel_degree", "context parallelism"),
-            ("pipeline_parallel_degree", "pipeline parallelism"),
             ("expert_parallel_degree", "expert parallelism (the dense model has no experts)"),
         ))
         etp = getattr(parallelism, "expert_tensor_parallel_degree", 1) or 1

@@ -23,6 +23,7 @@ from .model_config import flavor_config
 
 __all__ = [
     "PARALLELIZE_FN",
+    "PIPELINING_FN",
     "SPEC_NAME",
     "STATE_DICT_ADAPTER",
     "qwen3_5_spec_factory",
@@ -33,6 +34,7 @@ SPEC_NAME = "qwen3_5"
 
 #: The spec's hooks, by import path (each module imports torch).
 PARALLELIZE_FN = "hyper_parallel.models.qwen3_5.parallelize_v2:parallelize_qwen3_5_v2"
+PIPELINING_FN = "hyper_parallel.models.pipelining:pipeline_decoder_lm"
 STATE_DICT_ADAPTER = "hyper_parallel.models.qwen3_5.state_dict_adapter:Qwen3_5StateDictAdapter"
 
 
@@ -50,8 +52,9 @@ def qwen3_5_spec_factory(flavor: str, *, name: str = SPEC_NAME) -> ModelSpec:
     * ``clip_grad_fn``: ``None``, the engine's own DTensor-aware
       ``hyper_parallel.runtime.optim.clip_grad_norm_`` (the model layer names nothing of the
       runtime above it).
-    * ``pipelining_fn`` / ``post_optimizer_build_fn``: ``None`` (no pipeline parallelism, no
-      optimizer hooks).
+    * ``pipelining_fn``: :func:`~hyper_parallel.models.pipelining.pipeline_decoder_lm` (stages
+      cut at decoder-layer boundaries, parallelized one by one with ``parallelize_fn``).
+    * ``post_optimizer_build_fn``: ``None`` (no optimizer hooks).
 
     The two hooks are :class:`~hyper_parallel.protocols.lazy.LazyRef` s, equal to what they
     name. An unknown flavor is a ``ValueError`` listing the valid ones.
@@ -61,6 +64,7 @@ def qwen3_5_spec_factory(flavor: str, *, name: str = SPEC_NAME) -> ModelSpec:
         flavor=flavor,
         model=flavor_config(flavor),
         parallelize_fn=LazyRef(PARALLELIZE_FN),
+        pipelining_fn=LazyRef(PIPELINING_FN),
         state_dict_adapter=LazyRef(STATE_DICT_ADAPTER),
     )
 

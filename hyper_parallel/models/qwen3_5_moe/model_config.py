@@ -55,7 +55,6 @@ class Qwen3_5MoeModelConfig(Qwen3_5ModelConfig, Qwen3_5MoeConfig):
         under TP they are replicated over the TP ranks); TP must divide what it shards."""
         refuse_degrees(parallelism, "qwen3_5_moe", (
             ("context_parallel_degree", "context parallelism"),
-            ("pipeline_parallel_degree", "pipeline parallelism"),
         ))
         ep = getattr(parallelism, "expert_parallel_degree", 1) or 1
         if self.num_experts % ep:

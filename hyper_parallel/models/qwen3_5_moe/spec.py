@@ -13,6 +13,8 @@ from __future__ import annotations
 from hyper_parallel.protocols.lazy import LazyRef
 from hyper_parallel.protocols.model_spec import ModelSpec, register_spec, registered_names
 
+from hyper_parallel.models.qwen3_5.spec import PIPELINING_FN
+
 from .configuration import DEFAULT_FLAVOR
 from .model_config import flavor_config
 
@@ -49,6 +51,7 @@ def qwen3_5_moe_spec_factory(flavor: str) -> ModelSpec:
         flavor=flavor,
         model=flavor_config(flavor),
         parallelize_fn=LazyRef(PARALLELIZE_FN),
+        pipelining_fn=LazyRef(PIPELINING_FN),
         state_dict_adapter=LazyRef(STATE_DICT_ADAPTER),
     )
 

@@ -1,0 +1,238 @@
+"""One optimizer step, and one evaluation pass, through a pipeline schedule.
+
+The step of :mod:`hyper_parallel.runtime.step` with the forward and backward driven by a
+``torch.distributed.pipelining`` schedule (:class:`hyper_parallel.models.pipelining.Pipeline`):
+
+* the step's accumulation micro-batches are concatenated (rows) and the schedule splits them
+  into ``num_pp_microbatches`` pipeline micro-batches; with as many as there are accumulation
+  micro-batches, those are the same rows as without pipelining;
+* the loss is computed on the last stage by :class:`PipelineLoss`, per micro-batch, already
+  scaled as the step scales it without pipelining (the per-token loss over the global token
+  count, times the data-parallel size FSDP averages over), *before* the schedule's backward:
+  the schedule is built with ``scale_grads=False`` (torchtitan's way: dividing after the step
+  would fix only the logged value);
+* a tied weight's copies have their gradients summed, the gradient norm is reduced over the
+  pipeline ranks too, and every rank logs the same loss (reduced over data-parallel and
+  pipeline ranks), which means what it means without pipelining.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+
+from hyper_parallel.runtime.distributed import all_reduce_sum
+from hyper_parallel.runtime.loss import LossScaler
+from hyper_parallel.runtime.optim import clip_grad_norm_
+from hyper_parallel.runtime.step import StepResult, move_to_device
+from hyper_parallel.utils.choices import IGNORE_INDEX
+
+
+@dataclass
+class PipelineLoss:
+    """The schedule's loss function: ``(logits, labels) -> the tensor to backpropagate`` for one
+    pipeline micro-batch, called on the last stage in micro-batch order.
+
+    :meth:`begin_step` gives it the step's scaler and the micro-batches' token counts; it adds
+    each micro-batch's share of the reported loss to :attr:`report`. In evaluation
+    (:meth:`begin_eval`) it sums the unscaled loss and the tokens instead."""
+
+    loss_fn: Any
+    """The run's loss (``loss_sum(logits, labels)``: a :class:`~hyper_parallel.runtime.step.
+    TokenLoss`)."""
+    scaler: Optional[LossScaler] = None
+    tokens: list[int] = field(default_factory=list)
+    index: int = 0
+    report: Optional[torch.Tensor] = None
+    totals: Optional[torch.Tensor] = None
+    """Evaluation: ``[loss sum, tokens]`` (float64) while evaluating, else None."""
+    inferring_shapes: bool = False
+    """The next call is the schedule's shape inference (see :func:`pipeline_train_step`)."""
+
+    def begin_step(self, scaler: LossScaler, tokens: list[int], device: torch.device) -> None:
+        self.scaler, self.tokens, self.index = scaler, tokens, 0
+        self.report = torch.zeros((), dtype=torch.float32, device=device)
+        self.totals = None
+
+    def begin_eval(self, device: torch.device) -> None:
+        self.totals = torch.zeros(2, dtype=torch.float64, device=device)
+
+    def __call__(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        loss_sum, counted = self.loss_fn.loss_sum(logits, labels)
+        if self.inferring_shapes:
+            # The schedule's first step runs the last stage and its loss once on placeholder
+            # inputs to learn the gradient shapes, before the first micro-batch.
+            self.inferring_shapes = False
+            return loss_sum
+        if self.totals is not None:
+            self.totals[0] += loss_sum.detach().double()
+            self.totals[1] += counted
+            return loss_sum
+        tokens = self.tokens[self.index]
+        self.index += 1
+        self.report += self.scaler.local_report(loss_sum, tokens)
+        return self.scaler.backward_loss(loss_sum, tokens)
+
+
+def concat_micro_batches(micro_batches: Sequence[dict], seq_len: Optional[int] = None) -> dict:
+    """The rows of ``micro_batches`` as one batch (their order kept).
+
+    Rows shorter than ``seq_len`` (variable-length data) are padded to it -- token id 0, label
+    ``IGNORE_INDEX`` -- because a pipeline stage fixes its activation shapes at the first step;
+    with causal layers the padding changes no real token's output."""
+    keys = micro_batches[0].keys()
+    out = {}
+    for key in keys:
+        parts = [mb[key] for mb in micro_batches]
+        if not isinstance(parts[0], torch.Tensor):
+            raise TypeError(f"pipeline batches hold tensors only; {key!r} is {type(parts[0])}")
+        target = seq_len if seq_len is not None else max(p.shape[1] for p in parts)
+        fill = IGNORE_INDEX if key == "labels" else 0
+        parts = [_pad_columns(p, target, fill) for p in parts]
+        out[key] = torch.cat(parts, dim=0)
+    return out
+
+
+def _pad_columns(tensor: torch.Tensor, length: int, value: int) -> torch.Tensor:
+    if tensor.dim() < 2 or tensor.shape[1] >= length:
+        return tensor
+    pad = tensor.new_full((tensor.shape[0], length - tensor.shape[1], *tensor.shape[2:]), value)
+    return torch.cat([tensor, pad], dim=1)
+
+
+def _pad_rows(batch: dict, rows: int) -> dict:
+    """``batch`` with rows appended up to ``rows`` that contribute nothing (ignored labels)."""
+    have = batch["labels"].shape[0]
+    if have >= rows:
+        return batch
+    out = {}
+    for key, value in batch.items():
+        fill = IGNORE_INDEX if key == "labels" else 0
+        pad = value.new_full((rows - have, *value.shape[1:]), fill)
+        if key == "position_ids":
+            pad = value[:1].expand(rows - have, *value.shape[1:]).clone()
+        out[key] = torch.cat([value, pad], dim=0)
+    return out
+
+
+def _run_schedule(pipeline: Any, batch: dict, *, train: bool) -> None:
+    args = (batch["input_ids"],) if pipeline.has_first_stage else ()
+    kwargs = {"position_ids": batch["position_ids"]} if "position_ids" in batch else {}
+    target = batch["labels"] if pipeline.has_last_stage else None
+    losses: Optional[list] = [] if pipeline.has_last_stage else None
+    run = pipeline.schedule.step if train else pipeline.schedule.eval
+    run(*args, target=target, losses=losses, **kwargs)
+
+
+def pipeline_train_step(
+    pipeline: Any,
+    optimizer: Any,
+    lr_scheduler: Any,
+    micro_batches: Sequence[dict],
+    *,
+    loss: PipelineLoss,
+    device: torch.device,
+    dp_group: Optional[dist.ProcessGroup],
+    dp_size: int,
+    max_grad_norm: float,
+    seq_len: Optional[int] = None,
+    split_group: Optional[dist.ProcessGroup] = None,
+    on_substep_end: Callable[[], None] = lambda: None,
+    on_pre_optimizer_step: Callable[[float], None] = lambda grad_norm: None,
+) -> StepResult:
+    """Forward and backward of the step's rows through ``pipeline.schedule``, clip over every
+    stage, optimizer step (see the module docstring); the arguments mean what they mean for
+    :func:`hyper_parallel.runtime.step.train_step`."""
+    batch = move_to_device(concat_micro_batches(micro_batches, seq_len), device)
+    m = pipeline.num_microbatches
+    chunks = torch.tensor_split(batch["labels"], m, dim=0)
+    tokens = [loss.loss_fn.count_tokens(chunk) for chunk in chunks]
+    global_tokens = int(
+        all_reduce_sum(torch.tensor(sum(tokens), dtype=torch.int64), dp_group).item()
+    )
+    split = 1 if split_group is None else dist.get_world_size(split_group)
+    if split > 1:
+        tokens = all_reduce_sum(torch.tensor(tokens, dtype=torch.int64), split_group).tolist()
+    scaler = loss.loss_fn.scaler(
+        global_tokens=global_tokens, num_micro_batches=m, dp_size=dp_size, split=split
+    )
+    loss.begin_step(scaler, tokens, device)
+    loss.inferring_shapes = pipeline.has_last_stage and not pipeline.shapes_inferred()
+    _run_schedule(pipeline, batch, train=True)
+    for _ in range(m):
+        on_substep_end()
+    if pipeline.tied is not None:
+        pipeline.tied.sum_grads()
+    params = [p for part in pipeline.parts for p in part.parameters()]
+    grad_norm = float(
+        clip_grad_norm_(
+            params,
+            max_grad_norm,
+            pipeline_group=pipeline.group,
+            uncounted=pipeline.grad_norm_exclusions(),
+        )
+    )
+    on_pre_optimizer_step(grad_norm)
+    optimizer.step()
+    lr_scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    report = all_reduce_sum(loss.report, dp_group)
+    report = all_reduce_sum(report, pipeline.group)  # only the last stage holds a loss
+    return StepResult(loss=float(report.item()), grad_norm=grad_norm, global_tokens=global_tokens)
+
+
+@torch.no_grad()
+def pipeline_evaluate(
+    pipeline: Any,
+    batches: Any,
+    *,
+    loss: PipelineLoss,
+    device: torch.device,
+    dp_group: Optional[dist.ProcessGroup],
+    rows_per_step: int,
+    seq_len: Optional[int] = None,
+) -> float:
+    """Token-weighted mean validation loss, forward only through the schedule: the batches are
+    grouped ``rows_per_step`` rows at a time, as in training (the stages' shapes), a short last
+    group padded with rows that count no token."""
+    for part in pipeline.parts:
+        part.eval()
+    loss.begin_eval(device)
+    try:
+        group: list[dict] = []
+        rows = 0
+        for batch in batches:
+            group.append(batch)
+            rows += batch["labels"].shape[0]
+            if rows >= rows_per_step:
+                _eval_group(pipeline, group, rows_per_step, seq_len, device)
+                group, rows = [], 0
+        if group:
+            _eval_group(pipeline, group, rows_per_step, seq_len, device)
+        totals = loss.totals
+    finally:
+        loss.totals = None
+        for part in pipeline.parts:
+            part.train()
+    totals = all_reduce_sum(totals, dp_group)
+    totals = all_reduce_sum(totals, pipeline.group)
+    if totals[1] == 0:
+        raise ValueError("the evaluation data has no label tokens (validation.dataset_path)")
+    return float(totals[0] / totals[1])
+
+
+def _eval_group(pipeline: Any, group: list[dict], rows: int, seq_len: Optional[int],
+                device: torch.device) -> None:
+    batch = _pad_rows(concat_micro_batches(group, seq_len), rows)
+    _run_schedule(pipeline, move_to_device(batch, device), train=False)
+
+
+__all__ = [
+    "PipelineLoss",
+    "concat_micro_batches",
+    "pipeline_evaluate",
+    "pipeline_train_step",
+]
