@@ -104,6 +104,8 @@ class CheckpointManager(Configurable):
         dataloader: Any | None = None,
         sd_adapter: Any | None = None,
         model_config: Any | None = None,
+        pipeline_group: Any | None = None,
+        data_rank: tuple[int, int] | None = None,
     ) -> None:
         """
         Args:
@@ -112,6 +114,13 @@ class CheckpointManager(Configurable):
                 with ``state_dict`` / ``load_state_dict``; the optimizers in DCP form).
             sd_adapter, model_config: the model's state-dict adapter (``to_hf``) and config,
                 required by ``export_hf``.
+            pipeline_group: the pipeline-parallel ranks, when each holds some stages of the
+                model; the Hugging Face export gathers the whole model over them.
+            data_rank: ``(rank, size)`` of this process in the data-parallel group. Saved with
+                every checkpoint (the data-parallel rank of each process), it lets a run on
+                another layout with the same data-parallel size -- another pipeline or tensor
+                degree -- resume each rank's data position from a rank that read the same data.
+                Collective when given (the ranks exchange theirs once).
         """
         # The runtime (torch, DCP) is imported here, where the manager is built: the Config
         # above is configuration and must import without it.
@@ -129,6 +138,9 @@ class CheckpointManager(Configurable):
         self.dataloader = dataloader
         self.sd_adapter = sd_adapter
         self.model_config = model_config
+        self.pipeline_group = pipeline_group
+        self.data_rank = data_rank
+        self._data_ranks = None if data_rank is None else _all_data_ranks(data_rank[0])
         if config.export_hf and (sd_adapter is None or model_config is None):
             missing = "sd_adapter" if sd_adapter is None else "model_config"
             raise ValueError(
@@ -167,6 +179,7 @@ class CheckpointManager(Configurable):
             optimizer=self.optimizers,
             lr_scheduler=self.lr_schedulers,
             dataloader=self.dataloader,
+            data_rank=self.data_rank,
             **fields,
         )
         self.last_saved_step = int(extra["global_step"])
@@ -180,6 +193,10 @@ class CheckpointManager(Configurable):
         configured; returns the checkpoint directory. ``async_save`` overrides ``async_mode``."""
         if async_save is None:
             async_save = self.config.async_mode == "async"
+        if self._data_ranks is not None:
+            extra = {**(extra or {}), self._ckpt.DATA_RANKS_KEY: {
+                "size": self.data_rank[1], "ranks": self._data_ranks,
+            }}
         path = self._ckpt.save_checkpoint(
             self.config.folder,
             step,
@@ -194,7 +211,10 @@ class CheckpointManager(Configurable):
         self.saved.append(path)
         if self.config.export_hf:
             target = os.path.join(path, self._ckpt.HF_SUBDIR)
-            self._ckpt.export_hf_weights(self._model, self.sd_adapter, self.model_config, target)
+            self._ckpt.export_hf_weights(
+                self._model, self.sd_adapter, self.model_config, target,
+                pipeline_group=self.pipeline_group,
+            )
             self.exported.append(target)
         self._purge()
         return path
@@ -227,6 +247,18 @@ class CheckpointManager(Configurable):
         self._purge()
 
     close = wait
+
+
+
+def _all_data_ranks(data_rank: int) -> list[int]:
+    """The data-parallel rank of every process, by global rank (one all-gather)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return [data_rank]
+    ranks: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(ranks, data_rank)
+    return [int(r) for r in ranks]
 
 
 __all__ = ["CheckpointManager"]

@@ -376,6 +376,11 @@ class ParallelDims:
         names = tuple(n for n in BASE_DIM_ORDER if sizes[n] > 1)
         if not names:
             return ("dp_shard",), (self.world_size,)
+        if names == ("pp",) or names == ("tp", "pp"):
+            # Each pipeline stage is then trained by one data-parallel rank, as a one-rank job
+            # is: a dp_shard axis of size 1 is what FSDP2 wraps it over for its mixed-precision
+            # and CPU-offload policies (and what the dp / loss groups are).
+            names = ("dp_shard", *names)
         return names, tuple(sizes[n] for n in names)
 
     def alias_dims(self) -> dict[str, tuple[str, ...]]:

@@ -143,6 +143,8 @@ class HyperTrainer(BaseTrainer, Configurable):
             dataloader=self.train_dataloader,
             sd_adapter=self.sd_adapter,
             model_config=self.model_config,
+            pipeline_group=None if self.pipeline is None else self.pipeline.group,
+            data_rank=(self.dist.dp_rank, self.dist.dp_size),
         )
         self.metrics = config.metrics.build(                                        # 10
             trainer=self,

@@ -207,6 +207,8 @@ class Qwen3_5ForCausalLM(nn.Module):
         the first and the last stage) gets the same draw in both. Parts are matched to
         ``self`` by parameter name (wrapper infixes removed).
         """
+        if parts == [self]:
+            self.tie_weights()  # to_empty replaced the shared parameter by two
         live_modules: dict[str, list[nn.Module]] = {}
         live_params: dict[str, list[torch.Tensor]] = {}
         for part in parts:
@@ -224,8 +226,6 @@ class Qwen3_5ForCausalLM(nn.Module):
         if scratch_device is None:
             any_live = next((ps[0] for ps in live_params.values()), None)
             scratch_device = "cpu" if any_live is None else _local_device(any_live)
-        if parts == [self]:
-            self.tie_weights()
         std = self.config.initializer_range
         seen: set[int] = set()
         filled: set[int] = set()

@@ -54,12 +54,13 @@ from .layout import (
     rng_file,
     step_dir,
 )
-from .load import load_checkpoint
+from .load import DATA_RANKS_KEY, load_checkpoint
 from .resume import resolve_resume_path
 from .retention import purge_old_checkpoints
 from .save import save_checkpoint
 
 __all__ = [
+    "DATA_RANKS_KEY",
     "DCP_METADATA_FILE",
     "EXTRA_STATE_FILE",
     "FAULT_EXIT_CODE",

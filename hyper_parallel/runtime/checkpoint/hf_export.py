@@ -59,6 +59,20 @@ def _adapter_to_hf(adapter) -> Callable[[dict, Any], dict]:
     return adapter.to_hf
 
 
+def _gather_stages(state: dict[str, torch.Tensor], group: Any) -> dict[str, torch.Tensor]:
+    """The stages' full state dicts merged on the first rank of ``group`` (empty elsewhere)."""
+    import torch.distributed as dist
+
+    local = {k: v.detach().cpu() for k, v in state.items()}
+    first = dist.get_group_rank(group, dist.get_rank()) == 0
+    gathered: list[Any] | None = [None] * dist.get_world_size(group) if first else None
+    dist.gather_object(local, gathered, group=group, group_dst=0)
+    merged: dict[str, torch.Tensor] = {}
+    for stage_state in gathered or []:
+        merged.update(stage_state)
+    return merged
+
+
 def require_hf_assets_dir(assets_dir: str | None) -> None:
     """``hf_assets_path`` is unset or a directory (``ValueError`` naming the fix otherwise)."""
     if assets_dir is not None and not os.path.isdir(assets_dir):
@@ -84,7 +98,8 @@ def _copy_hf_assets(assets_dir: str | None, target: str) -> list[str]:
 
 
 def export_hf_weights(
-    model: torch.nn.Module | list[torch.nn.Module], adapter, model_config, path: str
+    model: torch.nn.Module | list[torch.nn.Module], adapter, model_config, path: str,
+    *, pipeline_group: Any = None,
 ) -> str:
     """Gather the full model state dict and write it as an HF checkpoint into ``path`` (rank 0).
 
@@ -94,7 +109,9 @@ def export_hf_weights(
     Collective (the gather). Rank 0 converts with ``adapter.to_hf(state_dict, model_config)`` and
     writes through ``hyper_parallel.models.qwen3_5.hf_io.save_hf_checkpoint`` into the hidden
     sibling ``.<name>.tmp`` which is then renamed to ``path`` - so an interrupted export never leaves
-    a half-written ``hf_ckpt``. If an async save of the enclosing step is in flight, rank 0 waits
+    a half-written ``hf_ckpt``. Under pipeline parallelism (``pipeline_group``: the ranks that
+    hold the stages of one model) each rank gathers its stages and sends them to the first rank
+    of its pipeline, so rank 0 writes the whole model. If an async save of the enclosing step is in flight, rank 0 waits
     for it first (the step directory must exist before ``hf_ckpt`` goes into it).
     """
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
@@ -103,9 +120,16 @@ def export_hf_weights(
     for part in _model_parts(model):
         full.update(
             get_model_state_dict(
-                part, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+                part,
+                # Under pipeline parallelism every rank keeps its stages' full tensors (not
+                # just global rank 0) to send them on.
+                options=StateDictOptions(
+                    full_state_dict=True, cpu_offload=pipeline_group is None
+                ),
             )
         )
+    if pipeline_group is not None:
+        full = _gather_stages(full, pipeline_group)
     if _rank() == 0:
         to_hf = _adapter_to_hf(adapter)
         cleaned: dict[str, torch.Tensor] = {}

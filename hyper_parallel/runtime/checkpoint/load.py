@@ -34,6 +34,21 @@ from .ranks import _rank, _world_size
 logger = logging.getLogger(__name__)
 
 
+#: The ``extra_state.json`` entry of the data-parallel layout a checkpoint was saved on:
+#: ``{"size": data-parallel size, "ranks": [the data-parallel rank of each global rank]}``.
+DATA_RANKS_KEY = "data_parallel"
+
+
+def _rank_with_same_data(extra: dict, data_rank: tuple[int, int] | None) -> int | None:
+    """A saved rank that read the data this rank reads (the same data-parallel rank of the
+    same data-parallel size), or None when the layouts do not say or differ."""
+    saved = extra.get(DATA_RANKS_KEY)
+    if data_rank is None or not saved or saved.get("size") != data_rank[1]:
+        return None
+    ranks = saved.get("ranks", [])
+    return ranks.index(data_rank[0]) if data_rank[0] in ranks else None
+
+
 def load_checkpoint(
     path: str,
     *,
@@ -43,8 +58,14 @@ def load_checkpoint(
     dataloader,
     field: str = LOAD_PATH_FIELD,
     legacy_field: str | None = LEGACY_LOAD_PATH_FIELD,
+    data_rank: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Restore everything ``save_checkpoint`` wrote into ``path``; return ``extra_state.json``.
+
+    ``data_rank``: ``(rank, size)`` of this process in the data-parallel group; with the saved
+    data-parallel size (recorded under :data:`DATA_RANKS_KEY`), a run of another world size
+    (another pipeline or tensor degree) takes each rank's data position from a saved rank of
+    the same data-parallel rank, and the resume is exact.
 
     Collective. The model/optimizer may be sharded differently than at save time (DCP reshards).
     RNG and data-loader positions are per rank: with the saved world size they are restored; with a
@@ -73,13 +94,17 @@ def load_checkpoint(
     rank, world = _rank(), _world_size()
     saved_world = extra.get("world_size")
     same_world = saved_world == world
+    loader_rank = rank
     if not same_world and dataloader is not None:
-        raise CheckpointError(
-            f"{path} was saved with world_size={saved_world}, this run has world_size={world}: the "
-            "per-rank data-loader positions (and RNG states) cannot be mapped, so an exact resume is "
-            "impossible. Resume with the saved world size, or load weights/optimizer only "
-            "(dataloader=None) and restart the data."
-        )
+        loader_rank = _rank_with_same_data(extra, data_rank)
+        if loader_rank is None:
+            raise CheckpointError(
+                f"{path} was saved with world_size={saved_world}, this run has world_size={world}"
+                " and another data-parallel size: the per-rank data-loader positions (and RNG "
+                "states) cannot be mapped, so an exact resume is impossible. Resume with the "
+                "saved data-parallel size (the pipeline and tensor degrees may change), or load "
+                "weights/optimizer only (dataloader=None) and restart the data."
+            )
     # The shared files were checked above (every rank sees the same ones, so every rank raises
     # together); this rank's own small files are agreed on across ranks before the DCP load.
     local_error: CheckpointError | None = None
@@ -91,8 +116,8 @@ def load_checkpoint(
             )
         if dataloader is not None:
             dl_state = _load_small_file(
-                path, dataloader_file(rank), f"the data loader state of rank {rank}", field,
-                legacy_field,
+                path, dataloader_file(loader_rank),
+                f"the data loader state of rank {loader_rank}", field, legacy_field,
             )
         if same_world:
             rng_state = _load_small_file(
