@@ -44,6 +44,8 @@ def describe_type(tp: Any) -> str:
     if optional:
         return f"{describe_type(inner)} or null"
     origin = typing.get_origin(inner)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe_type(a) for a in typing.get_args(inner))
     if origin is list:
         (item,) = typing.get_args(inner) or (Any,)
         return f"list of {describe_type(item)}"
@@ -89,6 +91,15 @@ def _coerce(value: Any, tp: Any) -> Any:
     origin = typing.get_origin(inner)
     if inner is Any:
         return value
+    if origin in (typing.Union, types.UnionType):
+        # A union of several types (``int | str``): the first that takes the value, in the
+        # declared order.
+        for arm in typing.get_args(inner):
+            try:
+                return _coerce(value, arm)
+            except _Mismatch:
+                continue
+        raise _Mismatch()
     if inner is bool:
         if isinstance(value, bool):
             return value

@@ -1,5 +1,5 @@
 """Recipe unsupported_at_default, converted from unsupported_at_default.yaml
-(sha256 3ea9f2175425bb589bd239e1ce5432187a44b71555dbdacaa046969c43921ffc).
+(sha256 60121cfd4fd4f40f253d43355412bcb1ade8fdaa7cfc3d7f4f06a6c19f16b79d).
 
 The YAML's header comment:
 

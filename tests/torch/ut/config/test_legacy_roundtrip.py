@@ -46,8 +46,10 @@ from hyper_parallel.utils.choices import (
     AC_MODES,
     DECAY_STYLES,
     KERNEL_CHOICES,
+    LEGACY_PP_SCHEDULES,
     LOSS_AGGREGATIONS,
     OPTIMIZER_TYPES,
+    normalized_pp_schedule,
 )
 from hyper_parallel.utils.data_types import DATA_TYPES
 
@@ -69,6 +71,8 @@ CHOICES: dict[str, tuple] = {
     "train.optimizer.lr_decay_style": DECAY_STYLES,
     "train.optimizer.loss_aggregation": LOSS_AGGREGATIONS,
     "model.kernels": KERNEL_CHOICES,
+    # Every spelling the schema accepts (case and '-' / '_' are not significant).
+    "train.accelerator.pp_schedule": (*LEGACY_PP_SCHEDULES, "GPipe", "1F1B", "Interleaved-1F1B"),
 }
 
 #: Lower bounds of the integer fields (``_at_least`` in the schema's ``__post_init__``); the
@@ -90,6 +94,9 @@ INT_MIN: dict[str, int] = {
     "train.accelerator.pp": 1,
     "train.accelerator.ep": 1,
     "train.accelerator.etp": 1,
+    "train.accelerator.pp_micro_batch_num": 1,
+    "train.accelerator.pp_vpp": 1,
+    "train.accelerator.pp_layer_split": 1,
     "train.logging.log_steps": 1,
     "train.logging.model_flops_per_token": 1,
     "train.tensorboard.log_steps": 1,
@@ -184,6 +191,13 @@ def _fix(path: str, kwargs: dict) -> None:
     elif path == "train.optimizer":
         if kwargs["lr_decay_style"] != "constant":
             kwargs["lr_min"] = min(kwargs["lr_min"], kwargs["lr"])
+    elif path == "train.accelerator":
+        # Several stages per rank run interleaved 1F1B, and interleaved needs several.
+        schedule = normalized_pp_schedule(kwargs["pp_schedule"])
+        if kwargs["pp_vpp"] > 1 and schedule == "gpipe":
+            kwargs["pp_schedule"] = "1f1b"
+        if kwargs["pp_vpp"] == 1 and schedule == "interleaved_1f1b":
+            kwargs["pp_vpp"] = 2
     elif path == "train.eval":
         if kwargs["eval_steps"] == 0:
             kwargs["eval_dataset"] = None
