@@ -24,14 +24,17 @@ imported by the steps below that use them.
    Config, the runtime argument is where to look without it (``hf_assets_path``, else
    ``model.weights_path``); synthetic ``dummy`` data needs none -- and the dataloaders;
 5. the model, built on ``training.init_device`` from ``spec.model``, checked with
-   ``verify_module_protocol(check_init=False)``, then ``training.freeze_modules`` frozen;
-6. parallelize (CP -> TP -> AC -> compile -> FSDP) with the spec's keyword signature;
+   ``verify_module_protocol(check_init=False)``, then ``training.freeze_modules`` frozen; the
+   loss (compiled when ``compile.components`` names it), which a pipeline's last stage calls;
+6. parallelize (CP -> TP -> AC -> compile -> FSDP) with the spec's keyword signature -- under
+   pipeline parallelism (``parallelism.pipeline_parallel_degree > 1``) the spec's
+   ``pipelining_fn`` cuts the stages this rank holds and parallelizes each
+   (:mod:`hyper_parallel.models.pipelining`); the engine's ``model_parts`` are them;
 7. materialize + ``init_weights``, then pretrained weights (``model.weights_path``);
 8. optimizer, then ``spec.post_optimizer_build_fn``, then the LR scheduler;
 9. the state-dict adapter, built with ``(model_config, hf_assets_path)``, and the checkpoint
    manager;
-10. the metrics processor, the profiler and the loss (compiled when ``compile.components``
-    names it), wired into the loop as callbacks.
+10. the metrics processor and the profiler, wired into the loop as callbacks.
 """
 
 from __future__ import annotations

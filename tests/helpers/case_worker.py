@@ -44,13 +44,21 @@ class _StepRecorder:
         trainer.add_callback(Record(trainer))
 
 
-def _full_parameters(model) -> dict:
+def _full_parameters(trainer) -> dict:
     """Every parameter and buffer of the model as a full tensor on the CPU (DTensor shards
-    gathered); the names are the checkpoint's (no wrapper prefixes)."""
+    gathered; under pipeline parallelism every stage's, on the first rank of each pipeline);
+    the names are the checkpoint's (no wrapper prefixes)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    state = get_model_state_dict(
-        model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    from hyper_parallel.runtime.checkpoint import gather_stage_states
+
+    pipeline = trainer.pipeline
+    state = {}
+    for part in trainer.model_parts:
+        state.update(get_model_state_dict(part, options=StateDictOptions(
+            full_state_dict=True, cpu_offload=pipeline is None)))
+    if pipeline is not None:
+        state = gather_stage_states(state, pipeline.group)
     # A copy of each: tied weights share storage, which safetensors refuses to write twice.
     return {name: tensor.detach().clone().contiguous() for name, tensor in state.items()}
 
@@ -86,7 +94,7 @@ def run_case(case: dict, rank: int) -> None:
         if case.get("params"):
             from safetensors.torch import save_file
 
-            tensors = _full_parameters(trainer.model)
+            tensors = _full_parameters(trainer)
             if rank == 0:
                 out.mkdir(parents=True, exist_ok=True)
                 save_file(tensors, str(out / "params.safetensors"))

@@ -219,7 +219,7 @@ class Qwen3_5ForCausalLM(nn.Module):
         targets: dict[int, list[torch.Tensor]] = {}
         for name, ref in self.named_parameters(remove_duplicate=False):
             bucket = targets.setdefault(id(ref), [])
-            for param in live_params.get(name, ()):
+            for param in live_params.get(strip_wrapper_prefixes(name), ()):
                 if all(param is not t for t in bucket):
                     bucket.append(param)
         scratch_device = buffer_device
@@ -246,7 +246,8 @@ class Qwen3_5ForCausalLM(nn.Module):
         normal = lambda t: t.normal_(0.0, std)
         zeros = lambda t: t.zero_()
         ones = lambda t: t.fill_(1.0)
-        for name, module in self.named_modules():
+        for wrapped_name, module in self.named_modules():
+            name = strip_wrapper_prefixes(wrapped_name)
             # Every part holds its own copy of the modules each stage has (the rotary
             # embedding); the other modules are in one part at most.
             copies = live_modules.get(name, [])

@@ -25,7 +25,7 @@ import checkpoint as ckpt``; ``ckpt.save_checkpoint(...)``):
 * :mod:`.load`         :func:`load_checkpoint`
 * :mod:`.resume`       :func:`resolve_resume_path` (the ``load_path`` setting)
 * :mod:`.retention`    :func:`purge_old_checkpoints` (``keep_latest_k``)
-* :mod:`.hf_export`    :func:`export_hf_weights` (Hugging Face safetensors)
+* :mod:`.hf_export`    :func:`export_hf_weights` (Hugging Face safetensors), :func:`gather_stage_states`
 * :mod:`.errors`       :class:`CheckpointError` and the wording of its messages
 
 ``optimizer`` may be a torch optimizer or an optimizer container, ``lr_scheduler`` and
@@ -39,7 +39,12 @@ from hyper_parallel.runtime.fault_injection import SAVE_KILL_EXIT_CODE as FAULT_
 from .async_writer import async_save_in_flight, wait_async_save
 from .errors import LEGACY_LOAD_PATH_FIELD, LOAD_PATH_FIELD, CheckpointError
 from .extra_state import get_rng_state, set_rng_state
-from .hf_export import HF_TOKENIZER_ASSETS, export_hf_weights, require_hf_assets_dir
+from .hf_export import (
+    HF_TOKENIZER_ASSETS,
+    export_hf_weights,
+    gather_stage_states,
+    require_hf_assets_dir,
+)
 from .layout import (
     DCP_METADATA_FILE,
     EXTRA_STATE_FILE,
@@ -77,6 +82,7 @@ __all__ = [
     "complete_checkpoints",
     "dataloader_file",
     "export_hf_weights",
+    "gather_stage_states",
     "get_rng_state",
     "is_complete_checkpoint",
     "latest_checkpoint",

@@ -59,8 +59,9 @@ def _adapter_to_hf(adapter) -> Callable[[dict, Any], dict]:
     return adapter.to_hf
 
 
-def _gather_stages(state: dict[str, torch.Tensor], group: Any) -> dict[str, torch.Tensor]:
-    """The stages' full state dicts merged on the first rank of ``group`` (empty elsewhere)."""
+def gather_stage_states(state: dict[str, torch.Tensor], group: Any) -> dict[str, torch.Tensor]:
+    """The stages' full state dicts merged on the first rank of ``group`` (the pipeline ranks;
+    empty elsewhere). Collective over ``group``."""
     import torch.distributed as dist
 
     local = {k: v.detach().cpu() for k, v in state.items()}
@@ -129,7 +130,7 @@ def export_hf_weights(
             )
         )
     if pipeline_group is not None:
-        full = _gather_stages(full, pipeline_group)
+        full = gather_stage_states(full, pipeline_group)
     if _rank() == 0:
         to_hf = _adapter_to_hf(adapter)
         cleaned: dict[str, torch.Tensor] = {}

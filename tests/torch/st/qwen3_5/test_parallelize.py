@@ -312,7 +312,6 @@ def test_validate_tp_degree_skips_absent_layer_types():
     ("degree", "field"),
     [
         ("cp", "context_parallel_degree"),
-        ("pp", "pipeline_parallel_degree"),
         ("ep", "expert_parallel_degree"),
     ],
 )

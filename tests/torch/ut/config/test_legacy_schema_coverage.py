@@ -30,7 +30,9 @@ train.accelerator.tp train.accelerator.cp train.accelerator.pp train.accelerator
 train.accelerator.etp train.accelerator.zero_stage train.accelerator.reshard_after_forward
 train.accelerator.async_cp train.accelerator.ulysses_degree train.accelerator.comm_fusion
 train.accelerator.pp_micro_batch_num train.accelerator.pp_schedule train.accelerator.pp_vpp
-train.accelerator.pp_layer_split train.accelerator.cpu_offload
+train.accelerator.pp_layer_split train.accelerator.pp_less_memory
+train.accelerator.pp_mpipe_transpose_layers train.accelerator.pp_mpipe_transpose_overflow
+train.accelerator.cpu_offload
 train.accelerator.linear_attention_cp_mode train.accelerator.moe_token_dispatcher_type
 train.mixed_precision.enabled train.mixed_precision.param_dtype
 train.mixed_precision.reduce_dtype train.mixed_precision.output_dtype
@@ -72,10 +74,9 @@ OFF_DEFAULT = {
     "train.accelerator.async_cp": "true",
     "train.accelerator.ulysses_degree": "2",
     "train.accelerator.comm_fusion": "false",
-    "train.accelerator.pp_micro_batch_num": "4",
-    "train.accelerator.pp_schedule": "gpipe",
-    "train.accelerator.pp_vpp": "2",
-    "train.accelerator.pp_layer_split": "[2, 2]",
+    "train.accelerator.pp_less_memory": "true",
+    "train.accelerator.pp_mpipe_transpose_layers": "visual",
+    "train.accelerator.pp_mpipe_transpose_overflow": "min",
     "train.accelerator.linear_attention_cp_mode": "allgather",
     "train.optimizer.bsz_warmup_ratio": "0.1",
     "train.logging.report_to": "tensorboard",

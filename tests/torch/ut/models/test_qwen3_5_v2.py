@@ -324,7 +324,6 @@ def test_tp_rule_agrees_with_the_legacy_tp_plan(tp, layers):
     "kw, field",
     [
         ({"cp": 2}, "context_parallel_degree"),
-        ({"pp": 2}, "pipeline_parallel_degree"),
         ({"ep": 2}, "expert_parallel_degree"),
     ],
 )
@@ -474,7 +473,6 @@ def untouched(model) -> bool:
             NotImplementedError,
             r"parallelism.context_parallel_degree=2: context parallelism",
         ),
-        ({"pp": 2}, NotImplementedError, r"parallelism.pipeline_parallel_degree=2"),
         ({"ep": 2}, NotImplementedError, r"parallelism.expert_parallel_degree=2: .*no experts"),
         (
             {"tp": 2, "mesh": FakeMesh(dp_shard=2)},

@@ -101,12 +101,24 @@ def test_degrees_that_do_not_multiply_to_the_world_name_the_shard_degree():
     assert_no_recipe_names(str(legacy_error), "parallelism.")
 
 
-def test_pipeline_parallelism_is_a_config_error_on_the_recipe_path():
+def test_a_pipeline_degree_that_does_not_fit_names_its_field_in_both_worlds():
     with pytest.raises(ConfigError) as info:
-        ParallelDims.from_parallelism(ParallelismConfig(pipeline_parallel_degree=2), world_size=2)
+        ParallelDims.from_parallelism(ParallelismConfig(pipeline_parallel_degree=3), world_size=2)
     assert info.value.path == "parallelism.pipeline_parallel_degree"
+    assert "does not divide the world size 2" in str(info.value)
     assert "train.accelerator" not in str(info.value)
     assert in_legacy_terms(info.value).path == "train.accelerator.pp"
+
+
+def test_pipeline_micro_batches_must_divide_the_rows_of_a_step():
+    dims = ParallelDims.from_parallelism(
+        ParallelismConfig(pipeline_parallel_degree=2, num_pp_microbatches=3), world_size=2)
+    with pytest.raises(ConfigError) as info:
+        dims.validate_training(TrainingConfig(global_batch_size=4, local_batch_size=2))
+    assert info.value.path == "parallelism.num_pp_microbatches"
+    assert "3 does not divide the 4 rows of a step" in str(info.value)
+    assert "[1, 2, 4]" in str(info.value)
+    assert in_legacy_terms(info.value).path == "train.accelerator.pp_micro_batch_num"
 
 
 def test_direct_parallel_dims_keep_their_own_names():

@@ -46,8 +46,10 @@ def test_etp_rule_and_pp_and_ulysses():
     with pytest.raises(ValueError, match="etp=3"):
         ParallelDims(ep=2, tp=2, etp=3, world_size=4)
     assert ParallelDims(ep=2, tp=2, etp=2, world_size=4).etp == 2
-    with pytest.raises(NotImplementedError, match="pipeline parallelism is not supported"):
-        ParallelDims(pp=2, world_size=2)
+    pp = ParallelDims(pp=2, world_size=2)
+    # A pipeline stage is trained by one data-parallel rank: FSDP's policies wrap it over a
+    # dp_shard axis of size 1.
+    assert pp.mesh_dims() == (("dp_shard", "pp"), (1, 2))
     with pytest.raises(ValueError, match="ulysses_degree=3"):
         ParallelDims(cp=4, ulysses_degree=3, world_size=4)
 

@@ -115,13 +115,14 @@ def test_build_order_and_arguments(config):
             "dataloader",
             "model.build",
             "model.verify_module_protocol",
+            # Before the model is parallelized: a pipeline's last stage calls it.
+            "loss",
             "parallelize_fn",
             "optimizer",
             "lr_scheduler",
             "checkpoint",
             "metrics",
             "profiler",
-            "loss",
         ]
         calls = dict(CALLS)
         assert calls["model.build"] == {"device": "meta"}
@@ -201,9 +202,18 @@ def test_post_optimizer_build_fn_runs_once_the_optimizer_exists(config):
         trainer.close()
 
 
-def test_pipelining_is_refused_until_it_exists(config):
-    config.model_spec.pipelining_fn = lambda *a, **k: None
-    with pytest.raises(ConfigError, match="model_spec: .*pipeline parallelism is not supported"):
+def test_pipeline_parallelism_needs_a_spec_that_cuts_stages(config):
+    config.model_spec.pipelining_fn = None
+    config.parallelism.pipeline_parallel_degree = 2
+    with pytest.raises(ConfigError, match="parallelism.pipeline_parallel_degree: 2: the spec "
+                       ".* has no pipelining_fn"):
+        config.build()
+
+
+def test_a_pipeline_setting_without_pipeline_parallelism_is_refused(config):
+    config.parallelism.num_pp_microbatches = 4
+    with pytest.raises(ConfigError, match="parallelism.num_pp_microbatches: 4 has no effect "
+                       "without pipeline parallelism"):
         config.build()
 
 

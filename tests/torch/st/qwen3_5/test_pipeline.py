@@ -1,0 +1,176 @@
+"""Pipeline parallelism trains the run one rank trains, in both worlds, and its checkpoints
+move between pipeline degrees.
+
+One workload -- the tiny flavor (4 layers: 3 Gated DeltaNet, 1 gated attention) on synthetic
+tokens, 8 steps of 4 sequences in micro-batches of 2 (two accumulation steps), warmup and
+decay, clipping at a norm no step reaches -- trains on 1 rank and on the pipeline layouts
+below (the layout harness, :mod:`tests.helpers.layout`: one job per world size).
+
+* **Bit for bit**: PP 2 with the step's two micro-batches (``num_pp_microbatches: 2``) under
+  GPipe and 1F1B computes exactly what one rank computes with them as gradient accumulation:
+  the same rows, the same loss scaling before the backward, the gradients accumulated in the
+  same order. Losses are bit-identical; gradient norms are within
+  :data:`PP_GRAD_NORM_RTOL` (each stage's norm is reduced over the pipeline ranks, so the
+  squares are summed in another order).
+* **Within bounds** (:data:`PP_LAYOUT_RTOL`): interleaved virtual stages, PP 2 x FSDP 2 and
+  PP 2 x TP 2 (the data-parallel and tensor-parallel reductions sum in another order), and the
+  tied embedding of the 0.8b-style flavors (the shared weight's gradient is summed between the
+  first and the last stage).
+* **One run, two entries**: the legacy PP YAML and the recipe ``--from-yaml`` writes for it.
+* **Checkpoints across layouts**: a run saved at step 4 at pp = 2 resumes at pp = 1 and at
+  pp = 4, one saved at pp = 1 and one saved at pp = 4 resume at pp = 2, each continuing with
+  the losses of the uninterrupted run; the Hugging Face export of a PP 2 save is the 1-rank
+  export, tensor for tensor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
+
+pytestmark = pytest.mark.slow
+
+#: The legacy YAML; the harness adds each layout's degrees on the command line.
+PP_YAML = """\
+model:
+  name: qwen3_5
+  config_overrides: {flavor: tiny}
+data:
+  type: dummy
+  max_seq_len: 32
+train:
+  max_steps: 8
+  global_batch_size: 4
+  micro_batch_size: 2
+  optimizer: {lr: 1.0e-3, lr_warmup_ratio: 0.25, max_grad_norm: 100.0}
+  logging: {log_steps: 1}
+  checkpoint: {save_steps: 0, save_hf_weights: false}
+  debug: {deterministic: true}
+"""
+#: Overrides of the legacy command line, per case.
+PP = "--train.accelerator.pp_micro_batch_num=2"
+SCHEDULE = "--train.accelerator.pp_schedule="
+SAVE_AT_4 = ("--train.checkpoint.save_steps=4", "--train.checkpoint.save_hf_weights=true")
+TIED = "--model.config_overrides={flavor: tiny, tie_word_embeddings: true}"
+
+#: Between layouts that sum in another order. Losses: measured 1e-7 at worst over 8 steps.
+PP_LAYOUT_RTOL = 1e-6
+#: A gradient norm is summed over the stages (and shards), in float32: measured 3e-7.
+PP_GRAD_NORM_RTOL = 1e-5
+
+#: name -> (overrides, layout, bit-identical to 1 rank)
+LAYOUTS = {
+    "PP 2 GPipe": ((PP, SCHEDULE + "gpipe"), Layout(pp=2), True),
+    "PP 2 1F1B": ((PP, SCHEDULE + "1f1b"), Layout(pp=2), True),
+    "PP 2 interleaved": ((PP, "--train.accelerator.pp_vpp=2"), Layout(pp=2), False),
+    "PP 2 x FSDP 2": (("--train.accelerator.pp_micro_batch_num=1", SCHEDULE + "gpipe"),
+                      Layout(dp_shard=2, pp=2), False),
+    "PP 2 x TP 2": ((PP,), Layout(tp=2, pp=2), False),
+}
+
+
+def _write_recipe(folder: Path) -> list[str]:
+    from hyper_parallel.codegen.__main__ import main
+
+    folder.mkdir(parents=True)
+    yaml_path = folder / "pp_layouts.yaml"
+    yaml_path.write_text(PP_YAML + "  accelerator: {pp: 2, pp_micro_batch_num: 2}\n")
+    assert main(["--from-yaml", str(yaml_path), "-o", str(folder / "pp_layouts.py")]) == 0
+    base = folder / "base.yaml"
+    base.write_text(PP_YAML)
+    return [str(yaml_path), str(base), str(folder)]
+
+
+@pytest.fixture(scope="module")
+def files(run_once):
+    """The PP YAML, the workload's YAML and the folder of the recipe ``--from-yaml`` wrote for
+    the PP YAML, made once per session (the cases' command lines are the harness's keys)."""
+    pp_yaml, base, folder = run_once.get("pp layouts recipe", _write_recipe)
+    return Path(pp_yaml), Path(base), Path(folder)
+
+
+@pytest.fixture(scope="module")
+def runs(layouts, files) -> dict:
+    """Every uninterrupted case, and the saves the resumes start from: one job per world."""
+    pp_yaml, base, folder = files
+    cases = {
+        "1 rank": Case((str(base),), ONE_RANK),
+        "1 rank tied": Case((str(base), TIED), ONE_RANK),
+        "PP 2 tied": Case((str(base), TIED, PP), Layout(pp=2)),
+        "legacy PP yaml": Case((str(pp_yaml),), Layout(pp=2), argv_sets_layout=True),
+        "PP recipe": Case(("--module", "pp_layouts", "--config", "pp_layouts"), Layout(pp=2),
+                          argv_sets_layout=True, pythonpath=(str(folder),)),
+        "save 1 rank": Case((str(base), *SAVE_AT_4), ONE_RANK),
+        "save PP 2": Case((str(base), PP, *SAVE_AT_4), Layout(pp=2)),
+        "save PP 4": Case((str(base), "--train.accelerator.pp_micro_batch_num=4", *SAVE_AT_4),
+                          Layout(pp=4)),
+    }
+    for name, (overrides, layout, _) in LAYOUTS.items():
+        cases[name] = Case((str(base), *overrides), layout)
+    return layouts.run_cases(cases, params=False)
+
+
+@pytest.fixture(scope="module")
+def resumed(layouts, files, runs) -> dict:
+    """``{(saved at, resumed at): LayoutRun}``: each resumes the step-4 checkpoint of a save."""
+    _, base, _ = files
+    plans = {("PP 2", "1 rank"): ONE_RANK, ("PP 2", "PP 4"): Layout(pp=4),
+             ("1 rank", "PP 2"): Layout(pp=2), ("PP 4", "PP 2"): Layout(pp=2)}
+    micro = {1: (), 2: (PP,), 4: ("--train.accelerator.pp_micro_batch_num=4",)}
+    cases = {}
+    for (saved, at), layout in plans.items():
+        step_4 = runs[f"save {saved}"].checkpoint_folder / "step_4"
+        cases[saved, at] = Case(
+            (str(base), *micro[layout.pp], f"--train.checkpoint.load_path={step_4}"), layout)
+    return layouts.run_cases(cases, params=False)
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_pipeline_layouts_train_the_one_rank_run(name, runs):
+    *_, bitwise = LAYOUTS[name]
+    worst = assert_same_run(runs[name], runs["1 rank"], rtol=0 if bitwise else PP_LAYOUT_RTOL,
+                            grad_norm_rtol=PP_GRAD_NORM_RTOL)
+    print(f"{name} vs 1 rank, worst relative differences:", worst)
+
+
+def test_tied_embeddings_under_pipeline_parallelism(runs):
+    """The head and the embedding on different ranks stay one weight: its copies' gradients
+    are summed, so PP 2 trains the tied one-rank run."""
+    assert_same_run(runs["PP 2 tied"], runs["1 rank tied"], rtol=PP_LAYOUT_RTOL,
+                    grad_norm_rtol=PP_GRAD_NORM_RTOL)
+    assert runs["PP 2 tied"].losses != runs["PP 2 1F1B"].losses  # the tie is real
+
+
+def test_legacy_pp_yaml_and_its_recipe_are_one_run(runs):
+    assert_same_run(runs["PP recipe"], runs["legacy PP yaml"], rtol=0)
+    assert_same_run(runs["legacy PP yaml"], runs["1 rank"], rtol=0,
+                    grad_norm_rtol=PP_GRAD_NORM_RTOL)
+
+
+@pytest.mark.parametrize("saved, at", [("PP 2", "1 rank"), ("PP 2", "PP 4"),
+                                       ("1 rank", "PP 2"), ("PP 4", "PP 2")])
+def test_checkpoints_resume_on_another_pipeline_degree(saved, at, runs, resumed):
+    run = resumed[saved, at]
+    assert run.error is None, run.error
+    assert run.steps == [5, 6, 7, 8]
+    reference = runs["1 rank"]
+    for got, want in zip(run.losses, reference.losses[4:]):
+        assert abs(got - want) <= PP_LAYOUT_RTOL * abs(want), (saved, at, run.losses,
+                                                              reference.losses[4:])
+
+
+def test_hf_export_under_pipeline_parallelism_is_the_whole_model(runs):
+    """Every rank holds some stages; the export gathers them: the 1-rank export's tensors."""
+    import torch
+    from safetensors.torch import load_file
+
+    ours = load_file(str(runs["save PP 2"].checkpoint_folder / "step_4" / "hf_ckpt"
+                         / "model.safetensors"))
+    ref = load_file(str(runs["save 1 rank"].checkpoint_folder / "step_4" / "hf_ckpt"
+                        / "model.safetensors"))
+    assert sorted(ours) == sorted(ref)
+    for name, tensor in ref.items():
+        assert torch.equal(ours[name], tensor), name
