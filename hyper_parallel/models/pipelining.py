@@ -366,6 +366,26 @@ def _pipeline_rank_lists(world_mesh: Any) -> list[list[int]]:
     return full.movedim(pp_dim, -1).reshape(-1, full.shape[pp_dim]).tolist()
 
 
+#: The method of a module that keeps statistics of its forwards (the mixture-of-experts
+#: block's tokens per expert, which drive the expert-bias balancing) to start them afresh.
+RESET_FORWARD_STATISTICS = "reset_tokens_per_expert"
+
+
+def _forget_the_shape_inference_forward(part: nn.Module) -> None:
+    """torch's schedule runs every stage once on placeholder inputs before its first
+    micro-batch, to learn the activation shapes; what that forward counted must not reach the
+    first optimizer step, so the statistics are reset after it (a one-shot forward hook)."""
+
+    def after_first_forward(module: nn.Module, args: Any, output: Any) -> None:
+        handle.remove()
+        for sub in module.modules():
+            reset = getattr(sub, RESET_FORWARD_STATISTICS, None)
+            if reset is not None:
+                reset()
+
+    handle = part.register_forward_hook(after_first_forward)
+
+
 # ====================================================================== the pipeline
 @dataclass
 class Pipeline:
@@ -444,6 +464,8 @@ def pipeline_decoder_lm(
     # Both copies of a tied weight start equal: one draw of the whole model's init, or one
     # deep copy of a model built on a real device.
     tied = _tied_weights(model, parts, mine, stage_units, parallel_dims.world_mesh)
+    for part in parts:
+        _forget_the_shape_inference_forward(part)
     group = pp_mesh.get_group()
     stages = [
         PipelineStage(part, stage_index, num_stages, device, group=group)

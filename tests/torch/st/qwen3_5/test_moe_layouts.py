@@ -3,8 +3,8 @@
 One workload -- a legacy MoE YAML (the debug flavor cut to 2 layers, one Gated DeltaNet and one
 gated attention layer, each with 8 experts of which 2 per token; synthetic tokens, 8 steps of
 4 sequences in micro-batches of 2, the expert bias balancing the load) -- trains on 1 rank,
-FSDP 2, EP 2, EP 2 x FSDP 2 and EP 2 x TP 2, and the recipe ``--from-yaml`` writes for it on
-1 rank (the layout harness, :mod:`tests.helpers.layout`: one job per
+FSDP 2, EP 2, EP 2 x FSDP 2, EP 2 x TP 2, PP 2 and PP 2 x EP 2, and the recipe
+``--from-yaml`` writes for it on 1 rank (the layout harness, :mod:`tests.helpers.layout`: one job per
 world size).
 
 * Every layout agrees with the single-rank run: per-step losses within :data:`MOE_LAYOUT_RTOL`,
@@ -51,7 +51,13 @@ LAYOUTS = {
     "EP 2": Layout(ep=2),
     "EP 2 x FSDP 2": Layout(dp_shard=2, ep=2),
     "EP 2 x TP 2": Layout(ep=2, tp=2),
+    "PP 2": Layout(pp=2),
+    "PP 2 x EP 2": Layout(ep=2, pp=2),
 }
+#: The layouts' own settings besides their degrees: the pipeline micro-batches (the step's 4
+#: rows in micro-batches of 2, as the accumulation steps of one rank are).
+LAYOUT_OVERRIDES = {name: ("--train.accelerator.pp_micro_batch_num=2",)
+                    for name, layout in LAYOUTS.items() if layout.pp > 1}
 #: The layouts the recipe trains on too. The two entries share everything after the
 #: conversion, which every layout runs; the recipe's own layouts are trained by
 #: test_recipes_from_yaml and test_preset_pt (FSDP 2), and each run here costs the suite.
@@ -90,7 +96,7 @@ def runs(layouts, recipe) -> dict:
     yaml_path, folder = recipe
     cases = {}
     for name, layout in LAYOUTS.items():
-        cases[name, "legacy"] = Case((str(yaml_path),), layout)
+        cases[name, "legacy"] = Case((str(yaml_path), *LAYOUT_OVERRIDES.get(name, ())), layout)
     for name in BOTH_WORLDS:
         cases[name, "recipe"] = Case(("--module", "moe_layouts", "--config", "moe_layouts"),
                                      LAYOUTS[name], pythonpath=(str(folder),))
