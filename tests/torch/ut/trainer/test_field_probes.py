@@ -141,7 +141,8 @@ def observe_all(trainer: Any, workdir: Path) -> dict:
     from hyper_parallel.models.qwen3_5.parallelize_v2 import compiled_layers
 
     model, state = trainer.model, trainer.state
-    names = {id(p): n for n, p in model.named_parameters()}
+    # Every model part's (the stages a pipeline rank holds), which the optimizer groups hold.
+    names = {id(p): n for part in trainer.model_parts for n, p in part.named_parameters()}
     metrics_file = Path(trainer.config.checkpoint.folder) / "metrics.jsonl"
     records = ([json.loads(line) for line in metrics_file.read_text().splitlines()]
                if metrics_file.is_file() else [])
