@@ -349,9 +349,7 @@ def _tied_weights(
             my_group = group
     params, counted = [], []
     for part, stage in zip(parts, parts_stages):
-        live = dict(
-            (strip_wrapper_prefixes(n), p) for n, p in part.named_parameters()
-        )
+        live = {strip_wrapper_prefixes(n): p for n, p in part.named_parameters()}
         for name, s in zip(names, stages):
             if s == stage and name in live:
                 params.append(live[name])

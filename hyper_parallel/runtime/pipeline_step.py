@@ -18,8 +18,9 @@ The step of :mod:`hyper_parallel.runtime.step` with the forward and backward dri
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -43,11 +44,11 @@ class PipelineLoss:
     loss_fn: Any
     """The run's loss (``loss_sum(logits, labels)``: a :class:`~hyper_parallel.runtime.step.
     TokenLoss`)."""
-    scaler: Optional[LossScaler] = None
+    scaler: LossScaler | None = None
     tokens: list[int] = field(default_factory=list)
     index: int = 0
-    report: Optional[torch.Tensor] = None
-    totals: Optional[torch.Tensor] = None
+    report: torch.Tensor | None = None
+    totals: torch.Tensor | None = None
     """Evaluation: ``[loss sum, tokens]`` (float64) while evaluating, else None."""
     inferring_shapes: bool = False
     """The next call is the schedule's shape inference (see :func:`pipeline_train_step`)."""
@@ -77,7 +78,7 @@ class PipelineLoss:
         return self.scaler.backward_loss(loss_sum, tokens)
 
 
-def concat_micro_batches(micro_batches: Sequence[dict], seq_len: Optional[int] = None) -> dict:
+def concat_micro_batches(micro_batches: Sequence[dict], seq_len: int | None = None) -> dict:
     """The rows of ``micro_batches`` as one batch (their order kept).
 
     Rows shorter than ``seq_len`` (variable-length data) are padded to it -- token id 0, label
@@ -122,7 +123,7 @@ def _run_schedule(pipeline: Any, batch: dict, *, train: bool) -> None:
     args = (batch["input_ids"],) if pipeline.has_first_stage else ()
     kwargs = {"position_ids": batch["position_ids"]} if "position_ids" in batch else {}
     target = batch["labels"] if pipeline.has_last_stage else None
-    losses: Optional[list] = [] if pipeline.has_last_stage else None
+    losses: list | None = [] if pipeline.has_last_stage else None
     run = pipeline.schedule.step if train else pipeline.schedule.eval
     run(*args, target=target, losses=losses, **kwargs)
 
@@ -135,11 +136,11 @@ def pipeline_train_step(
     *,
     loss: PipelineLoss,
     device: torch.device,
-    dp_group: Optional[dist.ProcessGroup],
+    dp_group: dist.ProcessGroup | None,
     dp_size: int,
     max_grad_norm: float,
-    seq_len: Optional[int] = None,
-    split_group: Optional[dist.ProcessGroup] = None,
+    seq_len: int | None = None,
+    split_group: dist.ProcessGroup | None = None,
     on_substep_end: Callable[[], None] = lambda: None,
     on_pre_optimizer_step: Callable[[float], None] = lambda grad_norm: None,
 ) -> StepResult:
@@ -191,9 +192,9 @@ def pipeline_evaluate(
     *,
     loss: PipelineLoss,
     device: torch.device,
-    dp_group: Optional[dist.ProcessGroup],
+    dp_group: dist.ProcessGroup | None,
     rows_per_step: int,
-    seq_len: Optional[int] = None,
+    seq_len: int | None = None,
 ) -> float:
     """Token-weighted mean validation loss, forward only through the schedule: the batches are
     grouped ``rows_per_step`` rows at a time, as in training (the stages' shapes), a short last
@@ -224,7 +225,7 @@ def pipeline_evaluate(
     return float(totals[0] / totals[1])
 
 
-def _eval_group(pipeline: Any, group: list[dict], rows: int, seq_len: Optional[int],
+def _eval_group(pipeline: Any, group: list[dict], rows: int, seq_len: int | None,
                 device: torch.device) -> None:
     batch = _pad_rows(concat_micro_batches(group, seq_len), rows)
     _run_schedule(pipeline, move_to_device(batch, device), train=False)

@@ -423,9 +423,9 @@ class HyperTrainer(BaseTrainer, Configurable):
             part.train()
 
     def _build_optimizer(self) -> None:
-        from hyper_parallel.runtime.moe_balance import build_moe_balancer
-
         import torch
+
+        from hyper_parallel.runtime.moe_balance import build_moe_balancer
 
         self.optimizer = self.config.optimizer.build(model_parts=self.model_parts)
         if self.spec.post_optimizer_build_fn is not None:

@@ -116,7 +116,7 @@ def test_stages_keep_the_whole_models_names_and_compose_to_it():
     plan = plan_stages(UNITS, 4, parallelism(pipeline_parallel_layer_split=[3, 1]))
     first, last = (cut_stage(model, units) for units in plan)
     assert isinstance(first.model.layers, StageLayers) and first.lm_head is None
-    assert [n for n, _ in last.named_parameters()][0].startswith("model.layers.3.")
+    assert next(n for n, _ in last.named_parameters()).startswith("model.layers.3.")
     assert last.model.embed_tokens is None and len(last.model.layers) == 1
     whole = dict(model.named_parameters())
     for stage in (first, last):
