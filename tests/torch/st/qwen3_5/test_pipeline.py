@@ -13,8 +13,8 @@ below (the layout harness, :mod:`tests.helpers.layout`: one job per world size).
   :data:`PP_GRAD_NORM_RTOL` (each stage's norm is reduced over the pipeline ranks, so the
   squares are summed in another order).
 * **Within bounds** (:data:`PP_LAYOUT_RTOL`): interleaved virtual stages, PP 2 x FSDP 2 and
-  PP 2 x TP 2 (the data-parallel and tensor-parallel reductions sum in another order), and the
-  tied embedding of the 0.8b-style flavors (the shared weight's gradient is summed between the
+  PP 2 x TP 2 (the data-parallel and tensor-parallel reductions sum in another order), full
+  activation checkpointing, bf16 mixed precision against one rank's, and the tied embedding of the 0.8b-style flavors (the shared weight's gradient is summed between the
   first and the last stage).
 * **One run, two entries**: the legacy PP YAML and the recipe ``--from-yaml`` writes for it.
 * **Checkpoints across layouts**: a run saved at step 4 at pp = 2 resumes at pp = 1 and at
@@ -67,7 +67,11 @@ LAYOUTS = {
     "PP 2 interleaved": ((PP, "--train.accelerator.pp_vpp=2"), Layout(pp=2)),
     "PP 2 x FSDP 2": ((PP,), Layout(dp_shard=2, pp=2)),
     "PP 2 x TP 2": ((PP,), Layout(tp=2, pp=2)),
+    # The legacy trainer refused activation checkpointing under PP.
+    "PP 2 full AC": ((PP, "--train.gradient_checkpointing.activation_checkpoint=full"),
+                     Layout(pp=2)),
 }
+BF16 = "--train.mixed_precision.enabled=true"
 
 
 def _write_recipe(folder: Path) -> list[str]:
@@ -98,6 +102,8 @@ def runs(layouts, files) -> dict:
         "1 rank": Case((str(base), *SAVE_AT_4), ONE_RANK),
         "1 rank tied": Case((str(base), TIED), ONE_RANK),
         "PP 2 tied": Case((str(base), TIED, PP), Layout(pp=2)),
+        "1 rank bf16": Case((str(base), BF16), ONE_RANK),
+        "PP 2 bf16": Case((str(base), BF16, PP), Layout(pp=2)),
         "legacy PP yaml": Case((str(pp_yaml),), Layout(pp=2), argv_sets_layout=True),
         "PP recipe": Case(("--module", "pp_layouts", "--config", "pp_layouts"), Layout(pp=2),
                           argv_sets_layout=True, pythonpath=(str(folder),)),
@@ -146,6 +152,13 @@ def test_tied_embeddings_under_pipeline_parallelism(runs):
     assert_same_run(runs["PP 2 tied"], runs["1 rank tied"], rtol=PP_LAYOUT_RTOL,
                     grad_norm_rtol=PP_GRAD_NORM_RTOL)
     assert runs["PP 2 tied"].losses != runs["PP 2 GPipe"].losses  # the tie is real
+
+
+def test_mixed_precision_under_pipeline_parallelism(runs):
+    """Each stage is wrapped by FSDP2 for its bf16 policy, as one rank is: the same casts."""
+    assert_same_run(runs["PP 2 bf16"], runs["1 rank bf16"], rtol=PP_LAYOUT_RTOL,
+                    grad_norm_rtol=PP_GRAD_NORM_RTOL)
+    assert runs["PP 2 bf16"].losses != runs["PP 2 GPipe"].losses  # bf16 is really on
 
 
 def test_legacy_pp_yaml_and_its_recipe_are_one_run(runs):
