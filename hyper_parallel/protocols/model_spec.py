@@ -69,7 +69,10 @@ class ModelSpec:
     """Applies TP, activation checkpointing and FSDP to the built model and returns it."""
 
     pipelining_fn: Callable[..., Any] | None = None
-    """Splits the model into pipeline stages (pipeline parallelism is not supported yet)."""
+    """Under pipeline parallelism, ``(model, parallel_dims, *, device, parallelize_fn, loss_fn,
+    num_microbatches, parallelism, **sections) -> Pipeline``: cuts the model (built whole, on
+    ``meta``) into this rank's stages, parallelizes and initializes them and builds the schedule
+    (Qwen3.5: :func:`hyper_parallel.models.pipelining.pipeline_decoder_lm`)."""
 
     post_optimizer_build_fn: Callable[..., Any] | None = None
     """``(optimizers, model_parts, parallel_dims) -> None``: hooks to run once the optimizers

@@ -50,7 +50,7 @@ class Qwen3_5MoeModelConfig(Qwen3_5ModelConfig, Qwen3_5MoeConfig):
         return apply_model_section(self, section, flavor_config, FLAVORS)
 
     def _check_parallelism(self, parallelism: Any) -> None:
-        """CP and PP above 1 are refused; ``expert_parallel_degree`` must divide ``num_experts``;
+        """CP above 1 is refused; ``expert_parallel_degree`` must divide ``num_experts``;
         ``expert_tensor_parallel_degree`` must be 1 (the routed experts are whole on each rank:
         under TP they are replicated over the TP ranks); TP must divide what it shards."""
         refuse_degrees(parallelism, "qwen3_5_moe", (
