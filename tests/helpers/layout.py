@@ -108,12 +108,14 @@ class Case:
     ``argv_sets_layout``: the command line states its own degrees (an example YAML as it is
     shipped, say ``dp_shard: -1``), and the layout only says how many ranks it takes; the
     harness writes no degree, and checks that the run ran on ``layout``. ``pythonpath``: folders
-    the case's recipe module is imported from."""
+    the case's recipe module is imported from. ``env``: environment variables of the case's job
+    (cases with other variables run in a job of their own), as ``(name, value)`` pairs."""
 
     argv: tuple[str, ...]
     layout: Layout = ONE_RANK
     argv_sets_layout: bool = False
     pythonpath: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
 
     def command_line(self, output_folder: Path) -> list[str]:
         from hyper_parallel.config.manager import is_recipe_command_line
@@ -145,31 +147,31 @@ class LayoutHarness:
 
     def run_cases(self, cases: Mapping[Any, Case | tuple], *,
                   params: bool = True) -> dict[Any, LayoutRun]:
-        """Every case ``name -> Case`` (or ``(argv, layout)``): one job per world size for the
-        cases this session has not made yet."""
+        """Every case ``name -> Case`` (or ``(argv, layout)``): one job per world size (and
+        environment) for the cases this session has not made yet."""
         resolved = {name: _case(value) for name, value in cases.items()}
-        by_world: dict[int, list[Any]] = {}
+        by_job: dict[tuple[int, tuple], list[Any]] = {}
         for name, case in resolved.items():
-            by_world.setdefault(case.layout.world_size, []).append(name)
+            by_job.setdefault((case.layout.world_size, case.env), []).append(name)
         out: dict[Any, LayoutRun] = {}
-        records: dict[int, list[dict]] = {}
-        # First every world size no other worker is making, then wait for the rest: two
-        # workers that ask for the same plan make its jobs side by side, not one after the other.
+        records: dict[tuple[int, tuple], list[dict]] = {}
+        # First every job no other worker is making, then wait for the rest: two workers that
+        # ask for the same plan make its jobs side by side, not one after the other.
         for wait in (False, True):
-            for world, group in sorted(by_world.items()):
-                if world in records:
+            for job, group in sorted(by_job.items()):
+                if job in records:
                     continue
                 keys = [("layout case", resolved[name], params) for name in group]
 
-                def make(indices: list[int], folders: list[Path], group=group, world=world):
-                    return self._launch([resolved[group[i]] for i in indices], folders, world,
+                def make(indices: list[int], folders: list[Path], group=group, job=job):
+                    return self._launch([resolved[group[i]] for i in indices], folders, *job,
                                         params)
 
                 found = self.cache.get_many(keys, make, wait=wait)
                 if found is not None:
-                    records[world] = found
-        for world, group in sorted(by_world.items()):
-            for name, record in zip(group, records[world]):
+                    records[job] = found
+        for job, group in sorted(by_job.items()):
+            for name, record in zip(group, records[job]):
                 case = resolved[name]
                 if record["error"] is None:
                     expected = {d: getattr(case.layout, d) for d in DEGREES}
@@ -185,7 +187,8 @@ class LayoutHarness:
         return out
 
     @staticmethod
-    def _launch(cases: list[Case], folders: list[Path], world: int, params: bool) -> list[dict]:
+    def _launch(cases: list[Case], folders: list[Path], world: int,
+                env: tuple[tuple[str, str], ...], params: bool) -> list[dict]:
         plan = [{"argv": case.command_line(folder / "run"), "out": str(folder),
                  "params": params, "degrees": list(DEGREES), "pythonpath": list(case.pythonpath)}
                 for case, folder in zip(cases, folders)]
@@ -195,9 +198,9 @@ class LayoutHarness:
         if world == 1:
             # One rank needs no rendezvous (the engine forms a private 1-rank group), and no
             # job here needs torchrun's launcher: the ranks start seconds sooner without it.
-            run_python(WORKER, [str(plan_file)], timeout=timeout)
+            run_python(WORKER, [str(plan_file)], timeout=timeout, env=dict(env))
         else:
-            spawn_ranks(WORKER, [str(plan_file)], nproc=world, timeout=timeout)
+            spawn_ranks(WORKER, [str(plan_file)], nproc=world, timeout=timeout, env=dict(env))
         results = []
         for folder in folders:
             record = json.loads((folder / "case.json").read_text())

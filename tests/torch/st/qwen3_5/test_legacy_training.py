@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
+from tests.helpers.numerics import PORTABLE_NUMERICS
 
 from .conftest import EXAMPLES, TRAIN_SCRIPT
 
@@ -40,14 +41,19 @@ UPDATE_GOLDEN = os.environ.get("HYPER_PARALLEL_UPDATE_GOLDEN") == "1"
 #: 10 steps (of a 10-step schedule).
 NO_SIDE_WORK = ("--train.eval.eval_steps=0", "--train.eval.eval_dataset=null",
                 "--train.checkpoint.save_steps=0")
+#: They run on the pinned kernel paths of :mod:`tests.helpers.numerics`, where the files hold on
+#: any x86-64 CPU.
+PINNED = tuple(PORTABLE_NUMERICS.items())
 GOLDEN_RUNS = {
-    "train_qwen3_5_debug": Case((str(EXAMPLES / "train_qwen3_5_debug.yaml"),), ONE_RANK, True),
+    "train_qwen3_5_debug": Case((str(EXAMPLES / "train_qwen3_5_debug.yaml"),), ONE_RANK, True,
+                                env=PINNED),
     "train_qwen3_5_fsdp2": Case((str(EXAMPLES / "train_qwen3_5_fsdp2.yaml"), *NO_SIDE_WORK),
-                                Layout(dp_shard=2), True),
-    "train_qwen3_5_tp2": Case((str(EXAMPLES / "train_qwen3_5_tp2.yaml"),), Layout(tp=2), True),
+                                Layout(dp_shard=2), True, env=PINNED),
+    "train_qwen3_5_tp2": Case((str(EXAMPLES / "train_qwen3_5_tp2.yaml"),), Layout(tp=2), True,
+                              env=PINNED),
     "train_qwen3_5_demo": Case((str(EXAMPLES / "train_qwen3_5_demo.yaml"),
                                 "--train.max_steps=10", "--train.checkpoint.save_steps=0"),
-                               Layout(dp_shard=2), True),
+                               Layout(dp_shard=2), True, env=PINNED),
 }
 
 #: The layout workload: the debug YAML on the tiny flavor (both layer kinds), 10 steps of 4

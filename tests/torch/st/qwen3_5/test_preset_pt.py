@@ -8,7 +8,8 @@ shuffling, clipping effectively off, its accelerator keys written out) trains on
   it (``HyperTrainer``) -- with bit-identical losses;
 * on 1 rank and on 2 FSDP ranks, with losses within the layout tolerance of
   test_legacy_training.py;
-* the 1-rank losses are pinned bit for bit in ``golden/preset_pt.json``.
+* the 1-rank losses are pinned bit for bit in ``golden/preset_pt.json`` (on the pinned kernel
+  paths of :mod:`tests.helpers.numerics`).
 
 The upstream MoE alignment YAML (mindspore-ai/hyper-parallel
 ``examples/qwen3_5_35b_a3b_base/train.yaml``), every key it writes, on the debug MoE sizes
@@ -20,7 +21,8 @@ The upstream MoE alignment YAML (mindspore-ai/hyper-parallel
   with the losses within :data:`MOE_BF16_RTOL` (the layout tolerance above);
 * through its recipe ``--from-yaml`` on 1 rank, bit-identically to the YAML.
 
-The six runs go through the layout harness in one plan: one job per world size.
+The seven runs go through the layout harness in one plan: one job per world size (and one for
+the pinned golden run).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import pytest
 from tests.helpers.layout import Case, Layout
 from tests.helpers.torchrun import REPO
 
-from .test_legacy_training import LAYOUT_RTOL
+from .test_legacy_training import LAYOUT_RTOL, PINNED
 
 pytestmark = pytest.mark.slow
 
@@ -241,6 +243,8 @@ def runs(run_once, layouts) -> dict:
         # dp_shard: -1 in the YAML: inferred from the world size.
         "legacy 1 rank": Case((files["yaml"],), Layout(), argv_sets_layout=True),
         "legacy FSDP 2": Case((files["yaml"],), Layout(dp_shard=2), argv_sets_layout=True),
+        "legacy 1 rank pinned": Case((files["yaml"],), Layout(), argv_sets_layout=True,
+                                     env=PINNED),
         "recipe 1 rank": Case(("--module", "align", "--config", "align"), Layout(),
                               argv_sets_layout=True, pythonpath=(files["recipe folder"],)),
         # The MoE YAML's dp_shard: -1 as well.
@@ -272,7 +276,8 @@ def test_one_rank_and_two_fsdp_ranks_agree(runs):
 
 
 def test_golden_losses(runs):
-    losses = runs["legacy 1 rank"]
+    """On the pinned kernel paths (:mod:`tests.helpers.numerics`): the file holds on any CPU."""
+    losses = runs["legacy 1 rank pinned"]
     if UPDATE_GOLDEN or not GOLDEN.exists():
         if not UPDATE_GOLDEN:
             pytest.fail(f"{GOLDEN} is missing; record it with HYPER_PARALLEL_UPDATE_GOLDEN=1")

@@ -1,0 +1,29 @@
+"""Pinned CPU numerics: the environment under which a golden loss file holds on any x86-64 CPU.
+
+A float32 training step on the CPU is bit-reproducible on one machine, but not across CPUs:
+ATen, MKL and oneDNN each pick their kernels by the instruction sets the CPU has (AVX-512,
+AVX2, ...), and the kernels sum in different orders. The golden files recorded on one CPU
+(commit 70f70f5) drifted by an ulp from step 3 on another -- the pre-refactor trainer drifted
+with them, the code was not the cause. Runs that are compared with a file recorded elsewhere
+therefore run on one fixed kernel path per library, chosen by these variables (read when each
+library first dispatches, so they must be in the process's environment before its first tensor
+operation):
+
+* ``ATEN_CPU_CAPABILITY=default``: ATen's kernels compiled for the baseline ISA;
+* ``MKL_CBWR=COMPATIBLE``: MKL's conditional numerical reproducibility, the same code path on
+  every x86 CPU (the BLAS behind float32 matmuls);
+* ``DNNL_MAX_CPU_ISA=SSE41``: oneDNN's kernels capped at SSE4.1.
+
+They make a step about 2.5x slower, so only the golden runs use them; every comparison made
+within one machine (layouts, entries, resumes) runs at native speed.
+"""
+
+from __future__ import annotations
+
+PORTABLE_NUMERICS: dict[str, str] = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "DNNL_MAX_CPU_ISA": "SSE41",
+}
+
+__all__ = ["PORTABLE_NUMERICS"]
