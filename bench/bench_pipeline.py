@@ -1,26 +1,48 @@
 """Benchmark pipeline parallelism: the bubble of GPipe and 1F1B against the ideal, and PP 2
 against DP 2 and one rank, side by side in one run.
 
-    .venv/bin/python bench/bench_pipeline.py [--quick] [--steps N] [--out bench/results/pipeline.json]
+    .venv/bin/python bench/bench_pipeline.py [--quick] [--steps N] [--seq-len 64]
+                                             [--flavor debugmodel|tiny]
+                                             [--out bench/results/pipeline.json]
 
-Every run is the real trainer (``torchrun -m hyper_parallel.train --module qwen3_5_v2 --config
-qwen3_5_v2_debugmodel``: the debug model, synthetic tokens) on one global batch of
-``ROWS`` sequences of ``--seq-len`` tokens, one thread per rank (two ranks: the two cores of the
-CI machine). The step time is the median ``step_time`` of ``metrics.jsonl`` past the first two
-steps (the first one compiles nothing but allocates and infers the stages' shapes).
+Every figure comes from the real trainer (``torchrun -m hyper_parallel.train --module
+recipes.train_qwen3_5_debug --config train_qwen3_5_debug``: the Qwen3.5 ``debugmodel`` flavor,
+or ``tiny`` with ``--flavor tiny``, on synthetic tokens, fp32) training one global batch of
+``ROWS`` = 8 sequences of ``--seq-len`` tokens a step, one thread per rank (two ranks: the two
+cores of the CI machine). A layout's step time is the median ``step_time`` of its
+``metrics.jsonl`` past the first ``WARMUP_STEPS`` = 2 steps (the first step of a pipeline also
+runs torch's shape inference). The default, the debug model at 64 tokens, keeps a one-rank step
+around a second; the ``tiny`` flavor is so small that fixed per-micro-batch costs would be most
+of what is measured.
 
-1. ``bubble``: GPipe and 1F1B over 2 stages (``pipeline_parallel_degree 2``) with m = 2, 4, 8
-   pipeline micro-batches of ``ROWS / m`` rows, each against one rank training the same
-   micro-batches as gradient accumulation (``local_batch_size = ROWS / m``, m accumulation
-   steps: the same shapes). A stage holds half the model, so without a bubble a pipeline step
-   would take ``T_1 / p``; the measured bubble is ``1 - (T_1 / p) / T_pp``, the share of a
-   pipeline step its ranks are not computing -- point-to-point transfers and the schedule's
-   own overhead included -- printed beside the ideal ``(p - 1) / (m + p - 1)``.
-2. ``pp_vs_dp``: PP 2 (1F1B, m = 8), DP 2 (FSDP over 2 ranks, ``ROWS / 2`` rows each) and one
-   rank, the same global batch: step times, ``PP 2 / DP 2`` and each against one rank, and the
-   largest relative loss difference of each layout from the one-rank run (the same run).
+1. ``bubble``: GPipe and 1F1B over p = 2 stages (``pipeline_parallel_degree 2``, one stage a
+   rank) at m = 2, 4, 8 pipeline micro-batches (``num_pp_microbatches``; the step's 8 rows, so
+   ``8 / m`` rows each), each against one rank training the same micro-batches by gradient
+   accumulation (``local_batch_size 8 / m``, m accumulation steps): the same shapes and the
+   same losses (up to the last bit once clipping acts: the debug recipe clips at 1.0, and the
+   norm summed over the stages may differ from one rank's in its last bit, and with it the
+   clipping coefficient); besides the schedule only the loading differs (the pipeline loads the 8 rows at
+   once, the one rank in m fetches of synthetic tokens, a cost small beside a micro-batch's
+   forward and backward). One rank busy for ``T_1`` would need ``T_1 / p`` per stage without
+   a bubble, so the measured bubble is
 
-Figures, not assertions: nothing here fails on a slow machine. ``--quick`` is a short smoke run.
+       bubble = 1 - (T_1 / p) / T_pp
+
+   the share of a pipeline step a stage is not computing -- the point-to-point transfers, the
+   schedule's own work and the imbalance of the stages (the first holds the embedding, the last
+   the norm, the head and the loss) included -- printed beside the ideal
+   ``(p - 1) / (m + p - 1)``. With ``--quick``, m = 4 only.
+2. ``pp_vs_dp``: PP 2 (1F1B, m = 4: the run of 1.), DP 2 (``data_parallel_shard_degree 2``:
+   FSDP, 4 rows a rank) and one rank (all 8 rows in one micro-batch), the same global batch:
+   step times, ``PP 2 / DP 2`` and each against one rank, and the largest relative difference
+   of each layout's per-step losses from the one-rank run's.
+
+A layout that fails is reported with its error's last line and skipped. Figures, not
+assertions: nothing here fails on a slow machine. ``other_work_cpu_share`` says whether other
+work shared the cores: the CPU time the machine spent or had stolen by its hypervisor
+(``/proc/stat``) less this process's and its trainers', over the run's wall time times the CPUs
+(a load average would count the bench's own two ranks). ``--quick`` (4 steps, 5 trainer runs)
+takes about a minute; the full run (8 steps, 11 runs) about two and a half.
 """
 
 from __future__ import annotations
@@ -28,128 +50,250 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
 ROWS = 8
 STAGES = 2
 WARMUP_STEPS = 2
+SCHEDULES = ("GPipe", "1F1B")
+#: micro-batches of the PP 2 layout of ``pp_vs_dp`` (a run ``bubble`` makes too: reused).
+PP_VS_DP_MICRO = 4
+BUBBLE_FORMULA = "1 - (T_1 / p) / T_pp"
+IDEAL_FORMULA = "(p - 1) / (m + p - 1)"
+
+SETTINGS = {
+    "full": {"steps": 8, "micro_batches": (2, 4, 8)},
+    "quick": {"steps": 4, "micro_batches": (PP_VS_DP_MICRO,)},
+}
 
 
-def train(nproc: int, overrides: list[str], steps: int, seq_len: int) -> dict:
-    """One real training run; ``{"step_time": median seconds, "losses": [...]}``."""
-    with tempfile.TemporaryDirectory() as out:
-        command = [
-            sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--nproc_per_node={nproc}", "-m", "hyper_parallel.train",
-            "--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel",
-            f"--training.steps={steps}", f"--training.seq_len={seq_len}",
-            f"--training.global_batch_size={ROWS}", "--checkpoint.interval=0",
-            f"--checkpoint.folder={out}", "--metrics.log_freq=1", *overrides,
-        ]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1"}
-        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
-                              check=False)  # a failed layout is reported, not raised
-        if done.returncode:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
-            return {"error": tail[0] if tail else f"exit {done.returncode}"}
-        records = [json.loads(line) for line in (Path(out) / "metrics.jsonl").read_text()
-                   .splitlines()]
-    steps_ = [r for r in records if "loss" in r]
-    timed = [r["step_time"] for r in steps_[WARMUP_STEPS:]] or [r["step_time"] for r in steps_]
-    return {"step_time": statistics.median(timed), "losses": [r["loss"] for r in steps_]}
+def _cpu_seconds() -> tuple[float, float] | None:
+    """(CPU seconds the machine has spent or had stolen by its hypervisor, those of this process
+    and its finished children), or None without ``/proc/stat``."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+    machine = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    ours = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+    return machine, ours
 
 
-def max_relative(losses: list[float], reference: list[float]) -> float:
-    return max(abs(a - b) / abs(b) for a, b in zip(losses, reference))
+def _other_work_share(before: tuple[float, float] | None, wall_s: float) -> float | None:
+    """The share of the machine's CPU time over ``wall_s`` that went to other processes (or
+    the hypervisor)."""
+    after = _cpu_seconds()
+    if before is None or after is None:
+        return None
+    other = (after[0] - before[0]) - (after[1] - before[1])
+    return round(max(other, 0.0) / (wall_s * os.cpu_count()), 3)
 
 
-def pipeline(schedule: str, micro: int, steps: int, seq_len: int) -> dict:
-    return train(STAGES, [
-        f"--parallelism.pipeline_parallel_degree={STAGES}",
-        f"--parallelism.pipeline_parallel_schedule={schedule}",
-        f"--parallelism.num_pp_microbatches={micro}", "--training.local_batch_size=1",
-    ], steps, seq_len)
+def _error_line(text: str) -> str:
+    """The line that says why a run failed: the trainer's ``training failed:`` line, else the
+    last exception line of a traceback, else the last line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for pattern in (r"training failed: (.*)", r"^((?:[\w.]+\.)?\w*(?:Error|Exception)\b.*)"):
+        hits = [m.group(1) for m in map(re.compile(pattern).search, lines) if m]
+        if hits:
+            return hits[-1][:500]
+    return lines[-1][:500] if lines else "(no output)"
 
 
-def bubble(micro_batches: list[int], steps: int, seq_len: int) -> list[dict]:
+class Trainer:
+    """Runs the real trainer, one layout at a time, each layout once (asking again for a layout
+    gets the figures of its first run)."""
+
+    def __init__(self, flavor: str, seq_len: int, steps: int) -> None:
+        self.flavor, self.seq_len, self.steps = flavor, seq_len, steps
+        self.done: dict[str, dict] = {}
+
+    def one_rank(self, micro: int) -> dict:
+        """One rank, the step's rows in ``micro`` accumulation micro-batches."""
+        return self._run(f"1 rank, m={micro} accumulated", 1,
+                         [f"--training.local_batch_size={ROWS // micro}"])
+
+    def pipeline(self, schedule: str, micro: int) -> dict:
+        """PP over ``STAGES`` ranks; all the rows are loaded at once (no accumulation) and the
+        schedule splits them into ``micro`` micro-batches."""
+        return self._run(f"PP {STAGES} {schedule}, m={micro}", STAGES, [
+            f"--parallelism.pipeline_parallel_degree={STAGES}",
+            f"--parallelism.pipeline_parallel_schedule={schedule}",
+            f"--parallelism.num_pp_microbatches={micro}",
+            f"--training.local_batch_size={ROWS}",
+        ])
+
+    def data_parallel(self) -> dict:
+        """FSDP over 2 ranks, half the rows each."""
+        return self._run("DP 2", 2, ["--parallelism.data_parallel_shard_degree=2",
+                                     f"--training.local_batch_size={ROWS // 2}"])
+
+    def _run(self, label: str, nproc: int, overrides: list[str]) -> dict:
+        if label not in self.done:
+            self.done[label] = self._train(nproc, overrides)
+        return self.done[label]
+
+    def _train(self, nproc: int, overrides: list[str]) -> dict:
+        """One ``torchrun``: the median step time past the warm-up and the per-step losses."""
+        flavor = [] if self.flavor == "debugmodel" else [
+            f"--model.config_overrides={{flavor: {self.flavor}}}"]
+        with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as out:
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   "--nproc_per_node", str(nproc), "-m", "hyper_parallel.train",
+                   "--module", "recipes.train_qwen3_5_debug", "--config", "train_qwen3_5_debug",
+                   *flavor, "--training.steps", str(self.steps),
+                   "--training.seq_len", str(self.seq_len),
+                   "--training.global_batch_size", str(ROWS), "--checkpoint.folder", out,
+                   *overrides]
+            # One thread a rank, the 1-rank run's too: every rank computes on one core, so
+            # T_1 / p is what a stage would be busy for.
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1",
+                   "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
+                                                               os.environ.get("PYTHONPATH")]))}
+            start = time.perf_counter()
+            try:
+                proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                                      timeout=600, check=False)
+            except subprocess.TimeoutExpired:
+                return {"error": "timed out after 600 s"}
+            wall = time.perf_counter() - start
+            metrics = Path(out) / "metrics.jsonl"
+            if proc.returncode != 0 or not metrics.exists():
+                return {"error": _error_line(proc.stderr + proc.stdout)}
+            records = [json.loads(line) for line in metrics.read_text().splitlines() if line]
+        steps = [r for r in records if "step_time" in r]
+        timed = [r["step_time"] for r in steps if r["step"] > WARMUP_STEPS]
+        return {"step_s": statistics.median(timed), "min_step_s": min(timed),
+                "losses": [r["loss"] for r in steps], "process_wall_s": round(wall, 1)}
+
+
+def max_relative_diff(losses: list[float], reference: list[float]) -> float:
+    return max(abs(a - b) / abs(b) for a, b in zip(losses, reference, strict=True))
+
+
+def _failed(*runs: dict) -> dict | None:
+    errors = [run["error"] for run in runs if "error" in run]
+    return {"error": errors[0]} if errors else None
+
+
+def bench_bubble(trainer: Trainer, micro_batches: tuple[int, ...]) -> list[dict]:
     rows = []
     for m in micro_batches:
-        one = train(1, [f"--training.local_batch_size={ROWS // m}"], steps, seq_len)
-        for schedule in ("GPipe", "1F1B"):
-            pp = pipeline(schedule, m, steps, seq_len)
-            row = {"schedule": schedule, "micro_batches": m,
-                   "ideal_bubble": (STAGES - 1) / (m + STAGES - 1)}
-            if "error" in pp or "error" in one:
-                row["error"] = pp.get("error") or one.get("error")
-            else:
-                row.update(
-                    one_rank_step_s=one["step_time"], pp_step_s=pp["step_time"],
-                    measured_bubble=1 - (one["step_time"] / STAGES) / pp["step_time"],
-                    max_loss_rel_diff=max_relative(pp["losses"], one["losses"]),
-                )
+        one = trainer.one_rank(m)
+        for schedule in SCHEDULES:
+            pp = trainer.pipeline(schedule, m)
+            row = {"schedule": schedule, "micro_batches": m, "rows_per_micro_batch": ROWS // m,
+                   "ideal_bubble": round((STAGES - 1) / (m + STAGES - 1), 4)}
+            row.update(_failed(pp, one) or {
+                "one_rank_step_ms": _ms(one["step_s"]), "pp_step_ms": _ms(pp["step_s"]),
+                "pp_min_step_ms": _ms(pp["min_step_s"]),
+                "measured_bubble": round(1 - (one["step_s"] / STAGES) / pp["step_s"], 4),
+                "max_loss_rel_diff_vs_1_rank": max_relative_diff(pp["losses"], one["losses"]),
+            })
             rows.append(row)
-            print(_bubble_line(row), flush=True)
     return rows
 
 
-def _bubble_line(row: dict) -> str:
-    head = f"  {row['schedule']:6s} m={row['micro_batches']}"
-    if "error" in row:
-        return f"{head}: failed: {row['error']}"
-    return (f"{head}: pp {row['pp_step_s'] * 1e3:7.1f} ms, 1 rank {row['one_rank_step_s'] * 1e3:7.1f}"
-            f" ms, bubble {row['measured_bubble']:.3f} (ideal {row['ideal_bubble']:.3f}), "
-            f"loss diff {row['max_loss_rel_diff']:.1e}")
-
-
-def pp_vs_dp(steps: int, seq_len: int) -> dict:
-    one = train(1, [f"--training.local_batch_size={ROWS}"], steps, seq_len)
-    layouts = {
-        "PP 2 (1F1B, m=8)": pipeline("1F1B", 8, steps, seq_len),
-        "DP 2 (FSDP)": train(2, ["--parallelism.data_parallel_shard_degree=2",
-                                 f"--training.local_batch_size={ROWS // 2}"], steps, seq_len),
-    }
-    out = {"1 rank": {"step_s": one.get("step_time"), "error": one.get("error")}}
+def bench_pp_vs_dp(trainer: Trainer) -> dict:
+    one = trainer.one_rank(1)
+    layouts = {"1 rank": one, f"PP 2 (1F1B, m={PP_VS_DP_MICRO})": trainer.pipeline(
+        "1F1B", PP_VS_DP_MICRO), "DP 2 (FSDP)": trainer.data_parallel()}
+    out: dict = {"layouts": {}}
     for name, run in layouts.items():
-        if "error" in run or "error" in one:
-            out[name] = {"error": run.get("error") or one.get("error")}
-            continue
-        out[name] = {"step_s": run["step_time"], "vs_1_rank": run["step_time"] / one["step_time"],
-                     "max_loss_rel_diff": max_relative(run["losses"], one["losses"])}
-    pp, dp = out["PP 2 (1F1B, m=8)"], out["DP 2 (FSDP)"]
-    if "step_s" in pp and "step_s" in dp:
-        out["pp2_over_dp2"] = pp["step_s"] / dp["step_s"]
-    for name, row in out.items():
-        print(f"  {name}: {row}", flush=True)
+        entry = _failed(run) or {"step_ms": _ms(run["step_s"]),
+                                 "min_step_ms": _ms(run["min_step_s"])}
+        if name != "1 rank" and not _failed(run, one):
+            entry["over_1_rank"] = round(run["step_s"] / one["step_s"], 4)
+            entry["max_loss_rel_diff_vs_1_rank"] = max_relative_diff(run["losses"], one["losses"])
+        out["layouts"][name] = entry
+    pp, dp = (out["layouts"][name] for name in list(layouts)[1:])
+    if "step_ms" in pp and "step_ms" in dp:
+        out["pp2_over_dp2"] = round(pp["step_ms"] / dp["step_ms"], 4)
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
+
+
+def _share(share: float | None) -> str:
+    return "an unknown share" if share is None else f"{share:.1%}"
+
+
+def print_summary(results: dict) -> None:
+    print(f"\nqwen3_5 {results['flavor']}, global batch {ROWS} x {results['seq_len']} tokens, "
+          f"1 thread a rank, median step_time past step {WARMUP_STEPS} of {results['steps']} "
+          f"({results['mode']} run on {results['cpus']} CPUs; other processes and the "
+          f"hypervisor took {_share(results['other_work_cpu_share'])} of their time)")
+    if (results["other_work_cpu_share"] or 0) > 0.1:
+        print("  warning: other work shared the cores; the figures are noisy")
+    print(f"\n1. bubble over p = {STAGES} stages: measured {BUBBLE_FORMULA} (T_1: one rank, the "
+          f"same micro-batches accumulated; p2p included), ideal {IDEAL_FORMULA}")
+    for row in results["bubble"]:
+        head = f"  {row['schedule']:<5} m={row['micro_batches']}"
+        if "error" in row:
+            print(f"{head}: FAILED, skipped: {row['error']}")
+            continue
+        print(f"{head}: PP {row['pp_step_ms']:7.1f} ms (min {row['pp_min_step_ms']:7.1f}), "
+              f"1 rank {row['one_rank_step_ms']:7.1f} ms -> bubble {row['measured_bubble']:.3f} "
+              f"(ideal {row['ideal_bubble']:.3f}); max rel. loss diff "
+              f"{row['max_loss_rel_diff_vs_1_rank']:.1e}")
+    pvd = results["pp_vs_dp"]
+    print("\n2. PP 2 against DP 2 and one rank, the same global batch")
+    for name, entry in pvd["layouts"].items():
+        if "error" in entry:
+            print(f"  {name}: FAILED, skipped: {entry['error']}")
+            continue
+        extra = ""
+        if "over_1_rank" in entry:
+            extra = (f" -> {entry['over_1_rank']:.3f}x 1 rank's time; max rel. loss diff "
+                     f"{entry['max_loss_rel_diff_vs_1_rank']:.1e}")
+        print(f"  {name}: {entry['step_ms']:.1f} ms (min {entry['min_step_ms']:.1f}){extra}")
+    if "pp2_over_dp2" in pvd:
+        print(f"  PP 2 / DP 2: {pvd['pp2_over_dp2']:.3f}")
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="m = 2 and 8 only, 4 steps")
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--quick", action="store_true", help="a ~1 minute smoke run (m = 4)")
+    parser.add_argument("--steps", type=int, help="trainer steps a run (default 8; quick 4)")
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--flavor", choices=("debugmodel", "tiny"), default="debugmodel")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "pipeline.json"))
-    args = parser.parse_args(argv)
-    steps = 4 if args.quick else args.steps
-    micro = [2, 8] if args.quick else [2, 4, 8]
-    print(f"bubble over {STAGES} stages, {ROWS} rows x {args.seq_len} tokens, debug model:")
-    result = {"rows": ROWS, "seq_len": args.seq_len, "steps": steps, "model": "debugmodel",
-              "bubble": bubble(micro, steps, args.seq_len)}
-    print("PP 2 against DP 2 and one rank, the same global batch:")
-    result["pp_vs_dp"] = pp_vs_dp(steps, args.seq_len)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, out)  # atomic: a reader never sees half a file
-    print(f"wrote {out}")
-    return 0
+    opts = parser.parse_args()
+    mode = "quick" if opts.quick else "full"
+    settings = dict(SETTINGS[mode])
+    settings["steps"] = opts.steps or settings["steps"]
+    if settings["steps"] <= WARMUP_STEPS:
+        parser.error(f"--steps must exceed the {WARMUP_STEPS} warm-up steps")
+    results: dict = {"mode": mode, "flavor": opts.flavor, "seq_len": opts.seq_len, "rows": ROWS,
+                     "stages": STAGES, "steps": settings["steps"], "warmup_steps": WARMUP_STEPS,
+                     "bubble_formula": BUBBLE_FORMULA, "ideal_bubble_formula": IDEAL_FORMULA}
+    cpu_before, start = _cpu_seconds(), time.perf_counter()
+    trainer = Trainer(opts.flavor, opts.seq_len, settings["steps"])
+    results["bubble"] = bench_bubble(trainer, settings["micro_batches"])
+    results["pp_vs_dp"] = bench_pp_vs_dp(trainer)
+    results["process_wall_s"] = {label: run.get("process_wall_s")
+                                 for label, run in trainer.done.items()}
+    results["wall_s"] = round(time.perf_counter() - start, 1)
+    results["other_work_cpu_share"] = _other_work_share(cpu_before, results["wall_s"])
+    results["cpus"] = os.cpu_count()
+    print_summary(results)
+    Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(opts.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {opts.out} ({results['wall_s']} s, {len(trainer.done)} trainer runs)")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
