@@ -21,9 +21,9 @@ of what is measured.
    accumulation (``local_batch_size 8 / m``, m accumulation steps): the same shapes and the
    same losses (up to the last bit once clipping acts: the debug recipe clips at 1.0, and the
    norm summed over the stages may differ from one rank's in its last bit, and with it the
-   clipping coefficient); besides the schedule only the loading differs (the pipeline loads the 8 rows at
-   once, the one rank in m fetches of synthetic tokens, a cost small beside a micro-batch's
-   forward and backward). One rank busy for ``T_1`` would need ``T_1 / p`` per stage without
+   clipping coefficient); besides the schedule only the loading differs (the pipeline loads
+   the 8 rows at once, the one rank in m fetches of synthetic tokens, a cost small beside a
+   micro-batch's forward and backward). One rank busy for ``T_1`` would need ``T_1 / p`` per stage without
    a bubble, so the measured bubble is
 
        bubble = 1 - (T_1 / p) / T_pp
