@@ -23,8 +23,8 @@ of what is measured.
    norm summed over the stages may differ from one rank's in its last bit, and with it the
    clipping coefficient); besides the schedule only the loading differs (the pipeline loads
    the 8 rows at once, the one rank in m fetches of synthetic tokens, a cost small beside a
-   micro-batch's forward and backward). One rank busy for ``T_1`` would need ``T_1 / p`` per stage without
-   a bubble, so the measured bubble is
+   micro-batch's forward and backward). One rank busy for ``T_1`` would need ``T_1 / p`` per
+   stage without a bubble, so the measured bubble is
 
        bubble = 1 - (T_1 / p) / T_pp
 
