@@ -2,10 +2,15 @@
 
     torchrun --nproc_per_node N -m hyper_parallel.train --module M --config F [--a.b=c ...]
     torchrun --nproc_per_node N -m hyper_parallel.train old.yaml [--a.b.c=value ...]
+    torchrun --nproc_per_node N -m hyper_parallel.train --rerun RUN_DIR [--a.b=c ...]
 
 ``--module``/``--config`` picks a recipe (``HyperTrainer.Config``) and trains it with
 ``HyperTrainer``; a YAML path is the legacy command line and trains with ``LLMTrainer(args)``
-exactly as before (the legacy path stays the default for YAML files).
+exactly as before (the legacy path stays the default for YAML files). ``--rerun RUN_DIR``
+trains the run recorded in ``RUN_DIR`` again (``--module RUN_DIR/config.py --config run``).
+
+Either way rank 0 writes the run's record into its checkpoint folder before the first step
+(:mod:`hyper_parallel.run_record`).
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               "key).", file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
     try:
-        trainer = build_trainer(args)
+        source = parse_run(args)
+        trainer = build(source)
     except (ConfigError, RecipeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -48,7 +54,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         report_failure(exc)
         return FAILED_EXIT_CODE
+    if trainer.is_rank0:
+        from hyper_parallel.run_record import write_run_record
+        from hyper_parallel.runtime.faults import FAILED_EXIT_CODE, report_failure
+
+        try:
+            write_run_record(source, trainer)
+        except Exception as exc:  # noqa: BLE001 - a folder it cannot write (a full disk): stop
+            report_failure(exc)
+            return FAILED_EXIT_CODE
     return _train(trainer)
+
+
+#: ``--rerun RUN_DIR``: the record's recipe file and function.
+RERUN = "--rerun"
 
 
 def build_trainer(args: Sequence[str]):
@@ -57,22 +76,98 @@ def build_trainer(args: Sequence[str]):
 
     Bad input raises ``ConfigError`` / ``RecipeError``; :func:`main` turns them into exit 2.
     """
+    return build(parse_run(args))
+
+
+def parse_run(args: Sequence[str]):
+    """The command line parsed (nothing built): a
+    :class:`~hyper_parallel.run_record.RunSource`."""
+    import copy
+
     from hyper_parallel.config.manager import ConfigManager, is_recipe_command_line
+    from hyper_parallel.run_record import CONFIG_PY, RunSource
     from hyper_parallel.trainer.config import HyperTrainerConfig
     from hyper_parallel.trainer.config import parse_args as parse_legacy
 
-    args = list(args)
+    given = list(args)
+    args, record = _expand_rerun(given, CONFIG_PY)
     if is_recipe_command_line(args):
+        from hyper_parallel.codegen.config_recipe import Flag
+        from hyper_parallel.config.manager import extract_module_and_config
         from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
+        manager = ConfigManager(root_type=HyperTrainer.Config)
         # A recipe must return the config this entry point builds and trains.
-        return ConfigManager(root_type=HyperTrainer.Config).parse_args(args).build()
+        config = manager.parse_args(args)
+        module, name, _ = extract_module_and_config(args)
+        flags = [Flag(flag, (flag[2:].split("=", 1)[0],)) for flag in manager.overrides]
+        spec = config.model_spec
+        snapshot = copy.deepcopy(config, {id(spec): spec} if spec is not None else None)
+        recipe_flavor = (manager.recipe_config.model.config_overrides or {}).get("flavor")
+        return RunSource(snapshot, given, f"recipe {module} --config {name}", flags, record,
+                         flavors=[recipe_flavor] if recipe_flavor else [], built=config)
+    from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
     from hyper_parallel.models.spec import discover_model_spec
-    from hyper_parallel.trainer.llm_trainer import LLMTrainer
 
     legacy = parse_legacy(HyperTrainerConfig, args)
     discover_model_spec(legacy.model.name)
-    return LLMTrainer(legacy)
+    return RunSource(legacy_to_trainer_config(legacy), given, f"YAML {args[0]}",
+                     _legacy_flags(args[1:]), record, built=legacy)
+
+
+def build(source):
+    """The trainer of a parsed command line (:func:`parse_run`)."""
+    from hyper_parallel.trainer.config import HyperTrainerConfig
+
+    if isinstance(source.built, HyperTrainerConfig):
+        from hyper_parallel.trainer.llm_trainer import LLMTrainer
+
+        return LLMTrainer(source.built)
+    return source.built.build()
+
+
+def _expand_rerun(args: list[str], config_file: str):
+    """``--rerun RUN_DIR [overrides]`` as ``--module RUN_DIR/config.py --config run
+    [overrides]``, and the record's file (None without ``--rerun``)."""
+    from pathlib import Path
+
+    from hyper_parallel.codegen.config_recipe import RECORD_RECIPE
+    from hyper_parallel.config.recipes import RecipeError
+
+    if not args or not (args[0] == RERUN or args[0].startswith(RERUN + "=")):
+        return args, None
+    if "=" in args[0]:
+        folder, rest = args[0].split("=", 1)[1], args[1:]
+    elif len(args) > 1 and not args[1].startswith("--"):
+        folder, rest = args[1], args[2:]
+    else:
+        raise RecipeError(f"{RERUN} needs the folder of a recorded run (its checkpoint folder)")
+    record = Path(folder) / config_file
+    if not record.is_file():
+        raise RecipeError(f"{RERUN} {folder}: no {config_file} there; a run's record is written "
+                          "into its checkpoint folder when it starts")
+    return ["--module", str(record), "--config", RECORD_RECIPE, *rest], record
+
+
+def _legacy_flags(tokens: list[str]) -> list:
+    """The legacy overrides, one ``Flag`` each (:mod:`hyper_parallel.codegen.config_recipe`):
+    ``--a.b=c`` (or ``--a.b c``) with the recipe fields of the table rows that own ``a.b``."""
+    from hyper_parallel.codegen.config_recipe import Flag
+    from hyper_parallel.config.legacy_adapter import FIELD_MAP
+
+    flags, i = [], 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if not token.startswith("--"):
+            continue
+        if "=" not in token and i < len(tokens) and not tokens[i].startswith("--"):
+            token, i = f"{token}={tokens[i]}", i + 1
+        key = token[2:].split("=", 1)[0]
+        fields = tuple(new for row in FIELD_MAP for legacy in row.legacy
+                       if key == legacy or key.startswith(legacy + ".") for new in row.new)
+        flags.append(Flag(token, fields))
+    return flags
 
 
 def _train(trainer) -> int:

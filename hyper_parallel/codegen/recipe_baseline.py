@@ -40,26 +40,35 @@ def _flavor_keys(legacy: Any) -> tuple[str, ...]:
 
 def flavor_candidate(legacy: Any) -> Baseline:
     """``flavor_baseline(<model.name>[, <flavor>])``."""
+    flavor = (legacy.model.config_overrides or {}).get("flavor")
+    return model_flavor_candidate(legacy.model.name, flavor, _flavor_keys(legacy))
+
+
+def model_flavor_candidate(name: str, flavor: str | None, keys: tuple[str, ...] = ()
+                           ) -> Baseline:
+    """``flavor_baseline(name[, flavor])``; ``keys``: the legacy keys it expresses."""
     from hyper_parallel.config.baselines import flavor_baseline
 
-    name = legacy.model.name
-    flavor = (legacy.model.config_overrides or {}).get("flavor")
     args = [pyliteral.literal(name, "model.name").text]
     if flavor is not None:
         args.append(pyliteral.literal(flavor, "model.config_overrides.flavor").text)
     what = f"model {name!r}" + (f", flavor {flavor!r}" if flavor is not None else
                                  " (its default flavor)")
     return Baseline(f"{BASELINE_FUNCTION[1]}({', '.join(args)})", {BASELINE_FUNCTION},
-                    flavor_baseline(name, flavor), f"flavor_baseline: {what}", _flavor_keys(legacy))
+                    flavor_baseline(name, flavor), f"flavor_baseline: {what}", keys)
 
 
 def registry_candidates(legacy: Any) -> list[Baseline]:
     """The registry recipes of the model the YAML names (``hyper_parallel.models.<name>.
     config_registry``), when that module exists."""
+    return model_registry_candidates(legacy.model.name, _flavor_keys(legacy))
+
+
+def model_registry_candidates(name: str, keys: tuple[str, ...] = ()) -> list[Baseline]:
+    """The recipes of ``hyper_parallel.models.<name>.config_registry``, when it exists."""
     from hyper_parallel import models
     from hyper_parallel.config.recipes import available_recipes
 
-    name = legacy.model.name
     module_name = f"hyper_parallel.models.{name}.config_registry"
     # Look for the file rather than find_spec(): that would import the model package (torch,
     # DTensor) only to learn that it has no registry.
@@ -68,7 +77,7 @@ def registry_candidates(legacy: Any) -> list[Baseline]:
         return []
     module = importlib.import_module(module_name)
     return [Baseline(f"{recipe}()", {(module_name, recipe)}, getattr(module, recipe)(),
-                     f"registry recipe {module_name}.{recipe}", _flavor_keys(legacy))
+                     f"registry recipe {module_name}.{recipe}", keys)
             for recipe in available_recipes(module)]
 
 
@@ -100,4 +109,5 @@ def on_baseline_spec(target: Any, baseline: Baseline) -> Any:
 
 
 __all__ = ["BASELINE_FUNCTION", "Baseline", "choose_baseline", "flavor_candidate",
-           "on_baseline_spec", "registry_candidates"]
+           "model_flavor_candidate", "model_registry_candidates", "on_baseline_spec",
+           "registry_candidates"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -160,8 +160,11 @@ class CheckpointManager(Configurable):
 
     # ------------------------------------------------------------------ load
 
-    def load(self) -> dict[str, Any] | None:
+    def load(self, before_load: Callable[[dict[str, Any], str], None] | None = None
+             ) -> dict[str, Any] | None:
         """Resume from ``load_path`` (collective); the saved ``extra`` dict, or None.
+        ``before_load(extra, path)`` is called with the checkpoint's ``extra`` before any state
+        is read (it may refuse the checkpoint by raising).
 
         A missing, interrupted or incomplete path is an error, never a silent fresh start
         (except ``latest`` with nothing saved yet). A damaged checkpoint (a truncated or
@@ -173,6 +176,8 @@ class CheckpointManager(Configurable):
         path = self._ckpt.resolve_resume_path(self.config.load_path, self.config.folder, **fields)
         if path is None:
             return None
+        if before_load is not None:
+            before_load(self._ckpt.read_extra_state(path, **fields), path)
         extra = self._ckpt.load_checkpoint(
             path,
             model=self._model,

@@ -114,6 +114,10 @@ class ConfigManager:
 
     def __init__(self, root_type: type | None = None) -> None:
         self.root_type = root_type
+        self.overrides: list[str] = []
+        """The last recipe command line's overrides, normalized (``--a.b=c`` each)."""
+        self.recipe_config: Any = None
+        """The last recipe command line's recipe, as the recipe returned it (no overrides)."""
 
     def parse_args(self, argv: Sequence[str] | None = None) -> Any:
         args = list(sys.argv[1:] if argv is None else argv)  # read at call time
@@ -128,9 +132,11 @@ class ConfigManager:
         registry = install_tyro_rules()
         module, config, rest = extract_module_and_config(argv)
         default = load_recipe(module, config, self.root_type)
+        self.recipe_config = default
         recipe = f"{module}.{config}"
         spec = cli_spec(default)
         args = normalize_overrides(rest, spec)
+        self.overrides = list(args)
         given = {a[2:].split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
         printed = io.StringIO()
         try:

@@ -19,6 +19,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import sys
 import traceback
 from collections.abc import Callable
 from types import ModuleType
@@ -75,7 +76,10 @@ def _import_location(exc: BaseException) -> str:
 
 def resolve_recipe_module(module: str) -> ModuleType:
     """Import the first existing candidate; an import that fails *inside* a module is re-raised
-    with its real cause and the file:line where it failed, never reported as 'not found'."""
+    with its real cause and the file:line where it failed, never reported as 'not found'. A
+    ``.py`` path is imported from that file (a run record's ``config.py``, say)."""
+    if module.endswith(".py"):
+        return _module_from_file(module)
     for name in _candidates(module):
         try:
             return importlib.import_module(name)
@@ -99,6 +103,28 @@ def resolve_recipe_module(module: str) -> ModuleType:
         f"--module {module}: no such module (tried {', '.join(_candidates(module))})"
         f"{did_you_mean(module, builtin)}. Built-in recipe modules: {', '.join(builtin) or '(none)'}"
     )
+
+
+def _module_from_file(path: str) -> ModuleType:
+    """The module of the file ``path``, under a name of its own (its path's hash), so two
+    record files never share one module."""
+    import hashlib
+
+    file = os.path.abspath(path)
+    if not os.path.isfile(file):
+        raise RecipeError(f"--module {path}: no such file")
+    name = "_hyper_parallel_recipe_" + hashlib.sha256(file.encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any failure inside the module
+        del sys.modules[name]
+        detail = exc.msg if isinstance(exc, SyntaxError) else exc
+        raise RecipeError(f"--module {path}: importing it failed: {type(exc).__name__}: "
+                          f"{detail}{_import_location(exc)}") from None
+    return module
 
 
 def _builtin_registries() -> list[str]:

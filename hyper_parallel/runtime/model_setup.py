@@ -121,20 +121,29 @@ def load_pretrained_weights(
             )
         from hyper_parallel.models.qwen3_5.hf_io import load_hf_checkpoint
 
-        state = adapter.from_hf(load_hf_checkpoint(path), model_config)
+        try:
+            state = adapter.from_hf(load_hf_checkpoint(path), model_config)
+        except (KeyError, ValueError) as exc:
+            # The adapter checks the checkpoint against the config: the user's file is wrong.
+            detail = exc.args[0] if exc.args else str(exc)
+            raise ConfigError(f"{weights_path!r} does not fit the model: {detail}",
+                              path=WEIGHTS_FIELD) from None
         dtype = _param_dtype(model)
         state = {k: v.to(dtype) for k, v in _own_keys(model, state, stage).items()}
+        check_weights_fit(model, _shapes(state), weights_path)
         set_model_state_dict(model, state, options=options)
     elif path.is_dir() and _is_dcp_checkpoint(path):
         # A step_<N> directory of our checkpointing: the model lives under the "model" key.
         import torch.distributed.checkpoint as dcp
 
+        check_weights_fit(model, _dcp_model_shapes(path), weights_path)
         state = {"model": get_model_state_dict(model)}
         dcp.load(state, checkpoint_id=str(path))
         set_model_state_dict(model, state["model"], options=StateDictOptions(strict=True))
     elif path.is_file():
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        set_model_state_dict(model, _own_keys(model, state, stage), options=options)
+        state = _own_keys(model, torch.load(path, map_location="cpu", weights_only=True), stage)
+        check_weights_fit(model, _shapes(state), weights_path)
+        set_model_state_dict(model, state, options=options)
     else:
         raise ValueError(
             f"model.weights_path={weights_path!r} is neither a Hugging Face checkpoint directory "
@@ -156,6 +165,51 @@ def _own_keys(model: torch.nn.Module, state: dict, stage: bool) -> dict:
     return {k: v for k, v in state.items() if k in held}
 
 
+#: The field that names the weights, in errors (the legacy front door renames it).
+WEIGHTS_FIELD = "model.weights_path"
+#: How many names of each kind an error lists before it counts the rest.
+SHOWN_NAMES = 5
+
+
+def _shapes(state: dict) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in state.items()}
+
+
+def _dcp_model_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """The model's tensors in a DCP checkpoint (its ``model.`` entries), by name and shape,
+    read from the metadata alone."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    metadata = FileSystemReader(str(path)).read_metadata().state_dict_metadata
+    return {k[len("model."):]: tuple(m.size) for k, m in metadata.items()
+            if k.startswith("model.") and hasattr(m, "size")}
+
+
+def check_weights_fit(model: torch.nn.Module, shapes: dict[str, tuple[int, ...]],
+                      weights_path: str) -> None:
+    """A ``ConfigError`` naming ``model.weights_path`` unless the file's tensors (``shapes``,
+    by name) are exactly the model's (wrapper prefixes aside), each with the model's (global)
+    shape: the names missing and unexpected (the first few and a count) and each shape that
+    differs."""
+    from hyper_parallel.utils.module_names import strip_wrapper_prefixes
+
+    wanted = {strip_wrapper_prefixes(k): tuple(v.shape) for k, v in model.state_dict().items()}
+    missing = sorted(set(wanted) - set(shapes))
+    unexpected = sorted(set(shapes) - set(wanted))
+    shapes = [f"{k}: the file has {list(shapes[k])}, the model {list(wanted[k])}"
+              for k in sorted(set(wanted) & set(shapes)) if tuple(shapes[k]) != wanted[k]]
+    problems = [f"{len(names)} {what}: {', '.join(names[:SHOWN_NAMES])}"
+                + (f" (and {len(names) - SHOWN_NAMES} more)" if len(names) > SHOWN_NAMES else "")
+                for what, names in (("missing", missing), ("unexpected", unexpected)) if names]
+    problems += shapes[:SHOWN_NAMES]
+    if len(shapes) > SHOWN_NAMES:
+        problems.append(f"(and {len(shapes) - SHOWN_NAMES} more shapes that differ)")
+    if problems:
+        raise ConfigError(
+            f"{weights_path!r} does not fit the model (are they the weights of this model and "
+            "flavor?):\n" + "\n".join(f"  {p}" for p in problems), path=WEIGHTS_FIELD)
+
+
 def _param_dtype(model: torch.nn.Module) -> torch.dtype:
     return next(model.parameters()).dtype
 
@@ -169,6 +223,7 @@ __all__ = [
     "build_model_on",
     "cpu_rng_fork",
     "freeze_parameters",
+    "check_weights_fit",
     "load_pretrained_weights",
     "materialize_and_init",
 ]

@@ -50,6 +50,11 @@ from typing import Any
 from hyper_parallel.models.spec import resolve_model_spec
 from hyper_parallel.protocols.configurable import Configurable
 from hyper_parallel.trainer.base import BaseTrainer, TrainerState
+from hyper_parallel.trainer.config_identity import (
+    check_resume,
+    checkpoint_identity,
+    run_configuration,
+)
 from hyper_parallel.trainer.trainer_config import RootConfig
 from hyper_parallel.utils.data_types import ORDERED_TYPES, TYPES_NEEDING_TOKENIZER
 from hyper_parallel.utils.errors import ConfigError
@@ -156,6 +161,8 @@ class HyperTrainer(BaseTrainer, Configurable):
             counted_flops_per_token=self._model_flops_per_token(),
         )
         self.profiler = config.profiler.build(rank=self.rank)
+        # What every checkpoint records of the run, and a resume checks (config_identity).
+        self.run_configuration = run_configuration(config, self.model_config)
         self.model_fwd_context = contextlib.nullcontext
         self.model_bwd_context = contextlib.nullcontext
         self._init_callbacks()
@@ -496,12 +503,47 @@ class HyperTrainer(BaseTrainer, Configurable):
 
         step = self.state.global_step
         # Saves unless checkpointing is off or the cadence just saved this very step.
-        self.checkpointer.maybe_save(step, {"epoch": self.state.epoch}, last_step=True)
+        self.checkpointer.maybe_save(step, self.checkpoint_extra(), last_step=True)
         self.checkpointer.wait()
         self.metrics.close(step)
         if self.checkpointer.last_saved_step != step:
             return None
         return ckpt_step_dir(self.config.checkpoint.folder, step)
+
+    def checkpoint_extra(self) -> dict:
+        """What a checkpoint saves besides the state: the epoch and the run's configuration."""
+        return {"epoch": self.state.epoch, **checkpoint_identity(self.run_configuration)}
+
+    def check_resume(self, extra: dict, path: str) -> None:
+        """Before a checkpoint is loaded: its configuration against this run's
+        (:func:`~hyper_parallel.trainer.config_identity.check_resume`), and the rule for an
+        explicit ``model.weights_path`` beside it, said in the log."""
+        check_resume(extra, path, self.run_configuration, name=self.field_name,
+                     log=self.is_rank0)
+        weights = self.config.model.weights_path
+        if weights and self.is_rank0:
+            logger.warning("%s=%s is not loaded: a resume restores the checkpoint's weights "
+                           "(%s); the checkpoint wins over the pretrained weights",
+                           self.field_name("model.weights_path"), weights, path)
+
+    def note_fresh_start(self) -> None:
+        """No checkpoint is resumed: say so when the checkpoint folder holds some (they are not
+        read, and this run's saves will replace those of the same steps)."""
+        from hyper_parallel.runtime.checkpoint import complete_checkpoints
+
+        folder = self.config.checkpoint.folder
+        found = [path for _, path in complete_checkpoints(folder)]
+        if found and self.is_rank0:
+            source = (f"{self.field_name('model.weights_path')}={self.config.model.weights_path}"
+                      if self.config.model.weights_path else "a fresh initialisation")
+            logger.warning("%s holds %d checkpoint(s) (newest %s) that this run does not resume "
+                           "(%s is unset): it starts from %s", folder, len(found), found[-1],
+                           self.field_name("checkpoint.load_path"), source)
+
+    def field_name(self, path: str) -> str:
+        """A field of ``HyperTrainer.Config`` in this entry's names (the legacy front door
+        spells it as its YAML key)."""
+        return path
 
     def _step_options(self) -> dict:
         from hyper_parallel.runtime.optim import clip_grad_norm_

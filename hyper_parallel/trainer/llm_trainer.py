@@ -124,5 +124,11 @@ class LLMTrainer(HyperTrainer):
                 raise
             raise translated.with_traceback(exc.__traceback__) from None
 
+    def field_name(self, path: str) -> str:
+        """``path`` as the YAML's key (``architecture.*`` and fields with no legacy key keep
+        their engine names)."""
+        legacy = legacy_path(path)
+        return path if legacy is None else f"{legacy} ({path})"
+
 
 __all__ = ["LLMTrainer", "legacy_config_error", "legacy_path"]

@@ -69,15 +69,20 @@ class CheckpointManagerCallback(Callback):
         self.checkpointer = checkpointer
 
     def on_train_begin(self) -> None:
-        extra = self.checkpointer.load()
+        t = self.trainer
+        # The trainer checks the checkpoint's configuration against its own before the state
+        # is read, and says which source a fresh start takes its weights from.
+        extra = self.checkpointer.load(before_load=getattr(t, "check_resume", None))
         if extra is None:
+            note = getattr(t, "note_fresh_start", None)
+            if note is not None:
+                note()
             return
         path = self.checkpointer.loaded_from
         if "epoch" not in extra:
             raise ckpt.CheckpointError(
                 f"{path}/{ckpt.EXTRA_STATE_FILE} has no 'epoch'; it was not written by a trainer"
             )
-        t = self.trainer
         t.state.global_step = int(extra["global_step"])
         t.state.epoch = extra["epoch"]
         if t.is_rank0:
@@ -86,9 +91,8 @@ class CheckpointManagerCallback(Callback):
 
     def _save(self, *, last_step: bool) -> None:
         t = self.trainer
-        path = self.checkpointer.maybe_save(
-            t.state.global_step, {"epoch": t.state.epoch}, last_step=last_step
-        )
+        extra = t.checkpoint_extra() if hasattr(t, "checkpoint_extra") else {"epoch": t.state.epoch}
+        path = self.checkpointer.maybe_save(t.state.global_step, extra, last_step=last_step)
         if path is not None:
             self.dispatch("on_save", path)
 

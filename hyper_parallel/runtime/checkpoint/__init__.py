@@ -45,6 +45,7 @@ from .hf_export import (
     gather_stage_states,
     require_hf_assets_dir,
 )
+from .integrity import read_extra_state
 from .layout import (
     DCP_METADATA_FILE,
     EXTRA_STATE_FILE,
@@ -88,6 +89,7 @@ __all__ = [
     "latest_checkpoint",
     "load_checkpoint",
     "purge_old_checkpoints",
+    "read_extra_state",
     "require_hf_assets_dir",
     "resolve_resume_path",
     "rng_file",

@@ -144,7 +144,9 @@ def _load_small_file(path: str, name: str, what: str, field: str, legacy_field: 
         ) from e
 
 
-def _read_extra_state(path: str, field: str, legacy_field: str | None) -> dict[str, Any]:
+def read_extra_state(path: str, field: str, legacy_field: str | None) -> dict[str, Any]:
+    """A checkpoint's ``extra_state.json``, once its files are checked (a damaged checkpoint is
+    a ``CheckpointError`` naming ``field``)."""
     problem = _checkpoint_problem(path)  # extra_state.json, .metadata, the shards' sizes
     if problem is not None:
         raise _damaged(path, *problem, field, legacy_field)

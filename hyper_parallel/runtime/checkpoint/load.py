@@ -18,8 +18,8 @@ from .integrity import (
     _earlier_checkpoint_hint,
     _first_failure,
     _load_small_file,
-    _read_extra_state,
     _shard_errors,
+    read_extra_state,
 )
 from .layout import (
     DCP_METADATA_FILE,
@@ -90,7 +90,7 @@ def load_checkpoint(
             f"{DCP_METADATA_FILE}); it may be from an interrupted save."
             + _earlier_checkpoint_hint(path, field, legacy_field, prefix=" ")
         )
-    extra = _read_extra_state(path, field, legacy_field)  # and the DCP files' sizes
+    extra = read_extra_state(path, field, legacy_field)  # and the DCP files' sizes
     rank, world = _rank(), _world_size()
     saved_world = extra.get("world_size")
     same_world = saved_world == world
