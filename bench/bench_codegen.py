@@ -3,7 +3,8 @@ and ``ConfigManager.parse_args`` against torchtitan's, side by side with their t
 
     .venv/bin/python bench/bench_codegen.py [--runs 7] [--out bench/results/codegen.json]
                                              [--yaml examples/yaml/train_qwen3_5_debug.yaml]
-                                             [--no-titan]
+                                             [--no-titan] [--fleet-sizes 100,1000]
+                                             [--growth-only]
 
 Every figure is the median wall time of fresh processes (after one untimed warm-up run that fills
 the OS file cache, the bytecode and black's grammar cache); the CPU time (user + sys) of the
@@ -27,6 +28,15 @@ converting the example YAMLs into ``recipes/``; and the fleet, one ``--from-yaml
 process converting the six example YAMLs into one registry module, in single conversions (target
 fewer than 2) and its line count against the six one-file recipes of ``recipes/``.
 
+The fleet's growth, also without targets: ``--fleet-sizes`` fleets (default 100 and 1,000
+YAMLs; ``--growth-only`` measures nothing else) of seeded variants of
+``examples/yaml/train_qwen3_5_fsdp2.yaml`` (:func:`write_fleet`: learning rate, steps, seed,
+weight decay, activation checkpointing and output folder varied), each converted by one
+``--from-yaml`` process, once: its wall time, the time per YAML and the ratio of the largest
+fleet's to the smallest's (1 is linear growth), the child's peak RSS, and the module's lines and
+repeated lines against the one-file recipes of the same YAMLs (converted in this process,
+untimed).
+
 None of these processes imports torch (``tests/test_torch_free.py`` proves it), so torchtitan's
 own parse, which does, is the slow side of the ratio. Figures inflate under machine load: the
 1-minute load average is recorded with them.
@@ -37,6 +47,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import re
 import resource
 import statistics
 import subprocess
@@ -55,6 +67,19 @@ CODEGEN_UNCHANGED_TARGET_SECONDS = 0.6
 PARSE_RATIO_TARGET = bench_cli.TARGET_WHOLE
 #: The fleet of the six examples, in single-file conversions: less than two.
 FLEET_TARGET_SINGLES = 2.0
+
+#: The fleets of the growth figures: variants of one example, each line below given one of its
+#: values at random (the output folder is each file's own).
+FLEET_SOURCE = REPO / "examples" / "yaml" / "train_qwen3_5_fsdp2.yaml"
+FLEET_VARIED = {
+    "    lr: 2.0e-3\n": ["1.0e-3", "2.0e-3", "3.0e-3", "5.0e-4"],
+    "  max_steps: 10\n": ["10", "20", "40", "80"],
+    "  seed: 42\n": ["1", "2", "3", "42", "1234"],
+    "    weight_decay: 0.1\n": ["0.0", "0.01", "0.1"],
+    "    activation_checkpoint: full\n": ["full", "selective", '"off"'],
+}
+FLEET_SEED = 0
+DEFAULT_FLEET_SIZES = (100, 1000)
 
 
 def timed(cmd: list[str], timings: Path | None = None) -> dict[str, float]:
@@ -155,6 +180,74 @@ def bench_fleet(runs: int, tmp: Path, one_single_s: float) -> dict:
     return result
 
 
+def write_fleet(folder: Path, count: int, seed: int = FLEET_SEED) -> None:
+    """``count`` variants of :data:`FLEET_SOURCE` as ``folder/fleet_NNNN.yaml``, the same for the
+    same seed (:data:`FLEET_VARIED`)."""
+    text = FLEET_SOURCE.read_text()
+    rng = random.Random(seed)
+    folder.mkdir(parents=True)
+    for index in range(count):
+        variant = text.replace("output_dir: outputs/qwen3_5_fsdp2",
+                               f"output_dir: outputs/fleet_{index:04d}")
+        for line, values in FLEET_VARIED.items():
+            key = line.split(":")[0]
+            variant = variant.replace(line, f"{key}: {rng.choice(values)}\n")
+        (folder / f"fleet_{index:04d}.yaml").write_text(variant)
+
+
+def measured_child(cmd: list[str], stdout: Path) -> dict[str, float]:
+    """Run ``cmd`` in the repository, its output to ``stdout``: the wall and CPU seconds and the
+    peak RSS of that child alone (``os.wait4``; ``RUSAGE_CHILDREN`` would give the largest child
+    so far, torchtitan's parse among them)."""
+    with stdout.open("w") as out:
+        start = time.perf_counter()
+        child = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise subprocess.CalledProcessError(child.returncode, cmd, stdout.read_text())
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss_mib": usage.ru_maxrss / 1024}  # ru_maxrss is in KiB on Linux
+
+
+def bench_fleet_growth(sizes: list[int], tmp: Path) -> dict:
+    """One ``--from-yaml`` process per fleet size (:func:`write_fleet`), and the module it
+    writes against the one-file recipes."""
+    from hyper_parallel.codegen import from_yaml
+
+    rows = []
+    for count in sizes:
+        folder, out = tmp / f"fleet_{count}", tmp / f"fleet_{count}_registry.py"
+        write_fleet(folder, count)
+        row = {"files": count, **measured_child(
+            [*CODEGEN, "--from-yaml", str(folder), "-o", str(out), "--force"],
+            tmp / f"fleet_{count}.out")}
+        report = (tmp / f"fleet_{count}.out").read_text()
+        repeated = re.search(r"lines repeated across recipes: (\d+|none)", report).group(1)
+        single = sum(len(from_yaml.convert(p, output=tmp / "single.py")[0].text.splitlines())
+                     for p in sorted(folder.glob("*.yaml")))
+        module = len(out.read_text().splitlines())
+        row.update(per_yaml_s=row["wall_s"] / count, module_lines=module,
+                   repeated_lines=0 if repeated == "none" else int(repeated),
+                   families=report.count("(shared)"), single_lines=single,
+                   lines_ratio=round(module / single, 3))
+        rows.append({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
+        print(f"--from-yaml fleet of {count}: {row['wall_s']:.2f} s whole process "
+              f"({row['per_yaml_s'] * 1000:.1f} ms per YAML, CPU {row['cpu_s']:.2f} s), peak RSS "
+              f"{row['peak_rss_mib']:.0f} MiB; module {module} lines, {row['repeated_lines']} "
+              f"repeated, {row['families']} shared functions; one-file recipes {single} lines")
+    result = {"source": str(FLEET_SOURCE.relative_to(REPO)), "seed": FLEET_SEED,
+              "varied": [line.strip().split(":")[0] for line in FLEET_VARIED] + ["output_dir"],
+              "sizes": rows}
+    if len(rows) > 1:
+        small, large = min(rows, key=lambda r: r["files"]), max(rows, key=lambda r: r["files"])
+        result["per_yaml_ratio"] = round(large["per_yaml_s"] / small["per_yaml_s"], 3)
+        print(f"time per YAML, {large['files']} against {small['files']}: "
+              f"{result['per_yaml_ratio']:.2f}x (1 is linear growth)")
+    return result
+
+
 def bench_parse(runs: int, with_titan: bool) -> dict:
     """``ConfigManager.parse_args`` whole process, ours and (when available) torchtitan's."""
     ours, titan = bench_cli.make_sides()
@@ -225,29 +318,61 @@ def print_summary(results: dict) -> None:
         print(f"  {what:<{widths[0]}}  {figure:<{widths[1]}}  {target:<{widths[2]}}  {verdict}")
 
 
+def _sizes(text: str) -> list[int]:
+    sizes = [int(part) for part in text.split(",") if part.strip()]
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("give fleet sizes as N[,M...], each >= 1")
+    return sizes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "codegen.json"))
+    parser.add_argument("--out", default=None,
+                        help="the JSON (default bench/results/codegen.json; with --growth-only "
+                             "bench/results/codegen_growth.json)")
     parser.add_argument("--yaml", type=Path, default=DEFAULT_YAML,
                         help="the YAML of the --from-yaml figure")
     parser.add_argument("--no-titan", action="store_true",
                         help="measure our parse_args alone (no torchtitan environment needed)")
+    parser.add_argument("--fleet-sizes", type=_sizes, default=list(DEFAULT_FLEET_SIZES),
+                        help="the YAMLs of each fleet of the growth figures (default "
+                             f"{','.join(map(str, DEFAULT_FLEET_SIZES))})")
+    parser.add_argument("--growth-only", action="store_true",
+                        help="measure the fleet's growth alone")
     opts = parser.parse_args()
     if opts.runs < 1:
         parser.error("--runs must be >= 1")
-    with_titan = not opts.no_titan and bench_cli.titan_env_ready()
+    out = Path(opts.out or REPO / "bench" / "results" / (
+        "codegen_growth.json" if opts.growth_only else "codegen.json"))
     with tempfile.TemporaryDirectory(prefix="bench-codegen-") as tmp_name:
         tmp = Path(tmp_name)
-        from_yaml = bench_from_yaml(opts.runs, tmp, opts.yaml.resolve())
-        results = {
-            "runs": opts.runs,
-            "from_yaml": from_yaml,
-            "codegen_unchanged": bench_unchanged(opts.runs, tmp),
-            "parse_args": bench_parse(opts.runs, with_titan),
-            "codegen_regenerate": bench_regenerate(opts.runs, tmp),
-            "fleet": bench_fleet(opts.runs, tmp, from_yaml["wall_s"]),
-        }
+        if opts.growth_only:
+            results = {"fleet_growth": bench_fleet_growth(opts.fleet_sizes, tmp)}
+        else:
+            results = run_all(opts, tmp)
+    results["load_average_1min"] = round(os.getloadavg()[0], 2)
+    results["cpus"] = os.cpu_count()
+    if not opts.growth_only:
+        print_summary(results)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {out}")
+
+
+def run_all(opts: argparse.Namespace, tmp: Path) -> dict:
+    """Every figure, with the targets and their summary."""
+    with_titan = not opts.no_titan and bench_cli.titan_env_ready()
+    from_yaml = bench_from_yaml(opts.runs, tmp, opts.yaml.resolve())
+    results = {
+        "runs": opts.runs,
+        "from_yaml": from_yaml,
+        "codegen_unchanged": bench_unchanged(opts.runs, tmp),
+        "parse_args": bench_parse(opts.runs, with_titan),
+        "codegen_regenerate": bench_regenerate(opts.runs, tmp),
+        "fleet": bench_fleet(opts.runs, tmp, from_yaml["wall_s"]),
+        "fleet_growth": bench_fleet_growth(opts.fleet_sizes, tmp),
+    }
     results["targets"] = {
         "from_yaml_s": FROM_YAML_TARGET_SECONDS,
         "codegen_unchanged_s": CODEGEN_UNCHANGED_TARGET_SECONDS,
@@ -256,12 +381,7 @@ def main() -> None:
     }
     results["summary"] = [dict(zip(("what", "figure", "target", "verdict"), row))
                           for row in summary_rows(results)]
-    results["load_average_1min"] = round(os.getloadavg()[0], 2)
-    results["cpus"] = os.cpu_count()
-    print_summary(results)
-    Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(opts.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwrote {opts.out}")
+    return results
 
 
 if __name__ == "__main__":

@@ -209,9 +209,12 @@ def convert_fleet(inputs: Inputs | list[Path | str], output: Path | None = None,
     def recipe_above(node: PlanNode) -> int | None:
         return next((n.recipe for n in reversed(node.ancestry()) if n.recipe is not None), None)
 
-    order: list[Any] = [n.family for n in family_nodes if recipe_above(n) is None]
+    after: dict[int | None, list[FleetFamily]] = {}  # recipe index (None: none) -> families
+    for node in family_nodes:
+        after.setdefault(recipe_above(node), []).append(node.family)
+    order: list[Any] = list(after.get(None, []))
     for index, recipe in enumerate(recipes):
-        order += [recipe] + [n.family for n in family_nodes if recipe_above(n) == index]
+        order += [recipe] + after.get(index, [])
 
     command = inputs.command()
     context = {

@@ -101,19 +101,13 @@ class Fleet:
     def repeated_across_baselines(self) -> int:
         """How many of the repeated lines (counted as in the report: a line set ``k`` times is
         ``k - 1``) only repeat because their functions are on different baselines."""
-        total = 0
-        for names in self.repeated().values():
-            codes = [self.baseline_of(n) for n in names]
-            total += len(set(codes)) - 1
-        return total
+        baselines = self.baselines()
+        return sum(len({baselines[n] for n in names}) - 1 for names in self.repeated().values())
 
-    def baseline_of(self, name: str) -> str:
-        """The baseline call of the group the function ``name`` belongs to."""
-        for function in self.functions():
-            if function.name == name:
-                return (function.baseline if isinstance(function, FleetFamily)
-                        else function.own).code
-        raise KeyError(name)
+    def baselines(self) -> dict[str, str]:
+        """Each function's name -> the baseline call of its group."""
+        return {f.name: (f.baseline if isinstance(f, FleetFamily) else f.own).code
+                for f in self.functions()}
 
 
 @dataclass
@@ -156,8 +150,8 @@ def plan_nodes(recipes: list[FleetRecipe], goals: list[Any]
                      for i in members]
         tree = plan_hierarchy(item_sets)
         nodes: list[PlanNode] = []
-        for node in range(len(tree.items)):
-            files = [members[f] for f in tree.below(node)]
+        for node, below in enumerate(tree.below_each()):
+            files = [members[f] for f in below]
             nodes.append(PlanNode(group, tree.items[node], None, files,
                                recipe=members[node] if node < tree.files else None))
         for node, parent in enumerate(tree.parent):

@@ -2,7 +2,9 @@
 shared functions with what the files share, one recipe per file), proven recipe by recipe.
 
 The planner (:func:`fleet.plan_hierarchy`) is a pure function over item sets: its properties are
-tested on small random fleets (hypothesis) as well as on the two fixtures.
+tested on small random fleets (hypothesis) as well as on the two fixtures, and its result against
+the planner as first written (:func:`_reference_plan`, every pair of every scope after every
+merge), which it must equal while doing a few evaluations per file.
 
 Goldens (``golden/fleet/``): the module of the six ``examples/yaml`` files, and the module and
 report of the family in ``fleet_family/`` (shared settings, a nested recipe, a family inside
@@ -15,7 +17,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
+import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +28,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyper_parallel.codegen import fleet, from_yaml, recipe_changes
+from hyper_parallel.codegen import fleet, fleet_plan, from_yaml, recipe_changes
 from hyper_parallel.codegen.__main__ import main
 from hyper_parallel.codegen.errors import CodegenError
 
@@ -382,6 +387,137 @@ def test_plan_hierarchy_properties(sets, cost):
     assert fleet.plan_hierarchy(list(sets), cost) == tree  # deterministic
 
 
+def _reference_plan(item_sets: list[frozenset], family_cost: int) -> fleet.Hierarchy:
+    """The planner as first written, the specification of :func:`fleet.plan_hierarchy`: every
+    pair of every scope, after every merge (cubic in the files or worse)."""
+    items = [frozenset(s) for s in item_sets]
+    files = len(items)
+    parent: list[int | None] = [None] * files
+    first = list(range(files))
+    while True:
+        children: dict[int | None, list[int]] = {}
+        for node in sorted(range(len(items)), key=lambda n: first[n]):
+            children.setdefault(parent[node], []).append(node)
+        best = None
+        for scope, members in children.items():
+            above = frozenset() if scope is None else items[scope]
+            seen = set()
+            for position, a in enumerate(members):
+                for b in members[position + 1:]:
+                    shared = items[a] & items[b]
+                    group = tuple(m for m in members if items[m] >= shared)
+                    if not shared - above or group in seen:
+                        continue
+                    seen.add(group)
+                    server = next((m for m in group if items[m] == shared), None)
+                    saving = (len(group) - 1) * len(shared - above) - (
+                        0 if server is not None else family_cost)
+                    key = (-saving, -len(group), -len(shared), [first[m] for m in group])
+                    if saving > 0 and (best is None or key < best[0]):
+                        best = (key, scope, group, shared, server)
+        if best is None:
+            return fleet.Hierarchy(files, tuple(items), tuple(parent))
+        _, scope, group, shared, server = best
+        if server is None:
+            server = len(items)
+            items.append(shared)
+            parent.append(scope)
+            first.append(min(first[m] for m in group))
+        for m in group:
+            if m != server:
+                parent[m] = server
+
+
+def _fleet_sets(seed: int, files: int, dims: tuple[int, ...] = (4, 4, 5, 3, 3),
+                common: int = 12) -> list[frozenset]:
+    """Item sets shaped like a fleet of variants: ``common`` items every file has, one value of
+    each dimension (``dims``: how many values each has), one item of its own."""
+    rng = random.Random(seed)
+    return [frozenset(range(common)) | {(d, rng.randrange(n)) for d, n in enumerate(dims)}
+            | {("own", f)} for f in range(files)]
+
+
+def _random_sets(seed: int, files: int = 40, universe: int = 30, size: int = 10
+                 ) -> list[frozenset]:
+    rng = random.Random(seed)
+    return [frozenset(rng.sample(range(universe), rng.randint(0, size))) for _ in range(files)]
+
+
+def _one_base_cost(sets: list[frozenset], cost: int) -> int:
+    """The cost of the simplest plan: one family with what every file has, when it saves."""
+    core = frozenset.intersection(*sets)
+    spread = sum(len(s) for s in sets)
+    return min(spread, spread - (len(sets) - 1) * len(core) + cost)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.frozensets(st.integers(0, 9), max_size=8), min_size=1, max_size=12),
+       st.integers(0, 5))
+def test_plan_hierarchy_is_the_reference_plan(sets, cost):
+    sets = sets + sets[:len(sets) // 3]  # identical files too
+    tree = fleet.plan_hierarchy(sets, cost)
+    assert tree == _reference_plan(sets, cost)
+    assert tree.cost(cost) <= _one_base_cost(sets, cost)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plan_hierarchy_is_the_reference_plan_on_fleets(seed):
+    sets = _fleet_sets(seed, 12 + 8 * seed, dims=(3, 4, 2, 3)[:seed + 1])
+    assert fleet.plan_hierarchy(sets) == _reference_plan(sets, fleet.FAMILY_COST)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.frozensets(st.integers(0, 9), max_size=8), min_size=1, max_size=10),
+       st.permutations(range(10)))
+def test_plan_hierarchy_ignores_how_items_hash(sets, labels):
+    """Renaming the items (other hashes, another order in every set) changes nothing: ties go
+    by file order alone."""
+    renamed = [frozenset(f"item {labels[i]}" for i in s) for s in sets]
+    assert fleet.plan_hierarchy(renamed).parent == fleet.plan_hierarchy(sets).parent
+
+
+@pytest.mark.parametrize("sets, cost_before", [
+    (_fleet_sets(0, 30), 164), (_fleet_sets(1, 45), 222), (_fleet_sets(2, 60), 280),
+    (_random_sets(0), 192), (_random_sets(1), 182), (_random_sets(2), 157),
+], ids=["fleet30", "fleet45", "fleet60", "random0", "random1", "random2"])
+def test_plan_is_no_worse_than_before(sets, cost_before):
+    """The costs the planner as first written reached on these sets (lines written, plus
+    FAMILY_COST per family)."""
+    assert fleet.plan_hierarchy(sets).cost() <= cost_before
+
+
+def test_planning_1000_files_takes_a_few_evaluations_per_file(monkeypatch):
+    """A thousand files plan with a few group evaluations each (the planner as first written
+    evaluated every pair of every scope after every merge: about half a million per merge
+    here), and the tree is sound."""
+    sets = _fleet_sets(7, 1000)
+    evaluations = 0
+    evaluate = fleet_plan._Planner._candidate
+
+    def counted(self, node, rest):
+        nonlocal evaluations
+        evaluations += 1
+        return evaluate(self, node, rest)
+
+    monkeypatch.setattr(fleet_plan._Planner, "_candidate", counted)
+    tree = fleet.plan_hierarchy(sets)
+    assert evaluations < 20 * len(sets)
+    below = tree.below_each()
+    callers = [0] * len(tree.items)
+    for parent in tree.parent:
+        if parent is not None:
+            callers[parent] += 1
+    for family in tree.families:
+        assert callers[family] >= 2 and tree.lines(family)
+        assert tree.items[family] == frozenset.intersection(*(sets[f] for f in below[family]))
+    for f in range(tree.files):  # each item set once on the way down to each file
+        lines = [item for node in [f, *tree.ancestors(f)] for item in tree.lines(node)]
+        assert len(lines) == len(set(lines)) and set(lines) == sets[f]
+    assert tree.cost() < _one_base_cost(sets, fleet.FAMILY_COST)
+    renamed = [frozenset(map(repr, s)) for s in sets]
+    assert fleet.plan_hierarchy(renamed).parent == tree.parent
+
+
 # ---------------------------------------------------------------------------------------------
 # inputs and names
 # ---------------------------------------------------------------------------------------------
@@ -516,3 +652,44 @@ def test_whole_process_cli(tmp_path):
                           text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "train_qwen3_5_base" in done.stdout and out.read_text().startswith('"""Recipes ')
+
+
+#: Variants of one example for the fleet tests: each line given one of its values at random.
+VARIED = {"    lr: 2.0e-3\n": ("1.0e-3", "2.0e-3", "3.0e-3"), "  seed: 42\n": ("1", "2", "42"),
+          "    activation_checkpoint: full\n": ("full", "selective")}
+
+
+def _variants(count: int, seed: int = 0) -> list[str]:
+    """``count`` variants of train_qwen3_5_fsdp2.yaml, each with its own output folder."""
+    rng = random.Random(seed)
+    text = (EXAMPLES / "train_qwen3_5_fsdp2.yaml").read_text()
+    found = []
+    for index in range(count):
+        variant = text.replace("outputs/qwen3_5_fsdp2", f"outputs/run_{index}")
+        for line, values in VARIED.items():
+            variant = variant.replace(line, f"{line.split(':')[0]}: {rng.choice(values)}\n")
+        found.append(variant)
+    return found
+
+
+def test_fleet_module_ignores_listing_order_and_hash_seed(tmp_path):
+    """A folder's files are taken in name order, and neither the plan nor the text hangs on how
+    a process hashes: the same folder written in opposite orders and converted by processes with
+    other hash seeds gives the same bytes -- and a module no longer than the planner as first
+    written gave (296 lines, 11 lines repeated)."""
+    outputs = []
+    for run, order in (("a", 1), ("b", -1)):
+        folder = tmp_path / run / "fleet"
+        folder.mkdir(parents=True)
+        for index, text in list(enumerate(_variants(10)))[::order]:
+            (folder / f"run_{index}.yaml").write_text(text)
+        done = subprocess.run([sys.executable, "-m", "hyper_parallel.codegen", "--from-yaml",
+                               "fleet", "-o", "reg/config_registry.py"], cwd=folder.parent,
+                              env={**os.environ, "PYTHONHASHSEED": str(order % 7)},
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        outputs.append(((folder.parent / "reg" / "config_registry.py").read_text(), done.stdout))
+    assert outputs[0] == outputs[1]
+    module, report = outputs[0]
+    repeated = re.search(r"lines repeated across recipes: (\d+)", report)
+    assert len(module.splitlines()) <= 296 and int(repeated.group(1)) <= 11
