@@ -12,8 +12,9 @@ below (the layout harness, :mod:`tests.helpers.layout`: one job per world size).
   same order. Losses are bit-identical; gradient norms are within
   :data:`PP_GRAD_NORM_RTOL` (each stage's norm is reduced over the pipeline ranks, so the
   squares are summed in another order).
-* **Within bounds** (:data:`PP_LAYOUT_RTOL`): interleaved virtual stages, PP 2 x FSDP 2 and
-  PP 2 x TP 2 (the data-parallel and tensor-parallel reductions sum in another order), full
+* **Within bounds** (:data:`PP_LAYOUT_RTOL`): interleaved virtual stages, PP 2 x FSDP 2,
+  PP 2 x HSDP 2x2 (8 ranks) and PP 2 x TP 2 (the data-parallel and tensor-parallel reductions
+  sum in another order), full
   activation checkpointing, bf16 mixed precision against one rank's, and the tied embedding of the 0.8b-style flavors (the shared weight's gradient is summed between the
   first and the last stage).
 * **One run, two entries**: the legacy PP YAML and the recipe ``--from-yaml`` writes for it.
@@ -67,6 +68,10 @@ LAYOUTS = {
     "PP 2 interleaved": ((PP, "--train.accelerator.pp_vpp=2"), Layout(pp=2)),
     "PP 2 x FSDP 2": ((PP,), Layout(dp_shard=2, pp=2)),
     "PP 2 x TP 2": ((PP,), Layout(tp=2, pp=2)),
+    # Four data-parallel ranks of one row each: one pipeline micro-batch a step, which GPipe
+    # runs (1F1B needs one per stage).
+    "PP 2 x HSDP 2x2": (("--train.micro_batch_size=1", "--train.accelerator.pp_micro_batch_num=1",
+                         SCHEDULE + "gpipe"), Layout(dp_replicate=2, dp_shard=2, pp=2)),
     # The legacy trainer refused activation checkpointing under PP.
     "PP 2 full AC": ((PP, "--train.gradient_checkpointing.activation_checkpoint=full"),
                      Layout(pp=2)),
