@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - any failure to build exits the same way
         # A rank that cannot build (a file it cannot write, a device it cannot use) says why
         # once and leaves at once: its peers then fail in their next collective, not after
         # the timeout.
@@ -106,13 +106,30 @@ def parse_run(args: Sequence[str]):
         recipe_flavor = (manager.recipe_config.model.config_overrides or {}).get("flavor")
         return RunSource(snapshot, given, f"recipe {module} --config {name}", flags, record,
                          flavors=[recipe_flavor] if recipe_flavor else [], built=config)
-    from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
     from hyper_parallel.models.spec import discover_model_spec
 
     legacy = parse_legacy(HyperTrainerConfig, args)
     discover_model_spec(legacy.model.name)
-    return RunSource(legacy_to_trainer_config(legacy), given, f"YAML {args[0]}",
+    return RunSource(_converted(legacy, args), given, f"YAML {args[0]}",
                      _legacy_flags(args[1:]), record, built=legacy)
+
+
+def _converted(legacy, args: Sequence[str]):
+    """``legacy`` (read from the YAML and overrides of ``args``) as a ``HyperTrainer.Config``;
+    a key it refuses is located at its line or override, as ``--from-yaml`` locates it."""
+    from pathlib import Path
+
+    from hyper_parallel.codegen.yaml_source import located_in_file
+    from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
+    from hyper_parallel.trainer.config import ConfigError
+
+    try:
+        return legacy_to_trainer_config(legacy)
+    except ConfigError as exc:
+        found = located_in_file(exc, Path(args[0]), args[1:])
+        if found is exc:
+            raise
+        raise found from None
 
 
 def build(source):
@@ -177,7 +194,6 @@ def _train(trainer) -> int:
     collective this rank will never join, and the exit is what makes theirs fail fast.
     """
     from hyper_parallel.runtime.checkpoint import CheckpointError
-    from hyper_parallel.trainer.config import ConfigError
     from hyper_parallel.runtime.faults import (
         FAILED_EXIT_CODE,
         STOPPED_EXIT_CODE,
@@ -185,6 +201,7 @@ def _train(trainer) -> int:
         current_rank,
         report_failure,
     )
+    from hyper_parallel.trainer.config import ConfigError
 
     try:
         trainer.train()
@@ -200,7 +217,7 @@ def _train(trainer) -> int:
         return 2 if isinstance(exc, ConfigError) else FAILED_EXIT_CODE
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as exc:  # DCP's CheckpointException is a BaseException
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
         report_failure(exc, step=trainer.state.global_step)
         _close_if_alone(trainer)
         return FAILED_EXIT_CODE

@@ -25,6 +25,8 @@ def check_constraints(constraints: dict[str, Any], type_text: str, default: Any,
     violates the others."""
     base, _optional = T.split_optional(type_text)
     numeric = base in ("int", "float")
+    # Bounds of every integer of an integer-list field (``list[int]``, ``int | list[int]``).
+    int_items = base in ("list[int]", "int | list[int]")
     wrong: set[str] = set()
 
     def bad(key: str, message: str) -> None:
@@ -32,7 +34,10 @@ def check_constraints(constraints: dict[str, Any], type_text: str, default: Any,
         wrong.add(key)
 
     for key, value in constraints.items():
-        if key in ("min", "max"):
+        if key == "min" and int_items:
+            if not T.matches(value, "int"):
+                bad(key, f"min of a {base} field needs an int bound")
+        elif key in ("min", "max"):
             if not numeric or not T.matches(value, base):
                 bad(key, f"{key} needs an {base} field and an {base} bound")
         elif key == "extra_values":
@@ -65,6 +70,11 @@ def constraint_problem(constraints: dict[str, Any], base: str, value: Any) -> st
     generated ``__post_init__`` enforces -- or None."""
     extra = constraints.get("extra_values") or []
     if base in ("int", "float") and value in extra:
+        return None
+    if base in ("list[int]", "int | list[int]"):
+        items = value if isinstance(value, list) else [value]
+        if "min" in constraints and any(v < constraints["min"] for v in items):
+            return f"must be >= {constraints['min']!r} (every item)"
         return None
     also = f" (or one of {', '.join(map(repr, extra))})" if extra else ""
     if "min" in constraints and value < constraints["min"]:

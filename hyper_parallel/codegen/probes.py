@@ -40,7 +40,9 @@ OBSERVABLES: dict[str, str] = {
     "attribute": "an attribute of the built trainer (probe.path)",
     "refused": "building or training stops with an error containing probe.expect",
     "outcome": "the error training ends with (or none)",
-    "fsdp": "the FSDP settings of the wrapped modules (resharding, mixed precision)",
+    "fsdp": "the FSDP settings of the wrapped modules (resharding, mixed precision, offload, "
+            "prefetching)",
+    "checkpointed": "which decoder layers are wrapped for activation checkpointing",
     "determinism": "torch's deterministic-algorithms switches while training",
     "compiled": "which parts were compiled (decoder layers, the loss)",
     "mesh": "the device mesh and the parameters' placements (2 ranks)",

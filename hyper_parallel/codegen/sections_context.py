@@ -61,10 +61,10 @@ def check_calls(spec: FieldSpec, prefix: str = "") -> list[str]:
         if "items_choices" in c:
             args.append(f"choices={tuple(c['items_choices'])!r}")
         fn = "check_str_list"
-    elif base == "list[int]":
+    elif base in ("list[int]", "int | list[int]"):
         if "min" in c:
             args.append(f"minimum={c['min']!r}")
-        fn = "check_int_list"
+        fn = "check_int_list" if base == "list[int]" else "check_int_or_int_list"
     elif base == "list[list[str]]":
         fn = "check_str_lists"
     elif base.startswith("dict["):

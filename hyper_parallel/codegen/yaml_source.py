@@ -12,6 +12,7 @@ on top, and loads the document again for the line of every key and the comments 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,30 +124,52 @@ def located(source: LegacySource, fn: Any, *args: Any) -> Any:
     key's ``file:line`` (or the override that set it)."""
     from hyper_parallel.trainer.config import ConfigError
 
-    def locate(error: ConfigError) -> ConfigError:
-        if error.location or not error.path:
-            return error
-        key = tuple(error.path.split("."))
-        written = [text for path, (text, value) in source.cli.items() if covers(path, value, key)]
-        if written:
-            return ConfigError(error.message, path=error.path,
-                               location=f"command line ({written[-1]})")
-        line = source.lines.get(key)
-        if line is None:
-            return error
-        return ConfigError(error.message, path=error.path, location=f"{source.display}:{line}")
-
     try:
         return fn(*(args or (source.legacy,)))
     except ConfigError as exc:
-        found = [locate(problem) for problem in exc.problems]
-        if all(new is old for new, old in zip(found, exc.problems)):
+        found = locate_problems(exc, source.display, source.lines, source.cli)
+        if found is exc:
             raise
-        # In file order, as the legacy parser reports a file's problems.
-        order = {id(e): source.lines.get(tuple((e.path or "").split(".")), float("inf"))
-                 for e in found}
-        found.sort(key=lambda e: order[id(e)])
-        raise ConfigError.combine(found, source.display) from None
+        raise found from None
+
+
+def locate_problems(error: Any, display: str, lines: dict[tuple, int],
+                    cli: dict[tuple, tuple[str, Any]]) -> Any:
+    """``error`` (a ``ConfigError`` about a legacy config read from ``display``) with each
+    problem naming a legacy key located at the key's line (``lines``) or at the override that
+    set it (``cli``, as :func:`override_paths` reads them), in file order; ``error`` itself
+    when none gets a place."""
+    from hyper_parallel.trainer.config import ConfigError
+
+    def locate(problem: ConfigError) -> ConfigError:
+        if problem.location or not problem.path:
+            return problem
+        key = tuple(problem.path.split("."))
+        written = [text for path, (text, value) in cli.items() if covers(path, value, key)]
+        if written:
+            return ConfigError(problem.message, path=problem.path,
+                               location=f"command line ({written[-1]})")
+        line = lines.get(key)
+        if line is None:
+            return problem
+        return ConfigError(problem.message, path=problem.path, location=f"{display}:{line}")
+
+    found = [locate(problem) for problem in error.problems]
+    if all(new is old for new, old in zip(found, error.problems)):
+        return error
+    # In file order, as the legacy parser reports a file's problems.
+    order = {id(e): lines.get(tuple((e.path or "").split(".")), float("inf")) for e in found}
+    found.sort(key=lambda e: order[id(e)])
+    return ConfigError.combine(found, display)
+
+
+def located_in_file(error: Any, path: Path, overrides: Sequence[str] = ()) -> Any:
+    """:func:`locate_problems` for the YAML file ``path`` (shown as given) read with the
+    command-line ``overrides`` -- for an entry that parsed it without keeping its lines."""
+    from hyper_parallel.utils.yaml_lines import load_yaml_with_lines
+
+    lines = load_yaml_with_lines(path.read_text(encoding="utf-8")).lines
+    return locate_problems(error, str(path), lines, override_paths(tuple(overrides)))
 
 
 def target_of(source: LegacySource) -> tuple[Any, list, Any]:
@@ -182,5 +205,5 @@ def key_counts(source: LegacySource) -> tuple[int, int, list[str]]:
     return len(leaves), len(mapped), unmapped
 
 
-__all__ = ["LegacySource", "covers", "display_path", "key_counts", "leaf_keys", "located",
-           "override_paths", "read_legacy", "target_of"]
+__all__ = ["LegacySource", "covers", "display_path", "key_counts", "leaf_keys", "locate_problems",
+           "located", "located_in_file", "override_paths", "read_legacy", "target_of"]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from hyper_parallel.components._validate import integer_at_least, one_of, require
 from hyper_parallel.protocols.configurable import Configurable
 from hyper_parallel.utils.choices import ASYNC_MODES, AsyncMode
+from hyper_parallel.utils.errors import ConfigError
 
 if TYPE_CHECKING:
     from torch import nn
@@ -142,10 +143,14 @@ class CheckpointManager(Configurable):
         self.data_rank = data_rank
         self._data_ranks = None if data_rank is None else _all_data_ranks(data_rank[0])
         if config.export_hf and (sd_adapter is None or model_config is None):
+            # A trainer passes its model spec's state_dict_adapter: a spec without one is a
+            # configuration the user fixes, so the error names the recipe field.
             missing = "sd_adapter" if sd_adapter is None else "model_config"
-            raise ValueError(
-                f"{type(config).__qualname__}.export_hf is true but no {missing} was given to "
-                "build(); pass the model's state-dict adapter and config, or set export_hf=False"
+            raise ConfigError(
+                f"True, but no {missing} was given to build() to write Hugging Face weights "
+                "with (a trainer passes its model spec's state_dict_adapter and model config); "
+                "use a model spec with a state_dict_adapter, or set it to False",
+                path="checkpoint.export_hf",
             )
         self.last_saved_step: int | None = None
         self.loaded_from: str | None = None

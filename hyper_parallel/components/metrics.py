@@ -41,12 +41,17 @@ from typing import Any
 
 from hyper_parallel.components._validate import integer_at_least, require
 from hyper_parallel.protocols.configurable import Configurable
+from hyper_parallel.utils.errors import ConfigError
 
 # The helpers below the Config (hyper_parallel.runtime.callbacks.logging / memory / tensorboard,
 # which import torch) are imported by the methods that use them: the Config is configuration
 # and must import without torch.
 
 logger = logging.getLogger(__name__)
+
+#: The recipe field of ``Config.reset_peak_memory_each_step`` (its refusals are ConfigErrors
+#: that name it).
+RESET_PEAK_FIELD = "metrics.reset_peak_memory_each_step"
 
 
 class MetricsProcessor(Configurable):
@@ -149,18 +154,20 @@ class MetricsProcessor(Configurable):
         self.device = _pick(device, trainer, "device", None)
         if config.reset_peak_memory_each_step:
             # Never accept a setting that does nothing: the reset acts on the device peak
-            # counter, sampled only by the memory monitor.
+            # counter, sampled only by the memory monitor. The errors name the recipe fields,
+            # which the legacy front door translates to its keys.
             if not config.enable_memory_monitor:
-                raise ValueError(
-                    "MetricsProcessor.Config.reset_peak_memory_each_step is set but "
-                    "enable_memory_monitor is off, so no peak is ever sampled; enable the memory "
-                    "monitor or unset reset_peak_memory_each_step"
+                raise ConfigError(
+                    "True, but metrics.enable_memory_monitor is off, so no peak is ever sampled "
+                    "to reset; turn the memory monitor on or set it to False",
+                    path=RESET_PEAK_FIELD,
                 )
             if not has_device_peak_counter(self.device):
-                raise ValueError(
-                    "MetricsProcessor.Config.reset_peak_memory_each_step needs a device peak-"
-                    f"memory counter (CUDA or NPU); the training device is {self.device or 'cpu'}"
-                    ", whose host peak RSS cannot be reset. Unset reset_peak_memory_each_step"
+                raise ConfigError(
+                    "True needs a device peak-memory counter (CUDA or NPU); the training device "
+                    f"is {self.device or 'cpu'}, whose host peak RSS cannot be reset; set it to "
+                    "False",
+                    path=RESET_PEAK_FIELD,
                 )
         self.max_steps = max_steps
         self.is_rank0 = self.rank == 0

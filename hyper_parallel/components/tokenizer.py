@@ -21,9 +21,13 @@ from typing import TYPE_CHECKING
 
 from hyper_parallel.components._validate import require
 from hyper_parallel.protocols.configurable import Configurable
+from hyper_parallel.utils.errors import ConfigError
 
 if TYPE_CHECKING:
     from hyper_parallel.data.tokenizer import TextTokenizer
+
+#: The recipe field of ``HuggingFaceTokenizer.Config.path``, named by the errors of ``build``.
+PATH_FIELD = "tokenizer.path"
 
 
 class BaseTokenizer(Configurable, abc.ABC):
@@ -87,10 +91,15 @@ class HuggingFaceTokenizer(BaseTokenizer):
         from hyper_parallel.data.tokenizer import load_tokenizer, resolve_tokenizer_path
 
         super().__init__(config)
-        self.tokenizer: TextTokenizer = load_tokenizer(
-            resolve_tokenizer_path(config.path, weights_path),
-            field_name=f"{type(config).__qualname__}.path",
-        )
+        try:
+            self.tokenizer: TextTokenizer = load_tokenizer(
+                resolve_tokenizer_path(config.path, weights_path), field_name=PATH_FIELD
+            )
+        except (OSError, ValueError) as exc:
+            # A file that is missing or not a tokenizer is bad input: a ConfigError naming the
+            # recipe field (the data layer starts its messages with it), which the legacy front
+            # door translates to its key.
+            raise ConfigError(str(exc).removeprefix(f"{PATH_FIELD}: "), path=PATH_FIELD) from None
 
     @property
     def eos_id(self) -> int:

@@ -29,6 +29,7 @@ __all__ = [
     "check_instance",
     "check_int",
     "check_int_list",
+    "check_int_or_int_list",
     "check_mapping",
     "check_str",
     "check_str_list",
@@ -180,6 +181,21 @@ def check_int_list(
         fail(config, name, "must be a list of integers" + _or_none(optional))
     if minimum is not None and any(v < minimum for v in value):
         fail(config, name, f"items must be >= {minimum}")
+
+
+def check_int_or_int_list(
+    config: Any, name: str, *, optional: bool = False, minimum: int | None = None
+) -> None:
+    """An integer or a list of integers (each ``>= minimum`` when asked)."""
+    value = getattr(config, name)
+    if value is None and optional:
+        return
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) <= MAX_INT
+               for v in items):
+        fail(config, name, "must be an integer or a list of integers" + _or_none(optional))
+    if minimum is not None and any(v < minimum for v in items):
+        fail(config, name, f"must be >= {minimum} (every item of a list)")
 
 
 def check_str_lists(config: Any, name: str, *, optional: bool = False) -> None:

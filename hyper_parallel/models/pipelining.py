@@ -65,10 +65,22 @@ __all__ = [
     "pipeline_decoder_lm",
     "plan_stages",
     "split_layers",
+    "stage_position",
     "stages_of_rank",
 ]
 
 _FIELD = "parallelism."
+
+#: The attribute of a stage module (set before the spec's ``parallelize_fn`` runs on it):
+#: ``(stage index, number of stages)``, for settings given per stage
+#: (``activation_checkpoint.num_layers``).
+STAGE_ATTR = "pipeline_stage"
+
+
+def stage_position(module: nn.Module) -> tuple[int, int]:
+    """``(stage index, number of stages)`` of a pipeline stage module; ``(0, 1)`` for a whole
+    model (one stage)."""
+    return getattr(module, STAGE_ATTR, (0, 1))
 
 
 # ====================================================================== the plan (no torch work)
@@ -451,6 +463,7 @@ def pipeline_decoder_lm(
     parts = []
     for stage_index in mine:
         part = cut_stage(model, stage_units[stage_index])
+        setattr(part, STAGE_ATTR, (stage_index, num_stages))
         part = parallelize_fn(part, parallel_dims, parallelism=parallelism,
                               **parallelize_sections)
         parts.append(part)

@@ -9,6 +9,7 @@ keeps the legacy ``register_spec(name, spec)`` signature.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import re
 
@@ -23,6 +24,7 @@ __all__ = [
     "discover_model_spec",
     "get_spec",
     "known_model_names",
+    "model_name_problem",
     "register_spec",
     "registered_names",
     "resolve_model_spec",
@@ -54,18 +56,55 @@ def known_model_names() -> list[str]:
     return sorted(set(registered_names()) | set(builtin_model_packages()))
 
 
-def _unknown_model(name: str, why: str) -> ConfigError:
+def _unknown_model_message(name: str, why: str) -> str:
     known = known_model_names()
-    return ConfigError(
+    return (
         f"unknown model {name!r}{did_you_mean(str(name), known)}: {why}. Known models: "
         f"{', '.join(known)}; a custom model is given by its module path (the module must call "
-        "register_spec on import)",
-        path="model.name",
+        "register_spec on import)"
     )
+
+
+def _unknown_model(name: str, why: str) -> ConfigError:
+    return ConfigError(_unknown_model_message(name, why), path="model.name")
 
 
 #: A name that can be imported: dotted Python identifiers (``qwen3_5``, ``my_pkg.my_model``).
 _MODULE_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def _module_of(name: str) -> str:
+    """The module whose import registers model ``name``."""
+    return name if "." in name else f"hyper_parallel.models.{name}"
+
+
+def _is_missing(exc: ModuleNotFoundError, module: str) -> bool:
+    """Whether ``exc`` says ``module`` (or a package above it) does not exist, rather than that
+    something it imports is missing."""
+    return bool(exc.name) and (module == exc.name or module.startswith(exc.name + "."))
+
+
+def model_name_problem(name: str) -> str | None:
+    """Why ``name`` (``model.name``) names no model, or None when it may name one: what
+    :func:`discover_model_spec` refuses, decided without importing the model's module (a model
+    package imports torch, and the legacy parser checks ``model.name`` without it).
+
+    The module is only looked up; the packages above a custom module path are imported, as the
+    run imports them. Whether the module registers a spec under ``name`` is known only once it
+    is imported, so that (and a module that fails to import) is left to the run.
+    """
+    if name in registered_names() or name in builtin_model_packages():
+        return None
+    if not isinstance(name, str) or not _MODULE_PATH.fullmatch(name):
+        return _unknown_model_message(str(name), "a model name is a registered name or a module path")
+    module = _module_of(name)
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError as exc:
+        found = not _is_missing(exc, module)
+    except Exception:  # noqa: BLE001 - a package above it fails to import: the run says how
+        found = True
+    return None if found else _unknown_model_message(name, f"there is no module {module!r}")
 
 
 def discover_model_spec(name: str) -> ModelSpec:
@@ -82,11 +121,11 @@ def discover_model_spec(name: str) -> ModelSpec:
     if name not in registered_names():
         if not isinstance(name, str) or not _MODULE_PATH.fullmatch(name):
             raise _unknown_model(str(name), "a model name is a registered name or a module path")
-        module = name if "." in name else f"hyper_parallel.models.{name}"
+        module = _module_of(name)
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
+            if _is_missing(exc, module):
                 raise _unknown_model(name, f"there is no module {module!r}") from None
             raise
         if name not in registered_names():

@@ -1,4 +1,5 @@
-"""Model lifecycle shared by every trainer: build, freeze, materialize + init, load weights.
+"""Model lifecycle shared by every trainer: build, freeze, materialize + init, load weights, and
+the check of the compile backend they are compiled with.
 
 Models are built in fp32, so with mixed precision the stored parameters are the fp32 master
 weights and FSDP2's MixedPrecisionPolicy casts them for compute. Frozen parameters stay in fp32
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import torch
 from torch.distributed.checkpoint.state_dict import (
@@ -21,6 +23,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from hyper_parallel.utils.errors import ConfigError
+from hyper_parallel.utils.suggest import did_you_mean
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +37,7 @@ def build_model_on(init_device: str, build: Any, *args: Any) -> torch.nn.Module:
         return build(*args)
 
 
-def freeze_parameters(model: torch.nn.Module, patterns: Optional[Sequence[str]]) -> list[str]:
+def freeze_parameters(model: torch.nn.Module, patterns: Sequence[str] | None) -> list[str]:
     """``requires_grad=False`` for parameters whose name contains a pattern; returns their names.
 
     A pattern that matches nothing is an error (it is almost always a typo).
@@ -74,6 +77,25 @@ def materialize_and_init(model: torch.nn.Module, device: torch.device) -> None:
         model.tie_weights()
 
 
+def check_compile_backend(backend: str) -> None:
+    """A ``ConfigError`` naming ``compile.backend`` unless ``torch.compile`` knows ``backend``
+    (torch itself refuses it only once the first layer is compiled, as a ``RuntimeError``)."""
+    from torch._dynamo import list_backends, lookup_backend
+    from torch._dynamo.exc import InvalidBackend
+
+    try:
+        lookup_backend(backend)
+    except InvalidBackend:
+        # Every backend torch registers (``eager`` and ``aot_eager`` are debug-tagged), but
+        # torch's own test fixtures.
+        known = [b for b in list_backends(exclude_tags=()) if not b.endswith("_TESTING_ONLY")]
+        raise ConfigError(
+            f"{backend!r} is not a torch.compile backend{did_you_mean(str(backend), known)}; "
+            f"choose one of: {', '.join(known)}",
+            path="compile.backend",
+        ) from None
+
+
 def _is_hf_checkpoint(path: Path) -> bool:
     return (path / "model.safetensors").is_file() or (path / "model.safetensors.index.json").is_file()
 
@@ -111,13 +133,15 @@ def load_pretrained_weights(
             return
     path = Path(weights_path)
     if not path.exists():
-        raise FileNotFoundError(f"model.weights_path={weights_path!r} does not exist")
+        raise ConfigError(f"{weights_path!r} does not exist", path=WEIGHTS_FIELD)
     options = StateDictOptions(full_state_dict=True, strict=True)
     if path.is_dir() and _is_hf_checkpoint(path):
         if adapter is None:
-            raise ValueError(
-                f"model.weights_path={weights_path!r} is a Hugging Face checkpoint but the model "
-                "spec has no state_dict_adapter to convert it"
+            raise ConfigError(
+                f"{weights_path!r} is a Hugging Face checkpoint, but the model spec has no "
+                "state_dict_adapter to convert it; give a DCP directory or a state-dict file, or "
+                "a spec with a state_dict_adapter",
+                path=WEIGHTS_FIELD,
             )
         from hyper_parallel.models.qwen3_5.hf_io import load_hf_checkpoint
 
@@ -141,16 +165,31 @@ def load_pretrained_weights(
         dcp.load(state, checkpoint_id=str(path))
         set_model_state_dict(model, state["model"], options=StateDictOptions(strict=True))
     elif path.is_file():
-        state = _own_keys(model, torch.load(path, map_location="cpu", weights_only=True), stage)
+        state = _own_keys(model, _read_state_file(path, weights_path), stage)
         check_weights_fit(model, _shapes(state), weights_path)
         set_model_state_dict(model, state, options=options)
     else:
-        raise ValueError(
-            f"model.weights_path={weights_path!r} is neither a Hugging Face checkpoint directory "
+        raise ConfigError(
+            f"{weights_path!r} is neither a Hugging Face checkpoint directory "
             "(model.safetensors / model.safetensors.index.json), a DCP checkpoint directory "
-            "(.metadata) nor a state-dict file"
+            "(.metadata) nor a state-dict file",
+            path=WEIGHTS_FIELD,
         )
     logger.info("loaded weights from %s", os.fspath(path))
+
+
+def _read_state_file(path: Path, weights_path: str) -> dict:
+    """The state dict a ``.pt`` file holds; a file that is not one is bad input (a
+    ``ConfigError`` naming ``model.weights_path``), whatever ``torch.load`` raised reading it."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - unpickling garbage raises anything
+        raise ConfigError(f"{weights_path!r} is not a state-dict file torch.load can read: "
+                          f"{type(exc).__name__}: {exc}", path=WEIGHTS_FIELD) from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ConfigError(f"{weights_path!r} holds a {type(state).__name__}, not a state dict "
+                          "(a mapping of parameter names to tensors)", path=WEIGHTS_FIELD)
+    return state
 
 
 def _own_keys(model: torch.nn.Module, state: dict, stage: bool) -> dict:
@@ -221,9 +260,10 @@ def cpu_rng_fork():
 
 __all__ = [
     "build_model_on",
+    "check_compile_backend",
+    "check_weights_fit",
     "cpu_rng_fork",
     "freeze_parameters",
-    "check_weights_fit",
     "load_pretrained_weights",
     "materialize_and_init",
 ]

@@ -204,6 +204,10 @@ class DataConfig:
     messages_key: str = "messages"
     """Vision-language data: the chat-messages column. Refused unless at its default (the reason is in the error and the migration guide)."""
 
+    processor_path: str | None = None
+    """Vision-language data: the Hugging Face processor (image processor and tokenizer) of real
+    vision-language datasets; unset, ``model.tokenizer_path`` or ``model.weights_path``. Refused unless at its default (the reason is in the error and the migration guide)."""
+
     image_token_id: int = 151655
     """Vision-language synthetic data: the image placeholder token. Refused unless at its default (the reason is in the error and the migration guide)."""
 
@@ -230,6 +234,11 @@ class DataConfig:
 
     shuffle: bool = True
     """Shuffle samples each epoch (DistributedSampler, seeded with ``train.seed``)."""
+
+    load: str | None = None
+    """How pipeline ranks load their data: unset, every rank its data-parallel group's whole
+    batch; ``single``, the legacy MPipe schedule's in-schedule loading (each pipeline rank reads
+    only the micro-batches it owns). Refused unless at its default (the reason is in the error and the migration guide)."""
 
     @validated
     def __post_init__(self) -> None:

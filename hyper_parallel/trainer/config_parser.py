@@ -16,9 +16,13 @@ Rules (each one is tested in ``tests/torch/ut/trainer/test_legacy_config.py`` an
   wrong type is a :class:`ConfigError` naming the field, the expected type, the value and where it
   came from. So is a value the section refuses (its ``__post_init__``): non-finite numbers,
   integers beyond ``MAX_INT``, values outside a field's range or choices.
+* ``model.name`` must name a model: a registered name, a built-in model package or a module
+  that exists, looked up without importing it (the model packages import torch); an unknown
+  name is an error with its line and a did-you-mean among the known models.
 * ``model.config_overrides`` keys are the model config's fields (plus ``flavor``), read from the
-  model's source without importing it (the model packages import torch): an unknown key, an
-  unknown flavor or a value of the wrong type is an error with its line and a did-you-mean.
+  model's source without importing it: an unknown key, an unknown flavor or a value of the
+  wrong type is an error with its line and a did-you-mean. Under an unknown ``model.name`` they
+  are checked against the known model its did-you-mean offers, in the same pass.
 * Every problem is reported at once: one problem is one :class:`ConfigError`; several are one
   ``ConfigError`` saying ``N problems in old.yaml:`` with a line each (``problems`` lists them),
   in the order of the file, then the command line. A cross-field rule that reads a field that is

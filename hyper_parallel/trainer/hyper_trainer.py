@@ -443,7 +443,12 @@ class HyperTrainer(BaseTrainer, Configurable):
     def _build_loss(self) -> Any:
         import torch
 
+        from hyper_parallel.runtime.model_setup import check_compile_backend
+
         c = self.config
+        if c.compile.enable:
+            # Before the first compile (this loss, or the model's layers when parallelized).
+            check_compile_backend(c.compile.backend)
         loss_fn = c.loss.build()
         if c.compile.enable and "loss" in c.compile.components:
             # The per-micro-batch loss sum is the part worth compiling (the cross-entropy over

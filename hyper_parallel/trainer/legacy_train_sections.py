@@ -64,6 +64,10 @@ class AcceleratorConfig:
     moe_token_dispatcher_type: str = "all_to_all"
     """How expert parallelism moves tokens to their experts: ``all_to_all``. Refused unless at its default (the reason is in the error and the migration guide)."""
 
+    npu_nums_per_device: int = 8
+    """Devices per node for the ``deredundency`` token dispatcher: its inner expert-parallel
+    degree (``ep // npu_nums_per_device`` nodes outside). Refused unless at its default (the reason is in the error and the migration guide)."""
+
     zero_stage: int = 0
     """Never read by the legacy trainer; FSDP shards parameters, gradients and optimizer state
     over ``dp_shard``. Refused unless at its default (the reason is in the error and the migration guide)."""
@@ -113,6 +117,18 @@ class AcceleratorConfig:
     """FSDP keeps parameters, gradients and optimizer state in host memory and copies each unit
     to the device for its forward and backward (the optimizer steps on the CPU)."""
 
+    fsdp_forward_prefetch: int = 0
+    """FSDP forward prefetch depth: each decoder layer's forward issues the all-gathers of the
+    next N layers (0: off, FSDP's implicit overlap only). A larger depth overlaps more and keeps
+    up to N more layers' parameters gathered. Needs FSDP (more than one data-parallel rank, or
+    mixed precision / CPU offload on one)."""
+
+    fsdp_backward_prefetch: int = 0
+    """FSDP backward prefetch depth: each decoder layer's backward issues the all-gathers of the
+    N layers before it (0: off, FSDP's default of one). Needs FSDP and
+    ``reshard_after_forward: true`` (otherwise the parameters stay gathered and there is
+    nothing to prefetch)."""
+
     linear_attention_cp_mode: str = "ulysses"
     """How the Gated DeltaNet layers split the sequence under context parallelism. Refused unless at its default (the reason is in the error and the migration guide)."""
 
@@ -121,8 +137,17 @@ class AcceleratorConfig:
         if self.dp is not None:
             at_least(self.dp, 1, "dp")
         for name in ("dp_replicate", "tp", "cp", "pp", "ep", "etp", "pp_micro_batch_num",
-                     "pp_vpp"):
+                     "pp_vpp", "npu_nums_per_device"):
             at_least(getattr(self, name), 1, name)
+        at_least(self.fsdp_forward_prefetch, 0, "fsdp_forward_prefetch")
+        at_least(self.fsdp_backward_prefetch, 0, "fsdp_backward_prefetch")
+        require(
+            self.fsdp_backward_prefetch == 0 or self.reshard_after_forward,
+            "fsdp_backward_prefetch",
+            "needs reshard_after_forward: true (with false the parameters stay gathered from the "
+            "forward to the backward, so there is no all-gather to prefetch); set it to 0",
+            reads=("reshard_after_forward",),
+        )
         schedule = normalized_pp_schedule(self.pp_schedule)
         require(
             schedule in LEGACY_PP_SCHEDULES,
@@ -190,9 +215,30 @@ class GradientCheckpointingConfig:
     """``off`` / ``none``: keep activations; ``full``: recompute every decoder layer;
     ``selective``: save matmul outputs and recompute the rest."""
 
+    num_layers: int | list[int] | None = None
+    """How many decoder layers are checkpointed: unset, every layer; ``N``, the first N layers
+    of every pipeline stage (of the model without pipeline parallelism); a list, one count per
+    stage (``pp x pp_vpp`` entries, as ``pp_layer_split``). A count above a stage's layers
+    means all of them, 0 none. Needs ``activation_checkpoint`` on."""
+
     @validated
     def __post_init__(self) -> None:
         one_of(self.activation_checkpoint, ACTIVATION_CHECKPOINT_MODES, "activation_checkpoint")
+        if self.num_layers is not None:
+            counts = self.num_layers if isinstance(self.num_layers, list) else [self.num_layers]
+            require(
+                all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts),
+                "num_layers",
+                f"{self.num_layers!r}: must be a count of layers (>= 0) or a list of them, "
+                "one per pipeline stage",
+            )
+            require(
+                self.activation_checkpoint not in ("off", "none"),
+                "num_layers",
+                "only applies with activation checkpointing; set activation_checkpoint to full "
+                "or selective, or remove num_layers",
+                reads=("activation_checkpoint",),
+            )
 
 
 @dataclass

@@ -2,6 +2,14 @@
 the backward, keep only its input) or ``selective`` (keep the outputs of matmuls, attention and
 tensor-parallel collectives, recompute the cheap pointwise work).
 
+``num_layers`` (``activation_checkpoint.num_layers``, legacy
+``train.gradient_checkpointing.num_layers``) bounds it to part of the stack, as the later legacy
+snapshots define it: unset, every layer; ``N``, the first N layers of every pipeline stage (of
+the model without pipeline parallelism); a list, the first ``num_layers[s]`` layers of stage
+``s`` (one entry per stage, which :func:`~hyper_parallel.models.pipelining.stage_position` reads
+from the stage module). The first layers of a stage are the ones whose activations wait longest
+for their backward, so they are the ones worth recomputing.
+
 Applied between tensor parallel and FSDP (:mod:`.parallelize`, which re-exports these names).
 """
 
@@ -17,10 +25,23 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
 )
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
+from hyper_parallel.models.pipelining import stage_position
 from hyper_parallel.utils.choices import AC_MODES
+from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.suggest import did_you_mean
 
-__all__ = ["SAC_SAVED_OPS", "apply_ac", "normalize_ac_mode"]
+__all__ = [
+    "NUM_LAYERS_FIELD",
+    "SAC_SAVED_OPS",
+    "ac_depth",
+    "apply_ac",
+    "checkpoint_depth",
+    "checkpointed_layers",
+    "normalize_ac_mode",
+]
+
+#: The recipe field errors about ``num_layers`` name (the legacy front door names its key).
+NUM_LAYERS_FIELD = "activation_checkpoint.num_layers"
 
 _AC_OFF = {"off", "none", ""}
 
@@ -93,8 +114,70 @@ def normalize_ac_mode(mode: Any) -> str:
     )
 
 
-def apply_ac(model: nn.Module, mode: Any) -> nn.Module:
-    """Activation checkpointing on every decoder layer of ``model`` (in place); returns ``model``.
+def checkpoint_depth(num_layers: Any, layers: int, *, stage: int = 0, num_stages: int = 1) -> int:
+    """How many of a stage's first ``layers`` decoder layers are checkpointed.
+
+    ``num_layers``: ``None`` (all of them), a count (the same for every stage) or a list of one
+    count per stage (entry ``stage`` of ``num_stages``). A count above ``layers`` means all,
+    0 none. A negative count, a non-integer or a list of another length is a ``ConfigError``
+    naming :data:`NUM_LAYERS_FIELD`.
+    """
+    if num_layers is None:
+        return layers
+    if isinstance(num_layers, (list, tuple)):
+        if len(num_layers) != num_stages:
+            where = "pipeline stage" if num_stages == 1 else "pipeline stages"
+            raise ConfigError(
+                f"{list(num_layers)} has {len(num_layers)} entries but the run has {num_stages} "
+                f"{where} (one count per stage: pipeline degree x stages per rank); give one "
+                "entry per stage, or one number for every stage",
+                path=NUM_LAYERS_FIELD,
+            )
+        count = num_layers[stage]
+    else:
+        count = num_layers
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ConfigError(
+            f"{num_layers!r}: counts of layers must be integers >= 0", path=NUM_LAYERS_FIELD
+        )
+    return min(count, layers)
+
+
+def checkpointed_layers(model: nn.Module) -> list[int]:
+    """The indices (in the whole model) of the decoder layers of ``model`` -- the model, or a
+    pipeline stage of it -- that are wrapped for activation checkpointing."""
+    return [
+        int(name)
+        for name, layer in model.model.layers.named_children()
+        if isinstance(layer, CheckpointWrapper)
+    ]
+
+
+def ac_depth(model: nn.Module, mode: Any, num_layers: Any = None) -> int:
+    """How many decoder layers :func:`apply_ac` wraps in ``model`` (the whole model, or a
+    pipeline stage carrying its :func:`~hyper_parallel.models.pipelining.stage_position`): 0
+    when ``mode`` is off, else :func:`checkpoint_depth`. ``num_layers`` with ``mode`` off is a
+    ``ConfigError`` (it would do nothing). Touches nothing: callers validate with it first."""
+    if normalize_ac_mode(mode) == "off":
+        if num_layers is not None:
+            raise ConfigError(
+                f"{num_layers!r} only applies with activation checkpointing; set "
+                "activation_checkpoint.mode to full or selective, or unset it",
+                path=NUM_LAYERS_FIELD,
+            )
+        return 0
+    stage, num_stages = stage_position(model)
+    return checkpoint_depth(num_layers, len(model.model.layers), stage=stage,
+                            num_stages=num_stages)
+
+
+def apply_ac(model: nn.Module, mode: Any, num_layers: Any = None) -> nn.Module:
+    """Activation checkpointing on the decoder layers of ``model`` (in place); returns ``model``.
+
+    Every layer, or with ``num_layers`` the first ones of the stage (:func:`checkpoint_depth`;
+    ``model`` is a pipeline stage when it carries its
+    :func:`~hyper_parallel.models.pipelining.stage_position`); ``num_layers`` with ``mode`` off
+    is a ``ConfigError`` (it would do nothing).
 
     * ``off`` / ``none``: nothing.
     * ``full``: ``checkpoint_wrapper(layer)``: only the layer input is kept; the whole layer is
@@ -108,6 +191,7 @@ def apply_ac(model: nn.Module, mode: Any) -> nn.Module:
     layer). ``named_parameters()`` then contain ``_checkpoint_wrapped_module``; see
     :func:`~hyper_parallel.utils.module_names.strip_wrapper_prefixes`.
     """
+    depth = ac_depth(model, mode, num_layers)
     mode = normalize_ac_mode(mode)
     if mode == "off":
         return model
@@ -119,6 +203,8 @@ def apply_ac(model: nn.Module, mode: Any) -> nn.Module:
             "apply_ac must run once"
         )
     for i, layer in enumerate(layers):
+        if i >= depth:
+            break
         if mode == "full":
             layers[i] = checkpoint_wrapper(layer)
         else:

@@ -12,7 +12,9 @@ The building blocks are plain functions so that any trainer can compose them. Th
 * :func:`apply_ac` wraps each decoder layer with ``checkpoint_wrapper`` (``full``) or with a
   selective-checkpoint policy that saves matmul / attention / collective outputs
   (``selective``).
-* :func:`apply_fsdp` calls ``fully_shard`` on every decoder layer, then on the root.
+* :func:`apply_fsdp` calls ``fully_shard`` on every decoder layer, then on the root, and sets
+  the explicit prefetching of :func:`set_fsdp_prefetch` (``parallelism.fsdp_forward_prefetch``
+  / ``fsdp_backward_prefetch``; the MoE model's FSDP units use it too).
 
 Tensor-parallel layout (``tp`` = TP degree; "colwise" shards the output features, "rowwise" the
 input features and all-reduces the output):
@@ -69,7 +71,7 @@ here) for names from ``named_parameters()``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -90,6 +92,7 @@ from torch.distributed.tensor.parallel import (
 from hyper_parallel.models.qwen3_5.activation_checkpoint import (
     SAC_SAVED_OPS,
     apply_ac,
+    checkpointed_layers,
     normalize_ac_mode,
 )
 from hyper_parallel.models.qwen3_5.model_config import tp_divisibility_problems
@@ -103,7 +106,9 @@ __all__ = [
     "apply_fsdp",
     "apply_tp",
     "build_mp_policy",
+    "checkpointed_layers",
     "normalize_ac_mode",
+    "set_fsdp_prefetch",
     "split_mp_policy",
     "strip_wrapper_prefixes",
     "validate_tp_degree",
@@ -410,9 +415,13 @@ def apply_fsdp(
     mp_policy: MixedPrecisionPolicy | None = None,
     reshard_after_forward: bool = True,
     cpu_offload: bool = False,
+    forward_prefetch: int = 0,
+    backward_prefetch: int = 0,
 ) -> nn.Module:
     """FSDP2: ``fully_shard`` every decoder layer, then the root (embedding, final norm,
-    ``lm_head`` and any tied weight form the root unit). Returns ``model``.
+    ``lm_head`` and any tied weight form the root unit); then the decoder layers' explicit
+    prefetching, ``forward_prefetch`` / ``backward_prefetch`` layers deep
+    (:func:`set_fsdp_prefetch`; 0: FSDP's own). Returns ``model``.
 
     ``dp_mesh`` is 1-D (``dp_shard``: FSDP) or 2-D (``dp_replicate, dp_shard``: HSDP, replicated
     over dim 0 and sharded over dim 1). Parameters may already be TP DTensors on a sibling
@@ -439,7 +448,39 @@ def apply_fsdp(
     for layer in model.model.layers:
         fully_shard(layer, **kwargs, **({} if layer_policy is None else {"mp_policy": layer_policy}))
     fully_shard(model, **kwargs, **({} if root_policy is None else {"mp_policy": root_policy}))
+    set_fsdp_prefetch([[layer] for layer in model.model.layers], forward=forward_prefetch,
+                      backward=backward_prefetch)
     return model
+
+
+def set_fsdp_prefetch(units: Sequence[Sequence[nn.Module]], *, forward: int = 0,
+                      backward: int = 0) -> None:
+    """FSDP2's explicit prefetching over the decoder layers, ``units`` in execution order:
+    ``units[i]`` are the FSDP units of layer ``i``, the layer's own first, then units nested in
+    it (a mixture-of-experts layer's routed experts).
+
+    ``forward`` = N: the forward of layer ``i`` issues the all-gathers of the units of layers
+    ``i+1 .. i+N`` (``set_modules_to_forward_prefetch``); ``backward`` = N: the backward of
+    layer ``i`` issues those of layers ``i-1 .. i-N`` (``set_modules_to_backward_prefetch``).
+    0 leaves FSDP's own behaviour (implicit forward overlap; one unit back in reverse forward
+    order). The depths of the later legacy snapshots (``fsdp_forward_prefetch`` /
+    ``fsdp_backward_prefetch``). Prefetching moves when parameters are gathered, never what
+    is computed: the losses are the same bit for bit, and a depth of N keeps up to N more
+    layers gathered.
+    """
+    if forward < 0 or backward < 0:
+        raise ValueError(f"prefetch depths must be >= 0, got forward={forward}, "
+                         f"backward={backward}")
+    for i, group in enumerate(units):
+        if forward:
+            ahead = [unit for later in units[i + 1:i + 1 + forward] for unit in later]
+            if ahead:
+                group[0].set_modules_to_forward_prefetch(ahead)
+        if backward:
+            before = [unit for earlier in reversed(units[max(0, i - backward):i])
+                      for unit in earlier]
+            if before:
+                group[0].set_modules_to_backward_prefetch(before)
 
 
 def split_mp_policy(

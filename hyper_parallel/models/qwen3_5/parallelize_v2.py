@@ -12,8 +12,10 @@ Inputs (the attribute names of the generated sections; anything with those attri
 * ``training.mixed_precision_param`` / ``mixed_precision_reduce`` / ``mixed_precision_output``
   (dtype names; ``output`` may be absent = ``None``) and ``training.enable_cpu_offload``
   (absent = off).
-* ``parallelism.reshard_after_forward``.
-* ``activation_checkpoint.mode``: ``off`` / ``none`` / ``full`` / ``selective``.
+* ``parallelism.reshard_after_forward``, ``parallelism.fsdp_forward_prefetch`` /
+  ``fsdp_backward_prefetch`` (absent = 0; :func:`fsdp_prefetch_depths`).
+* ``activation_checkpoint.mode``: ``off`` / ``none`` / ``full`` / ``selective``;
+  ``activation_checkpoint.num_layers`` (absent = every layer; ``activation_checkpoint.ac_depth``).
 * ``compile.enable``, ``compile.backend`` (default ``inductor``), ``compile.components``
   (the model is compiled only when it lists ``model``; absent = ``["model"]``).
 * ``dump_folder``: unused (accepted for the torchtitan signature; nothing here writes files).
@@ -50,6 +52,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
+from hyper_parallel.models.qwen3_5.activation_checkpoint import ac_depth
 from hyper_parallel.models.qwen3_5.parallelize import (
     DEFAULT_DTYPE_MAP,
     apply_ac,
@@ -59,6 +62,7 @@ from hyper_parallel.models.qwen3_5.parallelize import (
     normalize_ac_mode,
 )
 from hyper_parallel.utils.choices import AC_MODES
+from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.suggest import did_you_mean
 
 logger = logging.getLogger(__name__)
@@ -67,6 +71,7 @@ __all__ = [
     "apply_compile",
     "compiled_layers",
     "data_parallel_mesh",
+    "fsdp_prefetch_depths",
     "mp_policy_from_training",
     "parallelize_qwen3_5_v2",
 ]
@@ -154,14 +159,54 @@ def data_parallel_mesh(parallel_dims: Any) -> DeviceMesh | None:
     return None
 
 
-def refuse_without_data_axis(request: str, names: tuple[str, ...]) -> None:
-    """A ``ValueError``: ``request`` (mixed precision, CPU offload) is a policy of FSDP2, and
-    the mesh ``names`` has no axis FSDP runs over (pure tensor parallelism)."""
-    raise ValueError(
+#: The recipe fields :func:`refuse_without_data_axis` names, by what they ask of FSDP2.
+MIXED_PRECISION_FIELD = "training.mixed_precision_param"
+CPU_OFFLOAD_FIELD = "training.enable_cpu_offload"
+
+
+def refuse_without_data_axis(request: str, names: tuple[str, ...], field: str) -> None:
+    """A ``ConfigError`` naming ``field``: ``request`` (mixed precision, CPU offload) is a
+    policy of FSDP2, and the mesh ``names`` has no axis FSDP runs over (pure tensor
+    parallelism)."""
+    raise ConfigError(
         f"{request}, which is FSDP2's policy, but the mesh {names} has no dp_shard / "
         "dp_replicate axis (pure tensor parallel); turn it off (mixed precision: float32 / "
-        "float32 / unset) or give the mesh a data-parallel axis"
+        "float32 / unset) or give the mesh a data-parallel axis",
+        path=field,
     )
+
+
+#: The recipe fields of FSDP2's explicit prefetching, forward then backward.
+PREFETCH_FIELDS = ("parallelism.fsdp_forward_prefetch", "parallelism.fsdp_backward_prefetch")
+
+
+def fsdp_prefetch_depths(parallelism: Any, *, fsdp: bool, names: tuple[str, ...]) -> tuple[int, int]:
+    """``(forward, backward)`` prefetch depths of ``parallelism`` (absent = 0), refused with a
+    ``ConfigError`` naming the field where they would do nothing: without FSDP (``fsdp``
+    false: one rank without mixed precision or CPU offload, or a mesh ``names`` without a
+    data-parallel axis) nothing is gathered, and with ``reshard_after_forward`` false the
+    parameters stay gathered into the backward."""
+    depths = tuple(getattr(parallelism, f.rpartition(".")[2], 0) or 0 for f in PREFETCH_FIELDS)
+    for field, depth in zip(PREFETCH_FIELDS, depths):
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
+            raise ConfigError(f"{depth!r}: a prefetch depth is a number of layers >= 0",
+                              path=field)
+        if depth and not fsdp:
+            raise ConfigError(
+                f"{depth}: the model is not wrapped in FSDP2 on this layout (the mesh {names} "
+                "shards over no data-parallel rank but this one, and neither mixed precision "
+                "nor CPU offload asks for FSDP), so there is no all-gather to prefetch; set it "
+                "to 0",
+                path=field,
+            )
+    if depths[1] and not getattr(parallelism, "reshard_after_forward", True):
+        raise ConfigError(
+            f"{depths[1]}: with parallelism.reshard_after_forward false the parameters stay "
+            "gathered from the forward to the backward, so there is no all-gather to "
+            "prefetch; set it to 0",
+            path=PREFETCH_FIELDS[1],
+        )
+    return depths
 
 
 def needs_fsdp(
@@ -254,13 +299,15 @@ def parallelize_qwen3_5_v2(
       PP ``model`` is one pipeline stage (``models.pipelining`` calls this once per stage).
     * TP over ``parallel_dims.get_mesh("tp")`` when the mesh has a ``tp`` axis
       (the legacy ``apply_tp``: Megatron-style, replicated activations between blocks).
-    * AC: ``activation_checkpoint.mode`` (legacy ``apply_ac``).
+    * AC: ``activation_checkpoint.mode`` on every decoder layer, or the first
+      ``activation_checkpoint.num_layers`` of the stage (legacy ``apply_ac``).
     * compile: when ``compile.enable`` (and ``compile.components`` lists ``model``), every
       decoder layer, in place (:func:`apply_compile`).
     * FSDP over :func:`data_parallel_mesh` (skipped on a pure-TP mesh, and on one rank unless
       mixed precision or CPU offload asks for it: :func:`needs_fsdp`) with the policy of
       :func:`mp_policy_from_training` and ``parallelism.reshard_after_forward`` (legacy
-      ``apply_fsdp``: every decoder layer, then the root).
+      ``apply_fsdp``: every decoder layer, then the root), and the decoder layers' explicit
+      prefetching (:func:`fsdp_prefetch_depths`).
 
     Everything is validated before the model is touched.
     """
@@ -276,29 +323,35 @@ def parallelize_qwen3_5_v2(
     if dp_mesh is None and mp_policy is not None:
         refuse_without_data_axis(
             "training.mixed_precision_param / _reduce / _output ask for mixed precision "
-            f"({mp_policy})", names)
+            f"({mp_policy})", names, MIXED_PRECISION_FIELD)
+    fsdp = needs_fsdp(dp_mesh, mp_policy, cpu_offload)
+    prefetch = fsdp_prefetch_depths(parallelism, fsdp=fsdp, names=names)
+    ac_layers = getattr(activation_checkpoint, "num_layers", None)
+    ac_depth(model, ac_mode, ac_layers)
 
     if "tp" in names:
         apply_tp(model, parallel_dims.get_mesh("tp"))
-    apply_ac(model, ac_mode)
+    apply_ac(model, ac_mode, ac_layers)
     if compile_model:
         apply_compile(model, backend=backend)
-    fsdp = needs_fsdp(dp_mesh, mp_policy, cpu_offload)
     if fsdp:
         apply_fsdp(model, dp_mesh, mp_policy=mp_policy, reshard_after_forward=reshard,
-                   cpu_offload=cpu_offload)
+                   cpu_offload=cpu_offload, forward_prefetch=prefetch[0],
+                   backward_prefetch=prefetch[1])
     elif cpu_offload:
-        refuse_without_data_axis("training.enable_cpu_offload asks for CPU offload", names)
+        refuse_without_data_axis("training.enable_cpu_offload asks for CPU offload", names,
+                                 CPU_OFFLOAD_FIELD)
     logger.info(
         "qwen3_5_v2 parallelized: mesh dims=%s tp=%s ac=%s compile=%s fsdp=%s mp=%s reshard=%s "
-        "cpu_offload=%s",
+        "cpu_offload=%s prefetch=%s",
         names,
         getattr(parallel_dims, "tp", 1),
-        ac_mode,
+        ac_mode if ac_layers is None else f"{ac_mode} (num_layers={ac_layers})",
         backend if compile_model else None,
         dp_mesh.mesh_dim_names if fsdp else None,
         mp_policy,
         reshard,
         cpu_offload,
+        prefetch,
     )
     return model

@@ -33,18 +33,23 @@ from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
+from hyper_parallel.models.qwen3_5.activation_checkpoint import ac_depth
 from hyper_parallel.models.qwen3_5.parallelize import (
     _ReplicateParams,
     apply_ac,
     apply_tp,
+    set_fsdp_prefetch,
     split_mp_policy,
 )
 from hyper_parallel.models.qwen3_5.parallelize_v2 import (
+    CPU_OFFLOAD_FIELD,
+    MIXED_PRECISION_FIELD,
     _ac_mode,
     _compile_model_requested,
     _mesh_names,
     apply_compile,
     data_parallel_mesh,
+    fsdp_prefetch_depths,
     mp_policy_from_training,
     needs_fsdp,
     refuse_without_data_axis,
@@ -127,10 +132,14 @@ def apply_moe_fsdp(
     mp_policy: MixedPrecisionPolicy | None,
     reshard_after_forward: bool,
     cpu_offload: bool,
+    forward_prefetch: int = 0,
+    backward_prefetch: int = 0,
 ) -> nn.Module:
     """FSDP2 units: every block's routed experts over ``expert_mesh`` (when given), then every
     decoder layer and the root over ``dense_mesh``; without an ``expert_mesh`` the experts are
-    left out of FSDP (``ignored_params``)."""
+    left out of FSDP (``ignored_params``). The decoder layers prefetch ``forward_prefetch`` /
+    ``backward_prefetch`` layers deep, each layer with its experts' unit
+    (:func:`~hyper_parallel.models.qwen3_5.parallelize.set_fsdp_prefetch`)."""
     kwargs: dict[str, Any] = {"reshard_after_forward": reshard_after_forward}
     if cpu_offload:
         kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
@@ -147,6 +156,10 @@ def apply_moe_fsdp(
     for layer in model.model.layers:
         fully_shard(layer, mesh=dense_mesh, **kwargs, **layer_mp, **extra)
     fully_shard(model, mesh=dense_mesh, **kwargs, **root_mp, **extra)
+    set_fsdp_prefetch(
+        [[layer, *([b.experts for b in moe_blocks(layer)] if expert_mesh is not None else [])]
+         for layer in model.model.layers],
+        forward=forward_prefetch, backward=backward_prefetch)
     return model
 
 
@@ -199,24 +212,28 @@ def parallelize_qwen3_5_moe(
     if dense_mesh is None and mp_policy is not None:
         refuse_without_data_axis(
             "training.mixed_precision_param / _reduce / _output ask for mixed precision "
-            f"({mp_policy})", names)
+            f"({mp_policy})", names, MIXED_PRECISION_FIELD)
+    fsdp = needs_fsdp(dense_mesh, mp_policy, cpu_offload)
+    prefetch = fsdp_prefetch_depths(parallelism, fsdp=fsdp, names=names)
+    ac_layers = getattr(activation_checkpoint, "num_layers", None)
+    ac_depth(model, ac_mode, ac_layers)
     if "tp" in names:
         apply_tp(model, parallel_dims.get_mesh("tp"), MOE_MLP_PLAN)
     if ep > 1:
         apply_ep(model, parallel_dims)
-    apply_ac(model, ac_mode)
+    apply_ac(model, ac_mode, ac_layers)
     if compile_model:
         # fullgraph=False: routing syncs with the host (token counts per expert), a graph break.
         apply_compile(model, backend=backend, fullgraph=False)
-    fsdp = needs_fsdp(dense_mesh, mp_policy, cpu_offload)
     if fsdp:
         apply_moe_fsdp(
             model, dense_mesh, expert_mesh if needs_fsdp(expert_mesh, mp_policy, cpu_offload)
             else None, mp_policy=mp_policy, reshard_after_forward=reshard,
-            cpu_offload=cpu_offload,
+            cpu_offload=cpu_offload, forward_prefetch=prefetch[0], backward_prefetch=prefetch[1],
         )
     elif cpu_offload:
-        refuse_without_data_axis("training.enable_cpu_offload asks for CPU offload", names)
+        refuse_without_data_axis("training.enable_cpu_offload asks for CPU offload", names,
+                                 CPU_OFFLOAD_FIELD)
     logger.info(
         "qwen3_5_moe parallelized: mesh dims=%s tp=%s ep=%s ac=%s compile=%s fsdp=%s experts "
         "fsdp=%s mp=%s",

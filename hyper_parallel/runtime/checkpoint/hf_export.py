@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.module_names import strip_wrapper_prefixes
 
 from .async_writer import wait_async_save
@@ -75,11 +76,12 @@ def gather_stage_states(state: dict[str, torch.Tensor], group: Any) -> dict[str,
 
 
 def require_hf_assets_dir(assets_dir: str | None) -> None:
-    """``hf_assets_path`` is unset or a directory (``ValueError`` naming the fix otherwise)."""
+    """``hf_assets_path`` is unset or a directory (a ``ConfigError`` naming it otherwise)."""
     if assets_dir is not None and not os.path.isdir(assets_dir):
-        raise ValueError(
-            f"hf_assets_path={assets_dir!r} is not a directory; point it at the model's Hugging "
-            "Face assets (config.json, tokenizer.json) or leave it unset"
+        raise ConfigError(
+            f"{assets_dir!r} is not a directory; point it at the model's Hugging Face assets "
+            "(config.json, tokenizer.json) or leave it unset",
+            path="hf_assets_path",
         )
 
 

@@ -8,6 +8,7 @@ is :mod:`hyper_parallel.trainer.config_parser`, which binds the legacy root clas
 * :mod:`.problems`        where values came from, and every problem found (error collection)
 * :mod:`.coerce`          a value as its declared type
 * :mod:`.model_overrides` ``model.config_overrides`` against the model config's source
+* :mod:`.model_name`      ``model.name`` against the known models, then its overrides
 * :mod:`.build`           the dataclass tree from the raw mapping, strictly
 * :mod:`.overrides`       ``--a.b.c=value`` over the raw tree
 * :mod:`.load`            a YAML file (+ overrides) into the root class

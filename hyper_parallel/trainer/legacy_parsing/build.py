@@ -20,7 +20,7 @@ from hyper_parallel.utils.suggest import closest
 from hyper_parallel.utils.yaml_lines import INVALID, holds_invalid
 
 from .coerce import _coerce, _Mismatch, describe_type
-from .model_overrides import check_config_overrides
+from .model_name import check_model
 from .problems import _Context, _dotted, _shown
 
 #: Top-level keys of the pre-``model/data/train`` layout -> where they live now.
@@ -52,7 +52,7 @@ RESERVED_KEYS = {
 #: Checks of a section's values beyond their types, before the section is built, by the dotted
 #: path of the section (``check(section_class, kwargs, bad_fields, path, ctx)``).
 SECTION_CHECKS: dict[tuple, Callable[[type, dict, set, tuple, _Context], None]] = {
-    ("model",): check_config_overrides,
+    ("model",): check_model,
 }
 
 

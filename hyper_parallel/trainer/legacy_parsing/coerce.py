@@ -9,7 +9,9 @@ from). Numbers spelled as strings are read as YAML 1.2 spells them; booleans acc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import operator
 import types
 import typing
 from typing import Any
@@ -33,8 +35,9 @@ def _is_optional(tp: Any) -> tuple[bool, Any]:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) != len(typing.get_args(tp)) and len(args) == 1:
-            return True, args[0]
+        if len(args) != len(typing.get_args(tp)):
+            # ``X | None``, or ``X | Y | None`` (the union of the others).
+            return True, functools.reduce(operator.or_, args)
     return False, tp
 
 

@@ -181,17 +181,19 @@ def _number_problem(value: Any) -> str | None:
 
 
 def check_config_overrides(
-    cls: type, kwargs: dict, bad: set, path: tuple, ctx: _Context
+    name: str, kwargs: dict, bad: set, path: tuple, ctx: _Context, *,
+    instead_of: str | None = None,
 ) -> None:
-    """``model.config_overrides`` against the model config of ``model.name`` (``cls`` is the
-    ``model`` section's class: its ``name`` default names the model when the YAML does not)."""
-    if "name" in bad or "config_overrides" in bad:
+    """``model.config_overrides`` (in ``kwargs``, the ``model`` section's values) against the
+    model config of model ``name``; ``instead_of``: the unknown ``model.name`` that ``name``,
+    the closest known model, stands in for (the messages say so)."""
+    if "config_overrides" in bad:
         return
     overrides = kwargs.get("config_overrides")
-    name = kwargs.get("name", cls.name)
-    schema = model_override_keys(name) if isinstance(name, str) else None
+    schema = model_override_keys(name)
     if not overrides or schema is None:
         return
+    model = f"{name!r}" + (f", the closest to the unknown {instead_of!r}" if instead_of else "")
     valid = [*schema.fields, schema.flavor_key]
     where = path + ("config_overrides",)
     for key, value in overrides.items():
@@ -200,7 +202,7 @@ def check_config_overrides(
             if schema.flavors is not None and value not in schema.flavors:
                 hint = did_you_mean(str(value), schema.flavors)
                 ctx.add(
-                    f"unknown flavor {_shown(value)}{hint} of model {name!r}; valid flavors: "
+                    f"unknown flavor {_shown(value)}{hint} of model {model}; valid flavors: "
                     f"{', '.join(schema.flavors)}",
                     key_path,
                 )
@@ -208,7 +210,7 @@ def check_config_overrides(
             continue
         if key not in schema.fields:
             ctx.add(
-                f"unknown key {key!r} in {_dotted(where)} of model {name!r}"
+                f"unknown key {key!r} in {_dotted(where)} of model {model}"
                 f"{did_you_mean(str(key), valid)}. Valid keys: {', '.join(valid)}",
                 key_path,
             )

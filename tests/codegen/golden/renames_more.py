@@ -1,5 +1,5 @@
 """Recipe renames_more, converted from renames_more.yaml
-(sha256 a34585cb090a107892e3e53f1a0dd73f9daa89dfd41c44eb1e87958d6b4362ba).
+(sha256 f629f57a7b1647cae2ae3ee300fa8d32c23fffef60082fbee0706b2b3ead3b94).
 
 The YAML's header comment:
 
@@ -39,12 +39,12 @@ def renames_more() -> HyperTrainer.Config:
     # model.kernels (line 11): the Gated DeltaNet layers on the torch path, on any device
     config.model.kernels = "torch"
     config.dataloader.pin_memory = False  # data.pin_memory (line 14)
-    # train.logging.model_flops_per_token (line 30)
+    # train.logging.model_flops_per_token (line 35)
     config.metrics.model_flops_per_token = 1500000000
-    config.metrics.peak_tflops = 312.0  # train.logging.peak_tflops (line 31)
-    # train.memory_monitor.reset_peak_each_step (line 33)
+    config.metrics.peak_tflops = 312.0  # train.logging.peak_tflops (line 36)
+    # train.memory_monitor.reset_peak_each_step (line 38)
     config.metrics.reset_peak_memory_each_step = True
-    config.profiler.warmup = 3  # train.profile.warmup_steps (line 35)
+    config.profiler.warmup = 3  # train.profile.warmup_steps (line 40)
     config.training.max_epochs = 3  # train.num_train_epochs (line 17)
     config.training.global_batch_size = 64  # train.global_batch_size (line 19)
     config.training.seq_len = 128  # data.max_seq_len (line 15)
@@ -56,8 +56,16 @@ def renames_more() -> HyperTrainer.Config:
     config.parallelism.pipeline_parallel_degree = 2  # train.accelerator.pp (line 26)
     config.parallelism.expert_parallel_degree = 2  # train.accelerator.ep (line 27)
     config.parallelism.expert_tensor_parallel_degree = 2  # train.accelerator.etp (line 28)
+    # train.accelerator.fsdp_forward_prefetch (line 29): gather the next layer early
+    config.parallelism.fsdp_forward_prefetch = 1
+    # train.accelerator.fsdp_backward_prefetch (line 30)
+    config.parallelism.fsdp_backward_prefetch = 2
+    # train.gradient_checkpointing.activation_checkpoint (line 32)
+    config.activation_checkpoint.mode = "full"
+    # train.gradient_checkpointing.num_layers (line 33): one count per pipeline stage
+    config.activation_checkpoint.num_layers = [3, 1]
     config.comm.init_timeout_seconds = 600  # train.init_timeout_seconds (line 20)
     config.comm.train_timeout_seconds = 120  # train.train_timeout_seconds (line 21)
-    config.debug.deterministic = True  # train.debug.deterministic (line 37)
-    config.debug.deterministic_warn_only = True  # train.debug.deterministic_warn_only (line 38)
+    config.debug.deterministic = True  # train.debug.deterministic (line 42)
+    config.debug.deterministic_warn_only = True  # train.debug.deterministic_warn_only (line 43)
     return config

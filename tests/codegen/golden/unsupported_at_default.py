@@ -1,5 +1,5 @@
 """Recipe unsupported_at_default, converted from unsupported_at_default.yaml
-(sha256 60121cfd4fd4f40f253d43355412bcb1ade8fdaa7cfc3d7f4f06a6c19f16b79d).
+(sha256 61e9a0bd62632a6ee5e0d15a80ff98ec338efa52f76c346c98e3fd7f9bb1c416).
 
 The YAML's header comment:
 
@@ -21,6 +21,7 @@ The YAML's comments on keys that no line sets:
 
 * train.accelerator.comm_fusion (line 14): what fully_shard does: one all-gather /
   reduce-scatter per unit
+* train.accelerator.npu_nums_per_device (line 18): as the legacy Qwen3-VL example writes it
 """
 
 from __future__ import annotations

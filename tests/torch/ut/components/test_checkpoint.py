@@ -447,7 +447,7 @@ def test_hf_export_equals_the_plain_helper(tmp_path, monkeypatch):
 
 
 def test_hf_export_needs_the_adapter_and_model_config(tmp_path):
-    with pytest.raises(ValueError, match=r"export_hf is true but no sd_adapter was given"):
+    with pytest.raises(ValueError, match=r"^checkpoint.export_hf: True, but no sd_adapter was given"):
         CheckpointManager.Config(folder=str(tmp_path)).build(model_parts=[tiny_model()])
     with pytest.raises(ValueError, match=r"no model_config was given"):
         CheckpointManager.Config(folder=str(tmp_path)).build(

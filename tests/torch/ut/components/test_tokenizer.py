@@ -10,6 +10,7 @@ import pytest
 from hyper_parallel import assets
 from hyper_parallel.components import BaseTokenizer, HuggingFaceTokenizer
 from hyper_parallel.data import read_jsonl_documents
+from hyper_parallel.utils.errors import ConfigError
 from tests.torch.ut.components._common import legacy_config, legacy_tokenizer
 
 TEXT_DATA = {"type": "jsonl", "train_path": "pkg://corpus/valid.jsonl"}
@@ -60,8 +61,10 @@ def test_weights_directory_fallback_equals_the_legacy(tmp_path):
 
 
 def test_errors_name_the_config_field(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"HuggingFaceTokenizer.Config.path: .* does not exist"):
+    # A file that is not there is bad input: a ConfigError naming the recipe field.
+    with pytest.raises(ConfigError, match=r"^tokenizer.path: .* does not exist") as info:
         HuggingFaceTokenizer.Config(path=str(tmp_path / "missing")).build()
+    assert info.value.path == "tokenizer.path"
     with pytest.raises(ValueError, match=r"HuggingFaceTokenizer.Config.path='': must be a non-empty"):
         HuggingFaceTokenizer.Config(path="")
 

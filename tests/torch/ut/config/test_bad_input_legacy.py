@@ -412,11 +412,15 @@ def test_config_overrides_typo_on_the_command_line(tmp_path):
         assert "did you mean 'head_dim'" in str(info.value)
 
 
-def test_config_overrides_of_every_qwen_name_and_of_other_models():
+def test_config_overrides_of_every_qwen_name_and_of_other_models(tmp_path, monkeypatch):
     text = "model:\n  name: {}\n  config_overrides: {{head_dimm: 64}}\n"
     with pytest.raises(ConfigError, match="did you mean 'head_dim'"):
         load_config(HyperTrainerConfig, text.format("qwen3_5_v2"))
-    # A model this parser does not know checks its own overrides when the run builds it.
+    # A custom model module (found, not imported) checks its own overrides when the run builds it.
+    (tmp_path / "my_pkg").mkdir()
+    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+    (tmp_path / "my_pkg" / "my_model.py").write_text("raise AssertionError('imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
     cfg = load_config(HyperTrainerConfig, text.format("my_pkg.my_model"))
     assert cfg.model.config_overrides == {"head_dimm": 64}
 
@@ -432,6 +436,40 @@ def test_config_overrides_problems_join_the_others(tmp_path):
         """)
     assert located(err) == [("model.config_overrides.num_hidden_layer", f"{path}:4"),
                             ("train.max_step", f"{path}:6")]
+
+
+def test_an_unknown_model_name_comes_with_the_overrides_of_its_closest_model(tmp_path):
+    """One pass: the name, and the overrides as the model the did-you-mean offers reads them
+    (fixing the name then reveals nothing new)."""
+    path, err = problems_of(tmp_path, """
+        model:
+          name: qwen3_6
+          config_overrides: {flavor: debugmodel, head_dimm: 64}
+        train:
+          max_step: 3
+        """)
+    assert located(err) == [("model.name", f"{path}:2"),
+                            ("model.config_overrides.head_dimm", f"{path}:3"),
+                            ("train.max_step", f"{path}:5")]
+    text = str(err)
+    assert (f"{path}:2: model.name: unknown model 'qwen3_6' (did you mean 'qwen3_5'?): there is "
+            "no module 'hyper_parallel.models.qwen3_6'. Known models: qwen3_5, ") in text
+    assert ("unknown key 'head_dimm' in model.config_overrides of model 'qwen3_5', the closest to "
+            "the unknown 'qwen3_6' (did you mean 'head_dim'?)") in text
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("my_pkg.nope", "there is no module 'my_pkg.nope'"),
+        ("my model!", "a model name is a registered name or a module path"),
+    ],
+)
+def test_a_name_that_names_no_model_is_refused_alone(tmp_path, name, words):
+    # Nothing known is close: the overrides cannot be read as any model's, so only the name.
+    path, err = problems_of(tmp_path, f"model:\n  name: {name}\n  config_overrides: {{a: 1}}\n")
+    assert located(err) == [("model.name", f"{path}:2")]
+    assert words in str(err)
 
 
 def test_the_key_lookup_agrees_with_the_model_config():
@@ -455,8 +493,16 @@ def test_the_key_lookup_imports_no_framework():
         "    assert \"did you mean 'head_dim'\" in str(exc)\n"
         "else:\n"
         "    raise SystemExit('not refused')\n"
+        "try:\n"
+        "    load_config(HyperTrainerConfig, 'model: {name: qwen3_6}')\n"
+        "except ConfigError as exc:\n"
+        "    assert \"unknown model 'qwen3_6'\" in str(exc)\n"
+        "else:\n"
+        "    raise SystemExit('unknown model not refused')\n"
+        # Model discovery (models.spec, which checks model.name) is torch-free; a model
+        # package is not.
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('torch', 'mindspore')\n"
-        "         or m.startswith('hyper_parallel.models.')]\n"
+        "         or m.startswith('hyper_parallel.models.') and m != 'hyper_parallel.models.spec']\n"
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

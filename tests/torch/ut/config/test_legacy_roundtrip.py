@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import operator
 import os
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -146,9 +149,12 @@ def _leaf(path: str, tp: Any) -> st.SearchStrategy:
     if path in UNSUPPORTED:
         return st.just(copy.deepcopy(UNSUPPORTED[path]))
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is typing.Union and type(None) in args:
-        (inner,) = [a for a in args if a is not type(None)]
-        return st.none() | _leaf(path, inner)
+    union = origin in (typing.Union, types.UnionType)
+    if union and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        return st.none() | _leaf(path, functools.reduce(operator.or_, inner))
+    if union:  # int | list[int]: either arm
+        return st.one_of(*(_leaf(path, arm) for arm in args))
     if path == "train.comm_backend":
         return _comm_backend()
     if path in CHOICES:
@@ -198,6 +204,13 @@ def _fix(path: str, kwargs: dict) -> None:
             kwargs["pp_schedule"] = "1f1b"
         if kwargs["pp_vpp"] == 1 and schedule == "interleaved_1f1b":
             kwargs["pp_vpp"] = 2
+        # Backward prefetching needs the parameters resharded after the forward.
+        if not kwargs["reshard_after_forward"]:
+            kwargs["fsdp_backward_prefetch"] = 0
+    elif path == "train.gradient_checkpointing":
+        # A layer count only applies with activation checkpointing on.
+        if kwargs["activation_checkpoint"] in ("off", "none"):
+            kwargs["num_layers"] = None
     elif path == "train.eval":
         if kwargs["eval_steps"] == 0:
             kwargs["eval_dataset"] = None
@@ -301,7 +314,8 @@ def test_bounds_are_the_schema_s_own():
                 walk(hints[f.name], prefix + f.name + ".")
 
     walk(HyperTrainerConfig, "")
-    context = {"data.prefetch_factor": {"num_workers": 1}}
+    context = {"data.prefetch_factor": {"num_workers": 1},
+               "train.gradient_checkpointing.num_layers": {"activation_checkpoint": "full"}}
     checked = 0
     for section_path, cls in sections.items():
         hints = typing.get_type_hints(cls)

@@ -2,8 +2,9 @@
 legacy default with the reason -- never "unknown key".
 
 ``LEGACY_KEYS`` is the legacy ``HyperTrainerConfig`` schema as the legacy code base declares it
-(the keys of its first version plus the accelerator keys of later versions), written out here as test data so
-that a key dropped from ``hyper_parallel/trainer/config.py`` fails this test.
+(the keys of its first version plus the keys of later versions that real YAMLs use), written
+out here as test data so that a key dropped from ``hyper_parallel/trainer/config.py`` fails
+this test.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ model.max_position_embeddings model.config_overrides
 data.type data.train_path data.subset data.max_seq_len data.text_key data.train_size
 data.template data.image_key data.messages_key data.image_token_id data.vl_grid_t
 data.vl_grid_h data.vl_grid_w data.streaming data.num_workers data.prefetch_factor
-data.pin_memory data.shuffle
+data.pin_memory data.shuffle data.processor_path data.load
 train.max_steps train.num_train_epochs train.global_batch_size train.micro_batch_size
 train.seed train.backend train.init_device train.comm_backend train.local_rank
 train.accelerator.dp train.accelerator.dp_replicate train.accelerator.dp_shard
@@ -34,9 +35,11 @@ train.accelerator.pp_layer_split train.accelerator.pp_less_memory
 train.accelerator.pp_mpipe_transpose_layers train.accelerator.pp_mpipe_transpose_overflow
 train.accelerator.cpu_offload
 train.accelerator.linear_attention_cp_mode train.accelerator.moe_token_dispatcher_type
+train.accelerator.npu_nums_per_device train.accelerator.fsdp_forward_prefetch
+train.accelerator.fsdp_backward_prefetch
 train.mixed_precision.enabled train.mixed_precision.param_dtype
 train.mixed_precision.reduce_dtype train.mixed_precision.output_dtype
-train.gradient_checkpointing.activation_checkpoint
+train.gradient_checkpointing.activation_checkpoint train.gradient_checkpointing.num_layers
 train.optimizer.type train.optimizer.lr train.optimizer.lr_min train.optimizer.lr_decay_style
 train.optimizer.lr_warmup_ratio train.optimizer.loss_aggregation train.optimizer.weight_decay
 train.optimizer.max_grad_norm train.optimizer.bsz_warmup_ratio train.optimizer.eps
@@ -87,6 +90,9 @@ OFF_DEFAULT = {
     "train.wandb.log_steps": "5",
     "train.accelerator.moe_token_dispatcher_type": "deredundency",
     "train.moe_monitor.num_recomputations": "2",
+    "train.accelerator.npu_nums_per_device": "4",
+    "data.processor_path": "/models/qwen3-vl",
+    "data.load": "single",
 }
 
 UNSUPPORTED = {key: row for row in FIELD_MAP if not row.new for key in row.legacy}

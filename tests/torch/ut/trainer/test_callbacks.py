@@ -704,7 +704,7 @@ def test_hf_export_after_every_save(tmp_path, monkeypatch, async_mode):
 
 def test_hf_export_requires_adapter_at_init(tmp_path):
     config = make_config(tmp_path, checkpoint={"interval": 1, "export_hf": True})
-    with pytest.raises(ValueError, match="export_hf is true but no sd_adapter"):
+    with pytest.raises(ValueError, match="checkpoint.export_hf: True, but no sd_adapter"):
         FakeTrainer(config, sd_adapter=None)
     assert not (tmp_path / "out").exists()  # failed before training
 

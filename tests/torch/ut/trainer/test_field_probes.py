@@ -138,6 +138,7 @@ def _file_name(name: str) -> str:
 
 def observe_all(trainer: Any, workdir: Path) -> dict:
     """Every observable of :data:`OBSERVABLES` but ``attribute`` / ``refused`` (read per probe)."""
+    from hyper_parallel.models.qwen3_5.activation_checkpoint import checkpointed_layers
     from hyper_parallel.models.qwen3_5.parallelize_v2 import compiled_layers
 
     model, state = trainer.model, trainer.state
@@ -173,6 +174,8 @@ def observe_all(trainer: Any, workdir: Path) -> dict:
         "fsdp": _fsdp_settings(model),
         "compiled": (compiled_layers(model) if hasattr(model, "model") else None,
                      trainer.loss_compiled),
+        "checkpointed": [checkpointed_layers(part) for part in trainer.model_parts
+                         if hasattr(part, "model")],
         "trainer": trainer,
     }
     return out
@@ -200,15 +203,22 @@ def _trace_steps(workdir: Path) -> list:
 
 
 def _fsdp_settings(model: Any) -> list:
+    """Per FSDP unit: its name, whether it reshards after forward, its mixed-precision and
+    offload policies, and the units it prefetches in forward and in backward."""
     from torch.distributed.fsdp import FSDPModule
 
+    units = [(name, module) for name, module in model.named_modules()
+             if isinstance(module, FSDPModule)]
+    name_of = {id(module._get_fsdp_state()): name for name, module in units}
     out = []
-    for name, module in model.named_modules():
-        if isinstance(module, FSDPModule):
-            group = module._get_fsdp_state()._fsdp_param_group
-            if group is not None:
-                out.append((name, group.post_forward_mesh_info is not None, repr(group.mp_policy),
-                            type(group.offload_policy).__name__))
+    for name, module in units:
+        state = module._get_fsdp_state()
+        group = state._fsdp_param_group
+        if group is not None:
+            out.append((name, group.post_forward_mesh_info is not None, repr(group.mp_policy),
+                        type(group.offload_policy).__name__,
+                        [name_of[id(s)] for s in state._states_to_forward_prefetch],
+                        [name_of[id(s)] for s in state._states_to_backward_prefetch]))
     return out
 
 
