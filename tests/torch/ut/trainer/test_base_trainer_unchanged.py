@@ -4,7 +4,7 @@ The golden loss files were recorded by the legacy trainer before ``HyperTrainer`
 extraction existed: commit 70f70f5's own ``test_golden_losses_bit_for_bit``, run with
 ``HYPER_PARALLEL_UPDATE_GOLDEN=1`` on the pinned kernel paths of :mod:`tests.helpers.numerics`
 (the variables of ``PORTABLE_NUMERICS`` exported), where a float32 run is the same on every
-x86-64 CPU. (The first recording, on the native kernels of one CPU, drifted by an ulp on
+x86-64 CPU with AVX2. (The first recording, on the native kernels of one CPU, drifted by an ulp on
 another: the pre-refactor trainer drifted with it.) Their contents are pinned here by hash, so
 they can only be re-recorded deliberately, that way, together with this table; the slow suite
 (``tests/torch/st/qwen3_5/test_legacy_training.py::test_golden_losses_bit_for_bit``) re-runs
@@ -18,10 +18,10 @@ import hashlib
 from ...st.qwen3_5.test_legacy_training import GOLDEN_DIR, GOLDEN_RUNS
 
 PINNED_SHA256 = {
-    "train_qwen3_5_debug": "d2606101fb835ebe51b9a7384e801e268a65ff5ad27ac91430934d382cd45cf8",
-    "train_qwen3_5_demo": "2f0e2e4b278c913576e4c1a14dfddf31c3630904b18b800a39a556bfe9e61f38",
-    "train_qwen3_5_fsdp2": "203fc97258f1de8faccd60632ddd6667152da2ef705e7418e3fc7a1fc3fcf788",
-    "train_qwen3_5_tp2": "49b00f85ce626ea870a98a1034e84c55f25cc90264996b1389dc9a2fc327b35f",
+    "train_qwen3_5_debug": "2358b227a4580de3218c60694b61f8217be0f0e555e6cdb965962274f2274175",
+    "train_qwen3_5_demo": "63d5abcbc733e467f9d4c6fcb2ac2db414b4fb201a691e87566d1f7a6f8462b9",
+    "train_qwen3_5_fsdp2": "04a60bdd5a7d4051603ab1babbb54f876579ba6a2277f2d26a9cb029f981b2d9",
+    "train_qwen3_5_tp2": "cf9f06652df6cd56e879ac61972460c324c08656d60ef9f1d77a1594930363cd",
 }
 
 
