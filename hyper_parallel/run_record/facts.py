@@ -90,25 +90,36 @@ def launch(argv: list[str], world_size: int) -> dict[str, Any]:
 
 
 def input_files(config: Any) -> list[dict[str, Any]]:
-    """Each file under each of :data:`INPUT_FIELDS` that is set: its field, path, size and
+    """Each file under each of :data:`INPUT_FIELDS` that is set (``pkg://`` paths and globs
+    resolved), and the shipped tokenizer when no field names one: its field, path, size and
     sha256 (``mtime`` instead above :data:`HASH_LIMIT_BYTES`), in field then path order."""
+    from hyper_parallel import assets
+
     found = []
     for field in INPUT_FIELDS:
         value: Any = config
         for part in field.split("."):
             value = getattr(value, part)
-        if not value:
-            continue
-        for path in _files(Path(value)):
-            found.append({"field": field, **file_fact(path)})
+        if value:
+            found += [{"field": field, **file_fact(path)}
+                      for path in _files(assets.resolve_path(str(value)))]
+    if not (config.tokenizer.path or config.hf_assets_path or config.model.weights_path):
+        # The tokenizer the engine falls back to: the one shipped with hyper_parallel.
+        found.append({"field": "tokenizer (shipped)",
+                      **file_fact(Path(assets.tokenizer_path()))})
     return found
 
 
-def _files(path: Path) -> Iterator[Path]:
-    if path.is_file():
-        yield path
-    elif path.is_dir():
-        yield from sorted(p for p in path.rglob("*") if p.is_file())
+def _files(path: str) -> Iterator[Path]:
+    """The files a path names: itself, every file below a folder, every match of a glob."""
+    import glob
+
+    matches = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+    for match in map(Path, matches):
+        if match.is_file():
+            yield match
+        elif match.is_dir():
+            yield from sorted(p for p in match.rglob("*") if p.is_file())
 
 
 def file_fact(path: Path) -> dict[str, Any]:
