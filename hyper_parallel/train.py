@@ -63,7 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - a folder it cannot write (a full disk): stop
             report_failure(exc)
             return FAILED_EXIT_CODE
-    return _train(trainer)
+    try:
+        return _train(trainer)
+    finally:
+        _flush_wandb()
 
 
 #: ``--rerun RUN_DIR``: the record's recipe file and function.
@@ -213,16 +216,43 @@ def _train(trainer) -> int:
         # Found only once training starts (e.g. the checkpoint to resume from): the same one
         # line as a configuration error before the run, from every rank that finds it.
         print(f"error: rank {current_rank()}: {exc}", file=sys.stderr)
+        _finish_metrics(trainer)
         _close_if_alone(trainer)
         return 2 if isinstance(exc, ConfigError) else FAILED_EXIT_CODE
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
         report_failure(exc, step=trainer.state.global_step)
+        _finish_metrics(trainer)
         _close_if_alone(trainer)
         return FAILED_EXIT_CODE
     trainer.close()
     return 0
+
+
+def _finish_metrics(trainer) -> None:
+    """A failed run still closes its metrics (files flushed, the W&B run finished as failed):
+    the entry's exit skips the interpreter's own clean-up."""
+    metrics = getattr(trainer, "metrics", None)
+    if metrics is None:
+        return
+    try:
+        metrics.close(exit_code=1)
+    except Exception:  # the failure already reported is the one that matters
+        logging.getLogger(__name__).warning("closing the metrics failed", exc_info=True)
+
+
+def _flush_wandb() -> None:
+    """Wait until W&B has written (offline) or uploaded what the run logged: its service, a
+    process of its own, finishes a run after ``finish()`` returns, and the entry's exit skips
+    W&B's exit hook. Nothing to do when W&B was never imported."""
+    wandb = sys.modules.get("wandb")
+    if wandb is None or not hasattr(wandb, "teardown"):
+        return
+    try:
+        wandb.teardown()
+    except Exception:  # the run's own outcome is what the exit status reports
+        logging.getLogger(__name__).warning("W&B did not shut down cleanly", exc_info=True)
 
 
 def _close_if_alone(trainer) -> None:

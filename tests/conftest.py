@@ -20,6 +20,22 @@ if "HF_HOME" not in os.environ:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+# Weights & Biases (metrics.enable_wandb): every test run is offline (never the network, even
+# with an API key in the environment) and quiet, and what wandb keeps outside a run's folder
+# (its service logs, settings, staging) goes to a folder of the session, removed at exit.
+os.environ["WANDB_MODE"] = "offline"
+os.environ["WANDB_SILENT"] = "true"
+if "WANDB_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    _wandb_home = tempfile.mkdtemp(prefix="hp_tests_wandb_")
+    atexit.register(shutil.rmtree, _wandb_home, ignore_errors=True)
+    for _var, _sub in (("WANDB_CACHE_DIR", "cache"), ("WANDB_CONFIG_DIR", "config"),
+                       ("WANDB_DATA_DIR", "data")):
+        os.environ[_var] = os.path.join(_wandb_home, _sub)
+
 #: The layout harness's session fixture (``layouts``), for every test that compares layouts.
 pytest_plugins = ["tests.helpers.layout"]
 

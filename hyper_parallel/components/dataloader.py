@@ -10,14 +10,18 @@ pre-tokenized batches replayed in file order), then :func:`hyper_parallel.data.b
 ``local_batch_size`` samples per batch, tail dropped) with ``collate`` padding ``input_ids``
 with the tokenizer's pad id (0 without a tokenizer), ``labels`` with -100, to the batch's
 longest sample rounded up to ``pad_to_multiple_of``. Same settings, same batches, in the same
-order.
+order. With ``streaming`` (``hf_datasets`` / ``json_file``) the dataset is instead this rank's
+share of a ``datasets`` stream (:func:`hyper_parallel.data.streaming.build_streaming_dataset`:
+``split_dataset_by_node``, a seeded shuffle buffer, ``max_samples`` the global sample budget of
+an epoch), batched by the same loader without a sampler.
 
-Resumable: ``state_dict()`` is the ``StatefulDataLoader`` state (position, epoch and layout);
-``load_state_dict`` on a freshly built loader continues with the very next batch. Call
-``set_epoch(epoch)`` (or ``loader.sampler.set_epoch``) at the start of every epoch.
+Resumable: ``state_dict()`` is the ``StatefulDataLoader`` state (position, epoch and layout;
+a stream's own position among it); ``load_state_dict`` on a freshly built loader continues with
+the very next batch. Call ``set_epoch(epoch)`` at the start of every epoch.
 
 Defaults equal the legacy ``data`` section: ``dummy``, no path, no subset, ``text_key: text``,
-``template: empty``, all samples, no workers, shuffle on, pin memory on, no prefetch factor.
+``template: empty``, all samples, no workers, shuffle on, pin memory on, no prefetch factor, no
+streaming.
 What the legacy config keeps elsewhere is passed to ``build``: ``seq_len``
 (``data.max_seq_len``), ``local_batch_size`` (``train.micro_batch_size``), ``seed``
 (``train.seed``), ``num_samples`` (dummy only: ``train.max_steps * train.global_batch_size``),
@@ -54,7 +58,7 @@ _PATH_HINTS = {
     "jsonl": "a file, directory or glob; e.g. pkg://corpus/train.jsonl",
     "text": "a file, directory or glob; e.g. pkg://corpus/train.txt",
     "hf_datasets": "a local data file or folder, or a Hub dataset name in the local cache",
-    "json_file": "a JSON / JSON lines file of Alpaca records, a directory or a glob",
+    "json_file": "a JSON / JSON lines file of Alpaca or text records, a directory or a glob",
     "preset_pt": "a torch.save file: a list of batch dicts",
 }
 
@@ -68,6 +72,8 @@ _FIELD_OF_ROLE = {
     "template": "template",
     "max_samples": "max_samples",
     "shuffle": "shuffle",
+    "streaming": "streaming",
+    "num_workers": "num_workers",
 }
 
 
@@ -80,9 +86,10 @@ def _config_fields(config: Any) -> dict[str, str]:
 class BaseDataLoader(Configurable):
     """This data-parallel rank's batches: iterate it, ``set_epoch`` it, checkpoint it.
 
-    Attributes: ``dataset`` (the map-style dataset), ``dataloader`` (the
-    ``StatefulDataLoader``), ``sampler`` (its ``DistributedSampler``). A subclass with another
-    data source overrides :meth:`build_dataset`.
+    Attributes: ``dataset`` (the map-style dataset, or with ``streaming`` this rank's
+    :class:`~hyper_parallel.data.streaming.StreamingDataset`), ``dataloader`` (the
+    ``StatefulDataLoader``), ``sampler`` (its ``DistributedSampler``; None for a stream). A
+    subclass with another data source overrides :meth:`build_dataset` (:meth:`build_stream`).
     """
 
     @dataclass(kw_only=True, slots=True)
@@ -93,9 +100,11 @@ class BaseDataLoader(Configurable):
         blank lines (both packed into samples of exactly ``seq_len`` tokens). ``hf_datasets``:
         a local file or folder (or a Hub dataset already in the local cache) read with the
         ``datasets`` library, one sample per record truncated to ``seq_len``. ``json_file``:
-        Alpaca records (``instruction``, optional ``input``, ``output``) for supervised
-        fine-tuning, see ``template``. ``preset_pt``: pre-tokenized batches written with
-        ``torch.save``, replayed in file order. (``megatron`` and ``vl_dummy`` are refused.)"""
+        JSON / JSON lines of one kind of record, told by the first record: Alpaca records
+        (``instruction``, optional ``input``, ``output``) for supervised fine-tuning, see
+        ``template``, or text records (the text under ``text_key``, one sample each, as
+        ``hf_datasets``). ``preset_pt``: pre-tokenized batches written with ``torch.save``,
+        replayed in file order. (``megatron`` and ``vl_dummy`` are refused.)"""
 
         dataset_path: str | None = None
         """Where the data is; required by every type but ``dummy``. ``jsonl`` / ``text`` /
@@ -111,30 +120,44 @@ class BaseDataLoader(Configurable):
         has none)."""
 
         text_key: str = "text"
-        """The key (``jsonl``) or column (``hf_datasets``) holding the document text."""
+        """The key (``jsonl``, the text records of ``json_file``) or column (``hf_datasets``)
+        holding the document text."""
 
         template: Template = "empty"
-        """``json_file`` only. ``empty``: the sample is prompt (instruction + input) followed by
-        the response (output) and its eos, trained on the response only (the prompt's labels
-        are -100). ``human_assistant``: the record as the text ``Human: {prompt}\\n\\nAssistant:
-        {output}``, trained on every token."""
+        """``json_file`` only (its Alpaca records). ``empty``: the sample is prompt (instruction
+        + input) followed by the response (output) and its eos, trained on the response only
+        (the prompt's labels are -100). ``human_assistant``: the record as the text ``Human:
+        {prompt}\\n\\nAssistant: {output}``, trained on every token."""
 
         max_samples: int | None = None
         """Use only the first N samples of the dataset, for every type (``dummy``: the dataset
-        has N samples). More than the dataset holds is an error. Unset: all of them."""
+        has N samples). More than the dataset holds is an error. Unset: all of them. With
+        ``streaming``: the global sample budget of an epoch -- every data-parallel rank yields
+        ``N // ranks`` samples, reading the stream again from its start when its share runs
+        out first (required with more than one data-parallel rank)."""
 
         num_workers: int = 0
         """Data-loading worker processes (0 loads in the training process)."""
 
         shuffle: bool = True
         """Shuffle the samples every epoch (seeded with ``build(seed=...)`` and the epoch).
-        Must be false for ``preset_pt``, which replays its batches in file order."""
+        Must be false for ``preset_pt``, which replays its batches in file order. With
+        ``streaming``: ``IterableDataset.shuffle`` with a buffer of 10,000 records, seeded the
+        same way."""
 
         pin_memory: bool = True
         """Pin host memory of batches (only takes effect when an accelerator is present)."""
 
         prefetch_factor: int | None = None
         """Batches prefetched per worker; only valid with ``num_workers > 0``."""
+
+        streaming: bool = False
+        """``hf_datasets`` / ``json_file`` only: read the data as a stream (a ``datasets``
+        ``IterableDataset``, record by record, never held whole) instead of loading it. Each
+        data-parallel rank reads its share (``datasets.distributed.split_dataset_by_node``),
+        shuffled in a seeded buffer of 10,000 records with ``shuffle``; ``max_samples`` is the
+        global sample budget of an epoch. The position is resumable mid-epoch. Needs
+        ``num_workers`` 0."""
 
         def __post_init__(self) -> None:
             reason = (REFUSED_DATA_TYPES.get(self.dataset) if isinstance(self.dataset, str)
@@ -168,6 +191,8 @@ class BaseDataLoader(Configurable):
                 template=self.template,
                 max_samples=self.max_samples,
                 shuffle=self.shuffle,
+                streaming=self.streaming,
+                num_workers=self.num_workers,
                 fields={**_config_fields(self), "type": "dataset"},  # a sibling: bare name
             )
             if problems:
@@ -237,9 +262,16 @@ class BaseDataLoader(Configurable):
             raise ValueError(f"BaseDataLoader: pad_to_multiple_of must be a positive int, got "
                              f"{pad_to_multiple_of!r}")
         self.tokenizer = tokenizer
-        self.dataset = self.build_dataset(
-            tokenizer=tokenizer, seq_len=seq_len, vocab_size=vocab_size, num_samples=num_samples
-        )
+        if config.streaming:
+            # This rank's share of the stream, shuffled by the stream itself.
+            self.dataset = self.build_stream(tokenizer=tokenizer, seq_len=seq_len,
+                                             vocab_size=vocab_size, dp_rank=dp_rank,
+                                             dp_world_size=dp_world_size, seed=seed)
+        else:
+            self.dataset = self.build_dataset(
+                tokenizer=tokenizer, seq_len=seq_len, vocab_size=vocab_size,
+                num_samples=num_samples
+            )
         # LLMTrainer._build_collate_fn: pad with the tokenizer's pad id, 0 without a tokenizer.
         pad_id = tokenizer.pad_id if tokenizer is not None else 0
         self.dataloader: StatefulDataLoader = build_dataloader(
@@ -247,7 +279,7 @@ class BaseDataLoader(Configurable):
             dp_rank=dp_rank,
             dp_size=dp_world_size,
             micro_batch_size=local_batch_size,
-            shuffle=config.shuffle,
+            shuffle=config.shuffle and not config.streaming,
             seed=seed,
             num_workers=config.num_workers,
             pin_memory=config.pin_memory,
@@ -286,29 +318,85 @@ class BaseDataLoader(Configurable):
             },
         )
 
+    def build_stream(
+        self,
+        *,
+        tokenizer: Any | None,
+        seq_len: int,
+        vocab_size: int | None,
+        dp_rank: int,
+        dp_world_size: int,
+        seed: int,
+    ) -> Dataset:
+        """``streaming``: this rank's share of the stream of ``self.config`` (an
+        ``IterableDataset``; override for another stream)."""
+        from hyper_parallel.data.streaming import build_streaming_dataset
+
+        c = self.config
+        return build_streaming_dataset(
+            c.dataset,
+            train_path=c.dataset_path,
+            max_seq_len=seq_len,
+            dp_rank=dp_rank,
+            dp_size=dp_world_size,
+            seed=seed,
+            shuffle=c.shuffle,
+            text_key=c.text_key,
+            tokenizer=tokenizer,
+            vocab_size=vocab_size,
+            subset=c.dataset_subset,
+            template=c.template,
+            max_samples=c.max_samples,
+            fields={
+                **_config_fields(c),
+                "max_seq_len": "training.seq_len",
+                **getattr(self, "field_names", {}),
+            },
+        )
+
     # ------------------------------------------------------------------ iteration
 
     def __iter__(self) -> Iterator[dict]:
         return iter(self.dataloader)
 
     def __len__(self) -> int:
-        """Batches per epoch on this rank."""
+        """Batches per epoch on this rank (a stream without ``max_samples`` has no length)."""
         return len(self.dataloader)
 
     @property
     def sampler(self):
-        """The ``DistributedSampler`` (``sampler.set_epoch(epoch)`` reshuffles)."""
-        return self.dataloader.sampler
+        """The ``DistributedSampler`` (``sampler.set_epoch(epoch)`` reshuffles); None for a
+        stream, which keeps its epoch itself (use :meth:`set_epoch`)."""
+        return None if self.config.streaming else self.dataloader.sampler
 
     def set_epoch(self, epoch: int) -> None:
-        self.dataloader.sampler.set_epoch(epoch)
+        if self.config.streaming:
+            self.dataset.set_epoch(epoch)
+        else:
+            self.dataloader.sampler.set_epoch(epoch)
 
     # ------------------------------------------------------------------ checkpointing
+
+    def _field(self, role: str) -> str:
+        """How errors name the setting of ``role`` (``field_names``, else the Config's)."""
+        return getattr(self, "field_names", {}).get(role) or _config_fields(self.config)[role]
 
     def state_dict(self) -> dict[str, Any]:
         return self.dataloader.state_dict()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # A stream's position is its dataset's state; a map-style one has none. Loading one
+        # kind into the other would silently restart the data, so it is refused.
+        saved_stream = isinstance((state_dict or {}).get("dataset_state"), dict)
+        if state_dict and saved_stream != self.config.streaming:
+            what = "a streamed" if saved_stream else "a loaded (not streamed)"
+            raise ValueError(
+                f"cannot resume the data position: the checkpoint holds the position of {what} "
+                f"dataset, and this run has {self._field('streaming')}={self.config.streaming}; "
+                "resume with the original setting or start the data from scratch")
+        check = getattr(self.dataset, "check_state", None)
+        if saved_stream and check is not None:  # now: the loader reads it at the next iter()
+            check(state_dict["dataset_state"])
         self.dataloader.load_state_dict(state_dict)
 
 

@@ -1,4 +1,5 @@
-"""``MetricsProcessor``: step metrics to the log, a JSONL file, TensorBoard and the memory monitor.
+"""``MetricsProcessor``: step metrics to the log, a JSONL file, TensorBoard, Weights & Biases and
+the memory monitor.
 
 One object does what the legacy trainer's logging, TensorBoard and memory-monitor callbacks
 did, with their helpers, so the numbers, the log lines and the files are the legacy ones:
@@ -11,6 +12,11 @@ did, with their helpers, so the numbers, the log lines and the files are the leg
   a resume at step S (:meth:`MetricsProcessor.resume`) first cuts the file back to the rows of
   steps <= S, so the resumed run's rows replace those of the steps it repeats;
 * every ``tb_log_freq`` steps with ``enable_tensorboard``: ``train/<scalar>`` on rank 0;
+* every ``wandb_log_freq`` steps with ``enable_wandb``: every number of the step's record as
+  ``train/<key>`` in a Weights & Biases run on rank 0 (evaluations as ``eval/<name>``, memory
+  samples as ``memory/<key>``), opened by :meth:`MetricsProcessor.begin` -- offline, under
+  ``<output_dir>/wandb``, where there is no API key or network
+  (:mod:`~hyper_parallel.runtime.callbacks.wandb_logger`);
 * every ``memory_log_freq`` steps with ``enable_memory_monitor``: host and device memory.
 
 Use::
@@ -26,9 +32,10 @@ Use::
     metrics.log_eval(step, {"eval_loss": value})
     metrics.close()
 
-Defaults equal the legacy ``train.logging``, ``train.tensorboard`` and ``train.memory_monitor``
-sections (log every 10 steps with throughput; TensorBoard off, ``tb_traces``, every step; memory
-monitor off, every 50 steps, no per-step peak reset).
+Defaults equal the legacy ``train.logging``, ``train.tensorboard``, ``train.wandb`` and
+``train.memory_monitor`` sections (log every 10 steps with throughput; TensorBoard off,
+``tb_traces``, every step; W&B off, project ``hyper-parallel``, every step; memory monitor off,
+every 50 steps, no per-step peak reset).
 """
 
 from __future__ import annotations
@@ -43,15 +50,18 @@ from hyper_parallel.components._validate import integer_at_least, require
 from hyper_parallel.protocols.configurable import Configurable
 from hyper_parallel.utils.errors import ConfigError
 
-# The helpers below the Config (hyper_parallel.runtime.callbacks.logging / memory / tensorboard,
-# which import torch) are imported by the methods that use them: the Config is configuration
-# and must import without torch.
+# The helpers below the Config (hyper_parallel.runtime.callbacks.logging / memory / tensorboard /
+# wandb_logger, some of which import torch or wandb) are imported by the methods that use them:
+# the Config is configuration and must import without torch.
 
 logger = logging.getLogger(__name__)
 
 #: The recipe field of ``Config.reset_peak_memory_each_step`` (its refusals are ConfigErrors
 #: that name it).
 RESET_PEAK_FIELD = "metrics.reset_peak_memory_each_step"
+#: The recipe fields the W&B refusals name.
+WANDB_FIELD = "metrics.enable_wandb"
+WANDB_PROJECT_FIELD = "metrics.wandb_project"
 
 
 class MetricsProcessor(Configurable):
@@ -82,6 +92,22 @@ class MetricsProcessor(Configurable):
         tb_log_freq: int = 1
         """Write TensorBoard scalars every N steps (legacy ``train.tensorboard.log_steps``)."""
 
+        enable_wandb: bool = False
+        """Log the step metrics to Weights & Biases on rank 0 (``train/<key>``, ``eval/<name>``,
+        ``memory/<key>``); needs the ``wandb`` package (``pip install hyper_parallel[wandb]``).
+        Without an API key or network the run is written offline into
+        ``<checkpoint.folder>/wandb`` (``WANDB_DIR`` if set) for a later ``wandb sync``;
+        ``WANDB_MODE`` is respected."""
+
+        wandb_project: str = "hyper-parallel"
+        """Weights & Biases project (the entity: ``WANDB_ENTITY``, else the API key's default)."""
+
+        wandb_run_name: str | None = None
+        """Display name of the Weights & Biases run; unset: W&B's own (``WANDB_NAME`` if set)."""
+
+        wandb_log_freq: int = 1
+        """Log to Weights & Biases every N steps (legacy ``train.wandb.log_steps``)."""
+
         enable_memory_monitor: bool = False
         """Log host RSS and device memory (legacy ``train.memory_monitor.enabled``)."""
 
@@ -110,6 +136,20 @@ class MetricsProcessor(Configurable):
                 "save_tb_folder",
                 "must be a directory when enable_tensorboard is true",
             )
+            require(
+                isinstance(self.wandb_project, str) and self.wandb_project != "",
+                self,
+                "wandb_project",
+                "must be a non-empty project name",
+            )
+            require(
+                self.wandb_run_name is None
+                or (isinstance(self.wandb_run_name, str) and self.wandb_run_name != ""),
+                self,
+                "wandb_run_name",
+                "must be a non-empty name (or unset)",
+            )
+            integer_at_least(self, "wandb_log_freq", 1)
             integer_at_least(self, "memory_log_freq", 1)
 
     def __init__(
@@ -169,11 +209,22 @@ class MetricsProcessor(Configurable):
                     "False",
                     path=RESET_PEAK_FIELD,
                 )
+        # Every rank: one that went on alone would wait for the others in a collective.
+        check_wandb(config)
         self.max_steps = max_steps
         self.is_rank0 = self.rank == 0
+        self.output_dir = output_dir
+        # Read when the W&B run opens (the trainer records its configuration after building
+        # the components).
+        self._trainer = trainer
         self.metrics_path = None if output_dir is None else os.path.join(output_dir, METRICS_FILE)
         self._jsonl = None if self.metrics_path is None else JsonlWriter(self.metrics_path)
         self._tb_writer = None
+        self._wandb_run = None
+        # What W&B recorded of the run when it opened (rank 0; None until then), and the steps
+        # whose record went to it.
+        self.wandb_info = None
+        self.wandb_steps: list[int] = []
         self._step_start: float | None = None
         # The record of the last step (every step, logged or not); every logged step and
         # evaluation record; every memory sample.
@@ -184,10 +235,12 @@ class MetricsProcessor(Configurable):
     # ------------------------------------------------------------------ lifecycle
 
     def begin(self, step: int = 0) -> None:
-        """Before the first step: open TensorBoard and take the first memory sample."""
+        """Before the first step: open TensorBoard and the W&B run, take the first memory
+        sample."""
         from hyper_parallel.runtime.callbacks.memory import reset_device_peak
 
         self._tensorboard()
+        self._open_wandb()
         if self.config.enable_memory_monitor:
             self._record_memory("train begin", step)
             if self.config.reset_peak_memory_each_step:
@@ -216,10 +269,14 @@ class MetricsProcessor(Configurable):
         """Start the step timer."""
         self._step_start = time.perf_counter()
 
-    def close(self, step: int | None = None) -> None:
-        """After training: a last memory sample, then flush and close the files."""
+    def close(self, step: int | None = None, *, exit_code: int = 0) -> None:
+        """After training: a last memory sample, then flush and close the files and finish the
+        W&B run (``exit_code`` != 0: marked failed). Closing again does nothing more."""
         if self.config.enable_memory_monitor and step is not None:
             self._record_memory("train end", step)
+        if self._wandb_run is not None:
+            run, self._wandb_run = self._wandb_run, None
+            run.finish(exit_code=exit_code)
         if self._tb_writer is not None:
             self._tb_writer.flush()
             self._tb_writer.close()
@@ -278,6 +335,11 @@ class MetricsProcessor(Configurable):
             writer = self._tensorboard()
             if writer is not None:
                 add_step_scalars(writer, rec, step)
+        if step % c.wandb_log_freq == 0 and self._wandb_run is not None:
+            from hyper_parallel.runtime.callbacks.wandb_logger import step_values
+
+            self._wandb_run.log(step_values(rec), step=int(step))
+            self.wandb_steps.append(int(step))
         if c.enable_memory_monitor:
             if step % c.memory_log_freq == 0:
                 self._record_memory("step", step)
@@ -299,6 +361,10 @@ class MetricsProcessor(Configurable):
         writer = self._tensorboard()
         if writer is not None:
             add_eval_scalars(writer, metrics, step)
+        if self._wandb_run is not None:
+            from hyper_parallel.runtime.callbacks.wandb_logger import eval_values
+
+            self._wandb_run.log(eval_values(metrics), step=int(step))
         return rec
 
     # ------------------------------------------------------------------ sinks
@@ -316,6 +382,23 @@ class MetricsProcessor(Configurable):
             )
         return self._tb_writer
 
+    def _open_wandb(self) -> None:
+        """Rank 0, once, with ``enable_wandb``: open the run and say where it is."""
+        c = self.config
+        if not (c.enable_wandb and self.is_rank0) or self.wandb_info is not None:
+            return
+        from hyper_parallel.runtime.callbacks.wandb_logger import choose_mode, describe, open_run
+
+        mode, why = choose_mode()
+        self._wandb_run, self.wandb_info = open_run(
+            project=c.wandb_project,
+            name=c.wandb_run_name,
+            folder=self.output_dir,
+            config=getattr(self._trainer, "run_configuration", None),
+            mode=mode,
+        )
+        logger.info(describe(self.wandb_info, why))
+
     def _record_memory(self, label: str, step: int) -> None:
         from hyper_parallel.runtime.callbacks.memory import format_memory, sample_memory
 
@@ -323,6 +406,21 @@ class MetricsProcessor(Configurable):
         self.memory_history.append(sample)
         if self.is_rank0:
             logger.info("memory (%s, step %d, rank 0): %s", label, step, format_memory(sample))
+        if self._wandb_run is not None:
+            from hyper_parallel.runtime.callbacks.wandb_logger import memory_values
+
+            self._wandb_run.log(memory_values(sample), step=int(step))
+
+
+def check_wandb(config: MetricsProcessor.Config) -> None:
+    """With ``enable_wandb``: the ``wandb`` package is installed and the project is a name W&B
+    accepts, else a ConfigError naming the field (cheap: the trainer calls it before building
+    anything, the processor again when it is built)."""
+    if config.enable_wandb:
+        from hyper_parallel.runtime.callbacks.wandb_logger import check_project, require_wandb
+
+        require_wandb(WANDB_FIELD)
+        check_project(config.wandb_project, WANDB_PROJECT_FIELD)
 
 
 def _pick(value: Any, trainer: Any, name: str, default: Any) -> Any:
@@ -334,4 +432,4 @@ def _pick(value: Any, trainer: Any, name: str, default: Any) -> Any:
     return default
 
 
-__all__ = ["MetricsProcessor"]
+__all__ = ["MetricsProcessor", "check_wandb"]

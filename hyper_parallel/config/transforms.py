@@ -349,6 +349,33 @@ def expert_bias_canonical(*, enabled: bool, lr: float) -> Changes:
     return {}
 
 
+# ----------------------------------------------------------------------------------------------
+# train.wandb.enabled + train.logging.report_to  <->  metrics.enable_wandb
+# ----------------------------------------------------------------------------------------------
+#: The ``report_to`` value that switches Weights & Biases on (the legacy schema allows it and
+#: ``none``).
+_REPORT_TO_WANDB = "wandb"
+
+
+def wandb_switch_forward(*, enabled: bool, report_to: str) -> dict[str, Any]:
+    """``report_to: wandb`` is another spelling of ``train.wandb.enabled: true``."""
+    return {"enable": enabled or report_to == _REPORT_TO_WANDB}
+
+
+def wandb_switch_backward(*, enable: bool) -> dict[str, Any]:
+    return {"enabled": enable, "report_to": "none"}
+
+
+def wandb_switch_canonical(*, enabled: bool, report_to: str) -> Changes:
+    if report_to != _REPORT_TO_WANDB:
+        return {}
+    why = "train.logging.report_to: wandb is written as train.wandb.enabled: true"
+    changes: Changes = {"report_to": ("none", why)}
+    if not enabled:
+        changes["enabled"] = (True, why)
+    return changes
+
+
 __all__ = [
     "OPTIMIZER_CLASS_NAMES",
     "VALUE_PRESERVING_FORWARDS",
@@ -369,6 +396,9 @@ __all__ = [
     "optimizer_name_backward",
     "optimizer_name_forward",
     "ratio_for_warmup_steps",
+    "wandb_switch_backward",
+    "wandb_switch_canonical",
+    "wandb_switch_forward",
     "warmup_backward",
     "warmup_canonical",
     "warmup_forward",

@@ -24,7 +24,9 @@ The shipped corpus is addressed as ``pkg://corpus/train.jsonl`` (also ``valid.js
 The legacy data types beyond those (``hf_datasets``, ``json_file``, ``preset_pt``; the options
 ``subset``, ``template``, ``max_samples``) go through the same ``build_dataset``; each has its
 own module (``hf``, ``sft``, ``preset``). ``hf`` is not imported here: it imports the
-``datasets`` library on first use.
+``datasets`` library on first use; nor is ``streaming`` (``data.streaming``:
+``build_streaming_dataset``, this rank's share of a ``datasets`` stream, which
+``build_dataloader`` batches without a sampler).
 """
 
 from hyper_parallel.data.datasets import (

@@ -9,13 +9,19 @@
   document keep their ``\\n`` (CRLF is read as LF);
 * ``hf_datasets`` -- a local dataset read with the ``datasets`` library, one truncated sample
   per record (:mod:`hyper_parallel.data.hf`);
-* ``json_file`` -- Alpaca instruction records for prompt-masked SFT (:mod:`hyper_parallel.data.sft`);
+* ``json_file`` -- JSON records of one kind per file, told by the first record: Alpaca
+  instructions for prompt-masked SFT, or text under ``data.text_key`` (one truncated sample per
+  record, as ``hf_datasets``) (:mod:`hyper_parallel.data.sft`);
 * ``preset_pt`` -- pre-tokenized batches replayed in file order (:mod:`hyper_parallel.data.preset`).
 
 ``megatron`` and ``vl_dummy`` (legacy registry entries) are refused with the reason
 (:data:`~hyper_parallel.utils.data_types.REFUSED_DATA_TYPES`). Each of the last three types lives
 in its own module, imported only when used (``hf_datasets`` pulls in the ``datasets`` library).
 ``max_samples`` (legacy ``data.train_size``) keeps the first N samples of any type.
+
+``hf_datasets`` and ``json_file`` can also be streamed (``data.streaming``): that is
+:func:`hyper_parallel.data.streaming.build_streaming_dataset`, an iterable dataset split over the
+data-parallel ranks, not this factory's map-style datasets.
 
 For ``jsonl`` and ``text``, ``data.train_path`` may be a file, a directory (its ``*.jsonl`` /
 ``*.txt`` files, not recursive, in name order) or a glob pattern (matches in sorted order), and
@@ -263,7 +269,8 @@ def build_dataset(
         train_path: ``data.train_path`` (ignored by ``dummy``); see the module docstring.
         max_seq_len: ``data.max_seq_len``: sample length (dummy, preset_pt: must equal the
             file's), packing length (jsonl, text), truncation length (hf_datasets, json_file).
-        text_key: ``data.text_key`` (``jsonl``, ``hf_datasets``).
+        text_key: ``data.text_key`` (``jsonl``, ``hf_datasets``, the text records of
+            ``json_file``).
         tokenizer: for the text types (jsonl, text, hf_datasets, json_file); None loads the
             shipped tokenizer (the same default as an unset ``model.tokenizer_path``). Unused
             by ``dummy`` and ``preset_pt``. Anything with ``encode_batch`` / ``eos_id`` /
@@ -314,14 +321,7 @@ def build_dataset(
         return first_samples(dataset, max_samples, field=names["max_samples"])
 
     # The remaining types tokenize text (TYPES_NEEDING_TOKENIZER).
-    if tokenizer is None:
-        tokenizer = load_tokenizer(None)
-    if vocab_size is not None and tokenizer.vocab_size > vocab_size:
-        raise ValueError(
-            f"the tokenizer {tokenizer.path!r} has {tokenizer.vocab_size} ids but the model "
-            f"vocabulary (model.vocab_size) is {vocab_size}; use a matching model.tokenizer_path "
-            f"or set model.vocab_size >= {tokenizer.vocab_size}"
-        )
+    tokenizer = text_tokenizer(tokenizer, vocab_size)
     if type == "jsonl":
         dataset = PackedTextDataset.from_jsonl(train_path, tokenizer=tokenizer,
                                                max_seq_len=max_seq_len, text_key=text_key,
@@ -339,5 +339,20 @@ def build_dataset(
         from hyper_parallel.data.sft import build_sft_dataset
 
         dataset = build_sft_dataset(train_path, tokenizer=tokenizer, max_seq_len=max_seq_len,
-                                    template=template, limit=max_samples, fields=names)
+                                    template=template, text_key=text_key, limit=max_samples,
+                                    fields=names)
     return first_samples(dataset, max_samples, field=names["max_samples"])
+
+
+def text_tokenizer(tokenizer: TextTokenizer | None, vocab_size: int | None) -> TextTokenizer:
+    """The tokenizer of a text dataset (None: the shipped one), checked to fit into the model's
+    vocabulary ``vocab_size`` (None: not checked)."""
+    if tokenizer is None:
+        tokenizer = load_tokenizer(None)
+    if vocab_size is not None and tokenizer.vocab_size > vocab_size:
+        raise ValueError(
+            f"the tokenizer {tokenizer.path!r} has {tokenizer.vocab_size} ids but the model "
+            f"vocabulary (model.vocab_size) is {vocab_size}; use a matching model.tokenizer_path "
+            f"or set model.vocab_size >= {tokenizer.vocab_size}"
+        )
+    return tokenizer

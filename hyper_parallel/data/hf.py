@@ -22,6 +22,13 @@ empty sequences dropped. Records are **not packed**: each becomes one sample of 
 
 The ``train`` split is used. ``datasets`` is imported only here, on first use: it costs about a
 second and a half, which the other data types should not pay.
+
+With ``streaming`` (:func:`load_train_split` ``streaming=True``, used by
+:mod:`hyper_parallel.data.streaming`) the split is a ``datasets.IterableDataset``: local files and
+data folders are read by ``load_dataset(..., streaming=True)`` record by record (no Arrow copy is
+prepared); a ``save_to_disk`` folder and a cached Hub dataset, Arrow files already, are streamed
+from them with ``Dataset.to_iterable_dataset()`` (streaming a Hub dataset would read its remote
+files, and nothing is downloaded).
 """
 
 from __future__ import annotations
@@ -123,11 +130,12 @@ def _offline_error(path: str, path_field: str, exc: BaseException) -> ValueError
 def _train_split(loaded: Any, shown: str, path_field: str) -> Any:
     import datasets
 
-    if isinstance(loaded, datasets.Dataset):  # save_to_disk of a single Dataset: no splits
+    # save_to_disk of a single Dataset: no splits.
+    if isinstance(loaded, (datasets.Dataset, datasets.IterableDataset)):
         return loaded
-    if not isinstance(loaded, (datasets.DatasetDict, Mapping)):
+    if not isinstance(loaded, Mapping):
         raise ValueError(f"{path_field}={shown}: expected a dataset with splits, got "  # noqa: TRY004
-                         f"{type(loaded).__name__} (streaming datasets are not supported)")
+                         f"{type(loaded).__name__}")
     if SPLIT not in loaded:
         raise ValueError(
             f"{path_field}={shown}: the dataset has no {SPLIT!r} split (its splits: "
@@ -138,8 +146,9 @@ def _train_split(loaded: Any, shown: str, path_field: str) -> Any:
 
 
 def load_train_split(path: str, *, subset: str | None = None,
-                     fields: Mapping[str, str] | None = None) -> Any:
-    """The ``train`` split of ``path`` as a ``datasets.Dataset`` (see the module docstring).
+                     fields: Mapping[str, str] | None = None, streaming: bool = False) -> Any:
+    """The ``train`` split of ``path`` as a ``datasets.Dataset`` -- with ``streaming`` a
+    ``datasets.IterableDataset`` (see the module docstring).
 
     Errors are ``ValueError`` / ``FileNotFoundError`` naming ``fields["path"]`` and
     ``fields["subset"]``; the library's own exceptions are wrapped, never leaked.
@@ -176,7 +185,7 @@ def load_train_split(path: str, *, subset: str | None = None,
                     f"a single file; unset {subset_field}"
                 )
             try:
-                loaded = datasets.load_dataset(builder, data_files=resolved)
+                loaded = datasets.load_dataset(builder, data_files=resolved, streaming=streaming)
             except Exception as exc:  # the library raises many types; name the field
                 raise ValueError(f"{path_field}={shown}: datasets cannot read it as {builder}: "
                                  f"{type(exc).__name__}: {exc}") from exc
@@ -189,7 +198,7 @@ def load_train_split(path: str, *, subset: str | None = None,
                     f"configuration); unset {subset_field}")
             try:
                 loaded = (datasets.load_from_disk(resolved) if saved
-                          else datasets.load_dataset(resolved, name=subset))
+                          else datasets.load_dataset(resolved, name=subset, streaming=streaming))
             except Exception as exc:
                 raise ValueError(f"{path_field}={shown}{subset_note()}: datasets cannot load "
                                  f"the folder: {type(exc).__name__}: {exc}{config_hint(exc)}"
@@ -207,7 +216,10 @@ def load_train_split(path: str, *, subset: str | None = None,
             raise FileNotFoundError(
                 f"{path_field}={shown} does not exist (hf_datasets takes a local file, a local "
                 "folder, or the name of a Hub dataset already in the local cache)")
-    return _train_split(loaded, shown, path_field)
+    split = _train_split(loaded, shown, path_field)
+    if streaming and isinstance(split, datasets.Dataset):  # Arrow already: stream it from there
+        split = split.to_iterable_dataset()
+    return split
 
 
 def _text_batches(split: Any, text_key: str, shown: str, key_field: str

@@ -3,7 +3,9 @@
 The loader is a ``torchdata`` ``StatefulDataLoader`` over a :class:`ResumableDistributedSampler`
 (a ``DistributedSampler``). ``loader.state_dict()`` captures the exact position, including
 the sampler's epoch, so ``load_state_dict`` on a freshly built loader continues with the very
-next batch an uninterrupted run would have produced, mid-epoch included.
+next batch an uninterrupted run would have produced, mid-epoch included. A streamed dataset
+(an ``IterableDataset``: :mod:`hyper_parallel.data.streaming`) is this rank's share already: it
+gets no sampler, shuffles and keeps its position itself, and the loader saves that position.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, IterableDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
@@ -142,6 +144,10 @@ def build_dataloader(
             is not requested (it would be a no-op plus a warning per loader); the log says so.
         collate_fn: default ``partial(collate, pad_id=0)``; pass the tokenizer's pad id.
 
+    An ``IterableDataset`` (a stream, this rank's share of the data) is batched as it comes:
+    ``shuffle`` must be False (the stream shuffles itself) and ``dp_rank`` / ``dp_size`` only
+    check that a stream with a length holds a batch.
+
     Raises ``ValueError`` when a rank would get no batch at all (dataset too small).
     """
     if not (isinstance(dp_size, int) and dp_size >= 1 and isinstance(dp_rank, int)
@@ -153,6 +159,29 @@ def build_dataloader(
                                 fields={"shuffle": "data.shuffle / dataloader.shuffle"})
     if problems:
         raise ValueError(f"{type(dataset).__name__}: {problems[0].message}")
+    kwargs: dict[str, Any] = {}
+    if num_workers > 0 and prefetch_factor is not None:
+        kwargs["prefetch_factor"] = prefetch_factor
+    if isinstance(dataset, IterableDataset):
+        if shuffle:
+            raise ValueError(f"{type(dataset).__name__} is a stream, which shuffles itself; "
+                             "build its loader with shuffle=False")
+        length = _length(dataset)
+        if length is not None and length < micro_batch_size:
+            raise ValueError(
+                f"the stream yields {length} samples an epoch on this data-parallel rank, fewer "
+                f"than train.micro_batch_size={micro_batch_size}, so no batch could be formed; "
+                "raise the sample budget (data.train_size) or use a smaller batch")
+        return StatefulDataLoader(
+            dataset,
+            batch_size=micro_batch_size,
+            num_workers=num_workers,
+            collate_fn=collate_fn or functools.partial(collate, pad_id=0),
+            pin_memory=_pinning(pin_memory),
+            drop_last=True,
+            generator=torch.Generator().manual_seed(seed),
+            **kwargs,
+        )
     per_rank = len(dataset) // dp_size  # DistributedSampler(drop_last=True)
     if per_rank < micro_batch_size:
         raise ValueError(
@@ -162,9 +191,6 @@ def build_dataloader(
         )
     sampler = ResumableDistributedSampler(dataset, num_replicas=dp_size, rank=dp_rank,
                                           shuffle=shuffle, seed=seed, drop_last=True)
-    kwargs: dict[str, Any] = {}
-    if num_workers > 0 and prefetch_factor is not None:
-        kwargs["prefetch_factor"] = prefetch_factor
     return StatefulDataLoader(
         dataset,
         batch_size=micro_batch_size,
@@ -178,6 +204,14 @@ def build_dataloader(
         generator=torch.Generator().manual_seed(seed),
         **kwargs,
     )
+
+
+def _length(dataset: IterableDataset) -> int | None:
+    """A stream's samples per epoch, None when it has no length."""
+    try:
+        return len(dataset)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 def grad_accum_steps(global_batch_size: int, micro_batch_size: int, dp_size: int) -> int:

@@ -210,7 +210,7 @@ class BaseTrainer:
                 if self.state.global_step >= self.state.max_steps:
                     break
                 self.state.epoch = epoch
-                self.train_dataloader.sampler.set_epoch(epoch)
+                _set_epoch(self.train_dataloader, epoch)
                 self.callbacks.on_epoch_begin()
                 batches = self._micro_batch_iterator()
                 while self.state.global_step < self.state.max_steps:
@@ -248,6 +248,13 @@ class BaseTrainer:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _set_epoch(loader: Any, epoch: int) -> None:
+    """The epoch of a loader: its own ``set_epoch`` (``BaseDataLoader``: the sampler's, or a
+    stream's), else its sampler's (a bare ``DataLoader`` over a ``DistributedSampler``)."""
+    setter = getattr(loader, "set_epoch", None)
+    (setter if callable(setter) else loader.sampler.set_epoch)(epoch)
 
 
 __all__ = ["BaseTrainer", "TrainerState"]

@@ -172,10 +172,11 @@ class DataConfig:
     type: str = "dummy"
     """``dummy`` (synthetic random tokens), ``jsonl`` (JSON lines, one document per line under
     ``text_key``, packed), ``text`` (plain text files, packed), ``hf_datasets`` (a local dataset
-    read with the ``datasets`` library, one truncated sample per record), ``json_file``
-    (Alpaca-style instruction records, see ``template``) or ``preset_pt`` (pre-tokenized batches
-    written with ``torch.save``, replayed in file order). ``megatron`` and ``vl_dummy`` are
-    refused with the reason."""
+    read with the ``datasets`` library, one truncated sample per record), ``json_file`` (JSON
+    records of one kind per file, told by the first record: Alpaca instructions, see
+    ``template``, or text under ``text_key``, one truncated sample each) or ``preset_pt``
+    (pre-tokenized batches written with ``torch.save``, replayed in file order). ``megatron`` and
+    ``vl_dummy`` are refused with the reason."""
 
     train_path: Optional[str] = None
     """Dataset file, directory or glob (required for every type but ``dummy``).
@@ -188,10 +189,12 @@ class DataConfig:
     """Tokens per training sample (documents are packed into samples of exactly this length)."""
 
     text_key: str = "text"
-    """The key (column) holding the document text (``jsonl``, ``hf_datasets``)."""
+    """The key (column) holding the document text (``jsonl``, ``hf_datasets``, the text records
+    of ``json_file``)."""
 
     train_size: Optional[int] = None
-    """Use only the first N samples of the dataset (all of them when unset)."""
+    """Use only the first N samples of the dataset (all of them when unset). With ``streaming``:
+    the global sample budget of an epoch (each data-parallel rank yields its even share)."""
 
     template: str = "empty"
     """``json_file``: ``empty`` trains on the response only (prompt tokens masked with -100);
@@ -221,7 +224,10 @@ class DataConfig:
     """Vision-language synthetic data: patch grid width. Refused unless at its default (the reason is in the error and the migration guide)."""
 
     streaming: bool = False
-    """Stream the dataset instead of loading it. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """``hf_datasets`` / ``json_file``: read the data as a ``datasets`` stream (record by record,
+    split over the data-parallel ranks, shuffled in a seeded buffer of 10,000 records) instead
+    of loading it; needs ``num_workers: 0``, and ``train_size`` on more than one
+    data-parallel rank."""
 
     num_workers: int = 0
     """DataLoader worker processes."""
@@ -233,7 +239,8 @@ class DataConfig:
     """Pin host memory of batches (useful with an accelerator)."""
 
     shuffle: bool = True
-    """Shuffle samples each epoch (DistributedSampler, seeded with ``train.seed``)."""
+    """Shuffle samples each epoch (DistributedSampler, seeded with ``train.seed``; a stream: its
+    shuffle buffer, seeded the same way)."""
 
     load: str | None = None
     """How pipeline ranks load their data: unset, every rank its data-parallel group's whole

@@ -15,9 +15,9 @@ imported by the steps below that use them.
    meets the run (``model.update_from_config(trainer_config=config)``) first, because it may
    re-base the architecture (``model.config_overrides``) and the synthetic data of step 4 must use
    the final vocabulary size;
-2. paths: ``hf_assets_path`` must be a directory when set; relative ``checkpoint.folder``,
-   ``metrics.save_tb_folder`` and ``profiler.save_traces_folder`` resolve under ``dump_folder``
-   (as in torchtitan);
+2. paths: ``hf_assets_path`` must be a directory when set (and ``metrics.enable_wandb`` needs
+   the ``wandb`` package); relative ``checkpoint.folder``, ``metrics.save_tb_folder`` and
+   ``profiler.save_traces_folder`` resolve under ``dump_folder`` (as in torchtitan);
 3. process group, device, ParallelDims + mesh, seeds, from ``comm`` / ``parallelism`` /
    ``debug`` (``comm.local_rank`` picks the device; the launcher's ``LOCAL_RANK`` fills it);
 4. tokenizer -- ``config.tokenizer.build(weights_path=...)``: ``tokenizer.path`` travels in the
@@ -75,6 +75,9 @@ _DATA_FIELDS = {
     "template": "dataloader.template",
     "max_samples": "dataloader.max_samples",
     "max_seq_len": "training.seq_len",
+    "shuffle": "dataloader.shuffle",
+    "streaming": "dataloader.streaming",
+    "num_workers": "dataloader.num_workers",
 }
 
 
@@ -253,11 +256,14 @@ class HyperTrainer(BaseTrainer, Configurable):
                 )
 
     def _resolve_paths(self) -> None:
+        from hyper_parallel.components.metrics import check_wandb
         from hyper_parallel.runtime.checkpoint import require_hf_assets_dir
 
         c = self.config
         # Checked before any work: the export that reads it runs only at the first save.
         require_hf_assets_dir(c.hf_assets_path)
+        # Before any work too: the metrics processor, which needs it, is built last.
+        check_wandb(c.metrics)
         c.checkpoint = dataclasses.replace(
             c.checkpoint, folder=resolve_output_folder(c.dump_folder, c.checkpoint.folder)
         )
@@ -330,10 +336,12 @@ class HyperTrainer(BaseTrainer, Configurable):
                     "to 0 or train on a dataset",
                     path="validation.freq",
                 )
-            # The same data type on another path; max_samples limits the training set only.
+            # The same data type on another path; max_samples limits the training set only,
+            # and the validation set is read whole (not streamed): every rank evaluates all of
+            # its share, which a stream of unknown length per rank could not promise.
             eval_config = dataclasses.replace(
                 c.dataloader, dataset_path=c.validation.dataset_path, shuffle=False,
-                max_samples=None,
+                max_samples=None, streaming=False,
             )
             self.eval_dataloader = _data_errors_as_config_errors(
                 eval_config.build,

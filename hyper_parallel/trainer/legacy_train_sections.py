@@ -23,6 +23,7 @@ from hyper_parallel.trainer.legacy_rules import (
 )
 from hyper_parallel.utils.choices import (
     LEGACY_PP_SCHEDULES,
+    LEGACY_REPORT_TO,
     LOSS_AGGREGATIONS,
     OPTIMIZER_TYPES,
     normalized_pp_schedule,
@@ -344,7 +345,8 @@ class LoggingConfig:
     """``train.logging``: console and metrics-file logging."""
 
     report_to: str = "none"
-    """Never read by the legacy trainer (TensorBoard is ``train.tensorboard``). Refused unless at its default (the reason is in the error and the migration guide)."""
+    """``wandb`` logs to Weights & Biases, as ``train.wandb.enabled: true`` does; ``none``
+    leaves that to ``train.wandb.enabled`` (TensorBoard has ``train.tensorboard.enabled``)."""
 
     report_global_loss: bool = False
     """Read but never acted on by the legacy trainer; the logged loss is always the global one.
@@ -364,6 +366,12 @@ class LoggingConfig:
 
     @validated
     def __post_init__(self) -> None:
+        if self.report_to in ("tensorboard", "all"):
+            require(False, "report_to", f"{self.report_to!r} is not a value here: TensorBoard is "
+                    "switched on with train.tensorboard.enabled; choose one of: "
+                    f"{', '.join(LEGACY_REPORT_TO)}")
+        else:
+            one_of(self.report_to, LEGACY_REPORT_TO, "report_to")
         at_least(self.log_steps, 1, "log_steps")
         if self.model_flops_per_token is not None:
             at_least(self.model_flops_per_token, 1, "model_flops_per_token")
@@ -391,19 +399,28 @@ class TensorBoardConfig:
 
 @dataclass
 class WandbConfig:
-    """``train.wandb``: Weights & Biases logging. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """``train.wandb``: Weights & Biases logging on rank 0 (the ``wandb`` package:
+    ``pip install hyper_parallel[wandb]``); offline, for a later ``wandb sync``, without an API
+    key or network."""
 
     enabled: bool = False
-    """Log to Weights & Biases. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """Log the step metrics to Weights & Biases."""
 
     project: str = "hyper-parallel"
-    """Weights & Biases project. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """Weights & Biases project."""
 
     run_name: Optional[str] = None
-    """Weights & Biases run name. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """Weights & Biases run name (unset: W&B's own)."""
 
     log_steps: int = 1
-    """Log every N steps. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """Log every N steps."""
+
+    @validated
+    def __post_init__(self) -> None:
+        require(bool(self.project), "project", "must be a non-empty project name")
+        if self.run_name is not None:
+            require(self.run_name != "", "run_name", "must be a non-empty name (or unset)")
+        at_least(self.log_steps, 1, "log_steps")
 
 
 @dataclass

@@ -11,7 +11,7 @@ and its converted recipe are the same run, and their checkpoints are interchange
 
 **Errors speak the legacy schema.** The engine and its components name the recipe fields they
 check (``parallelism.tensor_parallel_degree``, ``training.global_batch_size``, ...). A
-:class:`~hyper_parallel.trainer.config.ConfigError` raised while the engine is built is
+:class:`~hyper_parallel.trainer.config.ConfigError` raised while the engine is built (or trains) is
 rewritten here, and only here, by :func:`legacy_config_error`: its ``path`` and every recipe
 field its message names become the legacy keys the field table maps them from
 (``train.accelerator.tp``, ``train.global_batch_size``), with a ``(recipe field: ...)`` hint.
@@ -118,6 +118,17 @@ class LLMTrainer(HyperTrainer):
         config = legacy_to_trainer_config(args)
         try:
             super().__init__(config)
+        except ConfigError as exc:
+            translated = legacy_config_error(exc)
+            if translated is exc:
+                raise
+            raise translated.with_traceback(exc.__traceback__) from None
+
+    def train(self):
+        """The engine's loop; a ``ConfigError`` found while training (a streamed record of the
+        wrong kind, say) speaks the legacy schema too."""
+        try:
+            return super().train()
         except ConfigError as exc:
             translated = legacy_config_error(exc)
             if translated is exc:

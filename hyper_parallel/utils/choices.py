@@ -104,7 +104,14 @@ ExpertsImplementation = Literal["grouped_mm", "loop"]
 EXPERTS_IMPLEMENTATIONS: tuple[str, ...] = get_args(ExpertsImplementation)
 DEFAULT_EXPERTS_IMPLEMENTATION = "grouped_mm"
 
+#: The legacy ``train.logging.report_to`` values: ``wandb`` is another spelling of
+#: ``train.wandb.enabled: true`` (``metrics.enable_wandb``); ``none`` leaves the switch to it.
+#: TensorBoard has its own switch (``train.tensorboard.enabled``).
+LEGACY_REPORT_TO: tuple[str, ...] = ("none", "wandb")
+
+
 __all__ = [
+    "LEGACY_REPORT_TO",
     "LEGACY_PP_SCHEDULES",
     "PP_SCHEDULE_OF_LEGACY",
     "normalized_pp_schedule",

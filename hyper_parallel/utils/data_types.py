@@ -13,9 +13,15 @@ Types:
 * ``text``        -- plain text, documents separated by blank lines, packed the same way;
 * ``hf_datasets`` -- a local file / folder (or a dataset already in the local Hugging Face
   cache) read with the ``datasets`` library; one truncated sample per record, not packed;
-* ``json_file``   -- Alpaca records (``instruction`` / ``input`` / ``output``): supervised
-  fine-tuning with the prompt masked out of the loss (``template``);
+* ``json_file``   -- JSON / JSON lines of one kind of record, told by the first record: Alpaca
+  records (``instruction`` / ``input`` / ``output``, supervised fine-tuning with the prompt
+  masked out of the loss, ``template``) or text records (the text under ``text_key``, one
+  truncated sample each, as ``hf_datasets``);
 * ``preset_pt``   -- pre-tokenized batches saved with ``torch.save``, replayed in file order.
+
+``hf_datasets`` and ``json_file`` may be *streamed* (``streaming``): read record by record as a
+``datasets`` ``IterableDataset``, split over the data-parallel ranks, shuffled in a seeded
+buffer of :data:`STREAM_SHUFFLE_BUFFER` records.
 """
 
 from __future__ import annotations
@@ -54,14 +60,23 @@ TYPES_NEEDING_PATH: tuple[str, ...] = tuple(t for t in DATA_TYPES if t != "dummy
 #: Types that tokenize text (``dummy`` draws ids, ``preset_pt`` holds them already).
 TYPES_NEEDING_TOKENIZER: tuple[str, ...] = ("jsonl", "text", "hf_datasets", "json_file")
 
-#: Types whose documents sit under ``text_key``.
-TYPES_USING_TEXT_KEY: tuple[str, ...] = ("jsonl", "hf_datasets")
+#: Types whose documents sit under ``text_key`` (``json_file``: its text records).
+TYPES_USING_TEXT_KEY: tuple[str, ...] = ("jsonl", "hf_datasets", "json_file")
 
 #: Types whose samples differ in length (collate pads them to the batch's longest).
 VARIABLE_LENGTH_TYPES: tuple[str, ...] = ("hf_datasets", "json_file")
 
 #: Types that must be read in file order (the loader may not shuffle them).
 ORDERED_TYPES: tuple[str, ...] = ("preset_pt",)
+
+#: Types that can be streamed (``streaming``): read record by record with the ``datasets``
+#: library, never held whole.
+STREAMING_TYPES: tuple[str, ...] = ("hf_datasets", "json_file")
+
+#: Records in the shuffle buffer of a streamed dataset (``IterableDataset.shuffle(seed=...,
+#: buffer_size=...)``). A fixed size, as in the later legacy snapshots, which have no setting
+#: for it either: a sample is drawn at random from the next this-many records of the stream.
+STREAM_SHUFFLE_BUFFER = 10_000
 
 
 #: How the data settings are named in messages, by role: the legacy ``data`` keys. A caller
@@ -76,6 +91,8 @@ LEGACY_DATA_FIELDS: dict[str, str] = {
     "max_samples": "data.train_size",
     "max_seq_len": "data.max_seq_len",
     "shuffle": "data.shuffle",
+    "streaming": "data.streaming",
+    "num_workers": "data.num_workers",
 }
 
 @dataclass(frozen=True)
@@ -102,6 +119,8 @@ def setting_problems(
     template: object = "empty",
     max_samples: object = None,
     shuffle: object = False,
+    streaming: object = False,
+    num_workers: object = 0,
     fields: Mapping[str, str] | None = None,
 ) -> list[SettingProblem]:
     """What is wrong with the data settings that depend on the data type, in the order below
@@ -111,7 +130,10 @@ def setting_problems(
     * ``subset`` only with ``hf_datasets``;
     * a ``template`` other than ``empty`` only with ``json_file``;
     * ``max_samples`` unset or an integer >= 1 (at most 2**53 - 1);
-    * no ``shuffle`` of a type replayed in file order (``preset_pt``).
+    * no ``shuffle`` of a type replayed in file order (``preset_pt``);
+    * ``streaming`` only with a type read through the ``datasets`` library
+      (:data:`STREAMING_TYPES`), and only without worker processes (``num_workers`` 0: each
+      rank's stream is one ordered, resumable sequence read in the training process).
 
     ``type`` is one of :data:`DATA_TYPES` (or None, which no type-dependent rule applies to:
     the loader knows a dataset, not always its type). ``fields`` names the settings in the
@@ -140,6 +162,14 @@ def setting_problems(
     if shuffle and type in ORDERED_TYPES:
         refuse("shuffle", shuffle, f"{type} replays the file's batches in file order; set it to "
                "False")
+    if streaming and type is not None and type not in STREAMING_TYPES:
+        refuse("streaming", streaming, f"only applies to {names['type']}='hf_datasets' or "
+               f"'json_file', which the datasets library reads record by record {this}; set it "
+               "to False")
+    if streaming and isinstance(num_workers, int) and num_workers > 0:
+        refuse("num_workers", num_workers, f"a streamed dataset ({names['streaming']}=True) is "
+               "read in the training process, one ordered and resumable stream per "
+               "data-parallel rank; set it to 0")
     return problems
 
 
@@ -158,13 +188,15 @@ __all__ = [
     "LEGACY_DATA_FIELDS",
     "ORDERED_TYPES",
     "REFUSED_DATA_TYPES",
-    "SettingProblem",
+    "STREAMING_TYPES",
+    "STREAM_SHUFFLE_BUFFER",
     "TEMPLATES",
     "TYPES_NEEDING_PATH",
     "TYPES_NEEDING_TOKENIZER",
     "TYPES_USING_TEXT_KEY",
     "VARIABLE_LENGTH_TYPES",
     "DataType",
+    "SettingProblem",
     "Template",
     "setting_problems",
     "unsupported_type_message",

@@ -1,5 +1,5 @@
 """Recipe renames, converted from renames.yaml
-(sha256 9125933bf53b4e269d85cd90157ea5e3d7b5cc9666c197a6842fc6deb02f4a2c).
+(sha256 13c443e7756a0996f5343a2ef1b96227d2cbd3f15ec7a876d84f2f32382ae637).
 
 The YAML's header comment:
 
@@ -55,18 +55,21 @@ def renames() -> HyperTrainer.Config:
     config.metrics.enable_tensorboard = True  # train.tensorboard.enabled (line 43)
     config.metrics.save_tb_folder = "runs/renames/tb"  # train.tensorboard.output_dir (line 44)
     config.metrics.tb_log_freq = 5  # train.tensorboard.log_steps (line 45)
-    config.metrics.enable_memory_monitor = True  # train.memory_monitor.enabled (line 47)
-    config.metrics.memory_log_freq = 10  # train.memory_monitor.log_steps (line 48)
-    config.profiler.enable_profiling = True  # train.profile.enabled (line 50)
-    # train.profile.output_dir (line 51)
+    config.metrics.wandb_project = "renames"  # train.wandb.project (line 47)
+    config.metrics.wandb_run_name = "run-1"  # train.wandb.run_name (line 48)
+    config.metrics.wandb_log_freq = 5  # train.wandb.log_steps (line 49)
+    config.metrics.enable_memory_monitor = True  # train.memory_monitor.enabled (line 51)
+    config.metrics.memory_log_freq = 10  # train.memory_monitor.log_steps (line 52)
+    config.profiler.enable_profiling = True  # train.profile.enabled (line 54)
+    # train.profile.output_dir (line 55)
     config.profiler.save_traces_folder = "runs/renames/profile"
-    config.profiler.wait = 2  # train.profile.wait_steps (line 52)
-    config.profiler.active = 2  # train.profile.active_steps (line 54)
+    config.profiler.wait = 2  # train.profile.wait_steps (line 56)
+    config.profiler.active = 2  # train.profile.active_steps (line 58)
     config.training.global_batch_size = 16  # train.global_batch_size (line 18)
     config.training.local_batch_size = 2  # train.micro_batch_size (line 19)
     config.training.seq_len = 256  # data.max_seq_len (line 12)
     config.training.max_norm = 0.5  # train.optimizer.max_grad_norm (line 31)
-    config.training.gc_freq = 10  # train.debug.gc_steps (line 61)
+    config.training.gc_freq = 10  # train.debug.gc_steps (line 65)
     config.training.freeze_modules = ["embed_tokens"]  # model.freeze_modules (line 5)
     config.parallelism.data_parallel_shard_degree = 4  # train.accelerator.dp_shard (line 23)
     config.parallelism.tensor_parallel_degree = 2  # train.accelerator.tp (line 24)
@@ -74,8 +77,8 @@ def renames() -> HyperTrainer.Config:
     config.parallelism.reshard_after_forward = False
     config.comm.backend = "gloo"  # train.comm_backend (line 21)
     config.debug.seed = 7  # train.seed (line 20)
-    config.debug.deterministic = True  # train.debug.deterministic (line 59)
-    config.debug.check_nan_inf = True  # train.debug.check_nan_inf (line 60)
-    config.validation.freq = 25  # train.eval.eval_steps (line 56)
-    config.validation.dataset_path = "data/valid.jsonl"  # train.eval.eval_dataset (line 57)
+    config.debug.deterministic = True  # train.debug.deterministic (line 63)
+    config.debug.check_nan_inf = True  # train.debug.check_nan_inf (line 64)
+    config.validation.freq = 25  # train.eval.eval_steps (line 60)
+    config.validation.dataset_path = "data/valid.jsonl"  # train.eval.eval_dataset (line 61)
     return config

@@ -1,5 +1,5 @@
 """Recipe transforms, converted from transforms.yaml
-(sha256 242be67ec2cc931ab6ce518624e8809929e66af7959d6c044945771dcc12590f).
+(sha256 f064b28dd9d734779241cab1d095d669b769dfba8550699289c8b0e28da2adb3).
 
 The YAML's header comment:
 
@@ -41,6 +41,8 @@ def transforms() -> HyperTrainer.Config:
     config.checkpoint.folder = "runs/transforms"  # train.checkpoint.output_dir (line 25)
     config.checkpoint.load_path = "runs/previous/step_10"  # train.checkpoint.load_path (line 26)
     config.checkpoint.async_mode = "async"  # train.checkpoint.save_async (line 27)
+    # train.logging.report_to (line 29): another spelling of train.wandb.enabled: true
+    config.metrics.enable_wandb = True
     config.training.steps = 30  # train.max_steps (line 10)
     config.training.global_batch_size = 4  # train.global_batch_size (line 11)
     config.training.seq_len = 64  # data.max_seq_len (line 8)

@@ -50,11 +50,12 @@ from hyper_parallel.utils.choices import (
     DECAY_STYLES,
     KERNEL_CHOICES,
     LEGACY_PP_SCHEDULES,
+    LEGACY_REPORT_TO,
     LOSS_AGGREGATIONS,
     OPTIMIZER_TYPES,
     normalized_pp_schedule,
 )
-from hyper_parallel.utils.data_types import DATA_TYPES
+from hyper_parallel.utils.data_types import DATA_TYPES, STREAMING_TYPES
 
 REPO = Path(__file__).resolve().parents[4]
 EXAMPLES = sorted((REPO / "examples" / "yaml").glob("*.yaml"))
@@ -74,6 +75,7 @@ CHOICES: dict[str, tuple] = {
     "train.optimizer.lr_decay_style": DECAY_STYLES,
     "train.optimizer.loss_aggregation": LOSS_AGGREGATIONS,
     "model.kernels": KERNEL_CHOICES,
+    "train.logging.report_to": LEGACY_REPORT_TO,
     # Every spelling the schema accepts (case and '-' / '_' are not significant).
     "train.accelerator.pp_schedule": (*LEGACY_PP_SCHEDULES, "GPipe", "1F1B", "Interleaved-1F1B"),
 }
@@ -103,6 +105,7 @@ INT_MIN: dict[str, int] = {
     "train.logging.log_steps": 1,
     "train.logging.model_flops_per_token": 1,
     "train.tensorboard.log_steps": 1,
+    "train.wandb.log_steps": 1,
     "train.profile.active_steps": 1,
     "data.train_size": 1,
     "train.memory_monitor.log_steps": 1,
@@ -186,6 +189,11 @@ def _fix(path: str, kwargs: dict) -> None:
     if path == "data":
         if kwargs["type"] != "dummy" and kwargs["train_path"] is None:
             kwargs["train_path"] = "corpus.jsonl"
+        # A stream is read by the datasets library, in the training process.
+        if kwargs["type"] not in STREAMING_TYPES:
+            kwargs["streaming"] = False
+        if kwargs["streaming"]:
+            kwargs["num_workers"] = 0
         if kwargs["num_workers"] == 0:
             kwargs["prefetch_factor"] = None
         if kwargs["type"] != "hf_datasets":

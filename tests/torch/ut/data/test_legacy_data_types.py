@@ -492,6 +492,7 @@ def test_config_fields_and_defaults():
         ("dataset", "dummy"), ("dataset_path", None), ("dataset_subset", None),
         ("text_key", "text"), ("template", "empty"), ("max_samples", None),
         ("num_workers", 0), ("shuffle", True), ("pin_memory", True), ("prefetch_factor", None),
+        ("streaming", False),
     ]
 
 

@@ -97,10 +97,10 @@ def test_keys_refused_on_conversion_have_their_lines_too(entry, run_entry, tmp_p
     parser's command prints the legacy config, which holds them): each at its line."""
     main, head, prefix = ENTRIES[entry]
     (tmp_path / "old.yaml").write_text(
-        "model:\n  tp_plan: {q_proj: colwise}\ntrain:\n  wandb:\n    enabled: true\n")
+        "model:\n  tp_plan: {q_proj: colwise}\ntrain:\n  moe_monitor:\n    num_recomputations: 2\n")
     code, err = run_entry(main, [*head, "old.yaml"])
     assert code == 2, err
     assert err.startswith(f"{prefix}2 problems in old.yaml:\n"), err
     assert "\n- old.yaml:2: model.tp_plan: {'q_proj': 'colwise'} is not supported" in err
-    assert "\n- old.yaml:5: train.wandb.enabled: True is not supported" in err
+    assert "\n- old.yaml:5: train.moe_monitor.num_recomputations: 2 is not supported" in err
     assert "Traceback" not in err

@@ -296,6 +296,10 @@ class Fixtures:
         return self._jsonl("two_keys.jsonl", [{"text": a, "content": b}
                                               for a, b in zip(texts, reversed(texts))])
 
+    def make_text_jsonl(self) -> str:
+        """``json_file`` text records (``{"text": ...}``): the corpus documents, one a line."""
+        return self._jsonl("text_records.jsonl", [{"text": t} for t in self._corpus_texts()])
+
     def make_tiny_jsonl(self, document: int = 0, name: str = "tiny.jsonl") -> str:
         """Just enough text for one step of the base run per epoch (two samples of 16 tokens)."""
         from hyper_parallel.data import build_dataset, load_tokenizer
