@@ -118,8 +118,9 @@ def _short(shown: str, limit: int = 80) -> str:
 def check_resume(extra: dict[str, Any], path: str, current: dict[str, str], *,
                  name: Callable[[str], str] = str, log: bool = True) -> None:
     """Compare a checkpoint's configuration (``extra``) with the running one (see the module
-    docstring); ``name`` spells a field in the entry's own names. A checkpoint written before
-    configurations were recorded is resumed with a warning."""
+    docstring); ``name`` spells a field of the log in the entry's own names (the error names
+    the recipe fields, which the legacy front door rewrites as it rewrites every error). A
+    checkpoint written before configurations were recorded is resumed with a warning."""
     saved = extra.get(CONFIG_KEY)
     if not isinstance(saved, dict):
         if log:
@@ -133,7 +134,7 @@ def check_resume(extra: dict[str, Any], path: str, current: dict[str, str], *,
         lines = []
         for why in dict.fromkeys(why for *_, why in refused):
             lines.append(f"  {why}:")
-            lines += [f"    {name(f)}: checkpoint {_short(b)}, this run {_short(n)}"
+            lines += [f"    {f}: checkpoint {_short(b)}, this run {_short(n)}"
                       for f, b, n, reason in refused if reason == why]
         raise ConfigError(
             f"the checkpoint {path} was written by a run of another configuration; "
