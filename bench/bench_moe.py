@@ -39,13 +39,13 @@ import argparse
 import copy
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _launch import run_trainer  # this directory (sys.path[0])
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -256,42 +256,14 @@ def _experts_runner(module, x, counts, grad):
 # --------------------------------------------------------------------------- 3. expert parallelism
 
 
-def _error_line(text: str) -> str:
-    """The last line that says why a run failed: the trainer's ``training failed:`` log line,
-    a command-line ``error:``, else the last exception line of a traceback, else the last line."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for pattern in (r"training failed: (.*)", r"^error: (.*)",
-                    r"^((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b.*)"):
-        hits = [m.group(1) for m in map(re.compile(pattern).search, lines) if m]
-        if hits:
-            return hits[-1][:500]
-    return lines[-1][:500] if lines else "(no output)"
-
-
 def run_layout(layout: str, steps: int, threads: int) -> dict:
     """One training run of ``layout`` under ``torchrun``; its ``metrics.jsonl`` rows."""
     recipe, nproc = LAYOUTS[layout]
     with tempfile.TemporaryDirectory(prefix="bench-moe-") as tmp:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc_per_node", str(nproc), "-m", "hyper_parallel.train",
-               "--module", "bench._moe_recipes", "--config", recipe,
-               "--training.steps", str(steps), "--dump_folder", tmp]
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads if nproc == 1 else 1),
-               "HYPER_PARALLEL_DISABLE_TQDM": "1",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
-                                                           os.environ.get("PYTHONPATH")]))}
-        start = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
-                                  timeout=600, check=False)
-        except subprocess.TimeoutExpired:
-            return {"error": "timed out after 600 s"}
-        wall = time.perf_counter() - start
-        metrics = Path(tmp) / "outputs" / "metrics.jsonl"
-        if proc.returncode != 0 or not metrics.exists():
-            return {"error": _error_line(proc.stderr + proc.stdout), "returncode": proc.returncode}
-        rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    return {"rows": [r for r in rows if "step_time" in r], "process_wall_s": round(wall, 2)}
+        return run_trainer(["--module", "bench._moe_recipes", "--config", recipe,
+                            "--training.steps", str(steps), "--dump_folder", tmp],
+                           nproc, Path(tmp) / "outputs" / "metrics.jsonl",
+                           threads=threads if nproc == 1 else 1)
 
 
 def bench_expert_parallel(settings: dict, threads: int) -> dict:

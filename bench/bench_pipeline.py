@@ -50,14 +50,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import resource
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _launch import run_trainer  # this directory (sys.path[0])
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -100,17 +99,6 @@ def _other_work_share(before: tuple[float, float] | None, wall_s: float) -> floa
     return round(max(other, 0.0) / (wall_s * os.cpu_count()), 3)
 
 
-def _error_line(text: str) -> str:
-    """The line that says why a run failed: the trainer's ``training failed:`` line, else the
-    last exception line of a traceback, else the last line."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for pattern in (r"training failed: (.*)", r"^((?:[\w.]+\.)?\w*(?:Error|Exception)\b.*)"):
-        hits = [m.group(1) for m in map(re.compile(pattern).search, lines) if m]
-        if hits:
-            return hits[-1][:500]
-    return lines[-1][:500] if lines else "(no output)"
-
-
 class Trainer:
     """Runs the real trainer, one layout at a time, each layout once (asking again for a layout
     gets the figures of its first run)."""
@@ -149,33 +137,20 @@ class Trainer:
         flavor = [] if self.flavor == "debugmodel" else [
             f"--model.config_overrides={{flavor: {self.flavor}}}"]
         with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as out:
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   "--nproc_per_node", str(nproc), "-m", "hyper_parallel.train",
-                   "--module", "recipes.train_qwen3_5_debug", "--config", "train_qwen3_5_debug",
-                   *flavor, "--training.steps", str(self.steps),
-                   "--training.seq_len", str(self.seq_len),
-                   "--training.global_batch_size", str(ROWS), "--checkpoint.folder", out,
-                   *overrides]
             # One thread a rank, the 1-rank run's too: every rank computes on one core, so
             # T_1 / p is what a stage would be busy for.
-            env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1",
-                   "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
-                                                               os.environ.get("PYTHONPATH")]))}
-            start = time.perf_counter()
-            try:
-                proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
-                                      timeout=600, check=False)
-            except subprocess.TimeoutExpired:
-                return {"error": "timed out after 600 s"}
-            wall = time.perf_counter() - start
-            metrics = Path(out) / "metrics.jsonl"
-            if proc.returncode != 0 or not metrics.exists():
-                return {"error": _error_line(proc.stderr + proc.stdout)}
-            records = [json.loads(line) for line in metrics.read_text().splitlines() if line]
-        steps = [r for r in records if "step_time" in r]
+            run = run_trainer(["--module", "recipes.train_qwen3_5_debug", "--config",
+                               "train_qwen3_5_debug", *flavor, "--training.steps",
+                               str(self.steps), "--training.seq_len", str(self.seq_len),
+                               "--training.global_batch_size", str(ROWS),
+                               "--checkpoint.folder", out, *overrides],
+                              nproc, Path(out) / "metrics.jsonl")
+        if "error" in run:
+            return {"error": run["error"]}
+        steps = run["rows"]
         timed = [r["step_time"] for r in steps if r["step"] > WARMUP_STEPS]
         return {"step_s": statistics.median(timed), "min_step_s": min(timed),
-                "losses": [r["loss"] for r in steps], "process_wall_s": round(wall, 1)}
+                "losses": [r["loss"] for r in steps], "process_wall_s": run["process_wall_s"]}
 
 
 def max_relative_diff(losses: list[float], reference: list[float]) -> float:

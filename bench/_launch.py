@@ -1,0 +1,51 @@
+"""One trainer run under ``torchrun`` for the benchmarks: its ``metrics.jsonl`` rows, its wall
+time, or the line that says why it failed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 600
+
+
+def error_line(text: str) -> str:
+    """The last line that says why a run failed: the trainer's ``training failed:`` log line,
+    a command-line ``error:``, else the last exception line of a traceback, else the last line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for pattern in (r"training failed: (.*)", r"^error: (.*)",
+                    r"^((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b.*)"):
+        hits = [m.group(1) for m in map(re.compile(pattern).search, lines) if m]
+        if hits:
+            return hits[-1][:500]
+    return lines[-1][:500] if lines else "(no output)"
+
+
+def run_trainer(args: list[str], nproc: int, metrics: Path, *, threads: int = 1) -> dict:
+    """``torchrun --standalone --nproc_per_node nproc -m hyper_parallel.train args`` with
+    ``threads`` intra-op threads a rank: ``{"rows": the metrics rows of the steps,
+    "process_wall_s": ...}``, or ``{"error": ..., "returncode": ...}``."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           "--nproc_per_node", str(nproc), "-m", "hyper_parallel.train", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HYPER_PARALLEL_DISABLE_TQDM": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {TIMEOUT_S} s"}
+    wall = time.perf_counter() - start
+    if proc.returncode != 0 or not metrics.exists():
+        return {"error": error_line(proc.stderr + proc.stdout), "returncode": proc.returncode}
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    return {"rows": [r for r in rows if "step_time" in r], "process_wall_s": round(wall, 2)}
+
+
+__all__ = ["REPO", "TIMEOUT_S", "error_line", "run_trainer"]
