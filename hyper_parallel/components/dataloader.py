@@ -299,24 +299,8 @@ class BaseDataLoader(Configurable):
         """The map-style dataset of ``self.config`` (override for another data source)."""
         from hyper_parallel.data import build_dataset
 
-        c = self.config
-        return build_dataset(
-            c.dataset,
-            train_path=c.dataset_path,
-            max_seq_len=seq_len,
-            text_key=c.text_key,
-            tokenizer=tokenizer,
-            vocab_size=vocab_size,
-            num_samples=num_samples,
-            subset=c.dataset_subset,
-            template=c.template,
-            max_samples=c.max_samples,
-            fields={
-                **_config_fields(c),
-                "max_seq_len": "training.seq_len",
-                **getattr(self, "field_names", {}),
-            },
-        )
+        return build_dataset(self.config.dataset, num_samples=num_samples,
+                             **self._source(tokenizer, seq_len, vocab_size))
 
     def build_stream(
         self,
@@ -332,27 +316,28 @@ class BaseDataLoader(Configurable):
         ``IterableDataset``; override for another stream)."""
         from hyper_parallel.data.streaming import build_streaming_dataset
 
-        c = self.config
         return build_streaming_dataset(
-            c.dataset,
-            train_path=c.dataset_path,
-            max_seq_len=seq_len,
-            dp_rank=dp_rank,
-            dp_size=dp_world_size,
-            seed=seed,
-            shuffle=c.shuffle,
-            text_key=c.text_key,
-            tokenizer=tokenizer,
-            vocab_size=vocab_size,
-            subset=c.dataset_subset,
-            template=c.template,
-            max_samples=c.max_samples,
-            fields={
+            self.config.dataset, dp_rank=dp_rank, dp_size=dp_world_size, seed=seed,
+            shuffle=self.config.shuffle, **self._source(tokenizer, seq_len, vocab_size))
+
+    def _source(self, tokenizer: Any | None, seq_len: int, vocab_size: int | None) -> dict:
+        """What both dataset builders read of the config, and the field names of its errors."""
+        c = self.config
+        return {
+            "train_path": c.dataset_path,
+            "max_seq_len": seq_len,
+            "text_key": c.text_key,
+            "tokenizer": tokenizer,
+            "vocab_size": vocab_size,
+            "subset": c.dataset_subset,
+            "template": c.template,
+            "max_samples": c.max_samples,
+            "fields": {
                 **_config_fields(c),
                 "max_seq_len": "training.seq_len",
                 **getattr(self, "field_names", {}),
             },
-        )
+        }
 
     # ------------------------------------------------------------------ iteration
 
