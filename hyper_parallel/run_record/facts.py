@@ -37,7 +37,11 @@ INPUT_FIELDS = ("dataloader.dataset_path", "validation.dataset_path", "tokenizer
 
 #: Files above this size are recorded by size and modification time: hashing a multi-GB shard
 #: at every start would cost minutes; below it, by size and sha256.
-HASH_LIMIT_BYTES = 256 * 1024 * 1024
+HASH_LIMIT_BYTES = 64 * 1024 * 1024
+#: The bytes one record hashes in all (about a second of reading): a folder of many shards
+#: below the limit would otherwise hold up the start, while the other ranks wait in their first
+#: collective. Files past the budget are recorded by size and modification time too.
+HASH_BUDGET_BYTES = 1024 * 1024 * 1024
 
 
 def versions() -> dict[str, Any]:
@@ -92,21 +96,25 @@ def launch(argv: list[str], world_size: int) -> dict[str, Any]:
 def input_files(config: Any) -> list[dict[str, Any]]:
     """Each file under each of :data:`INPUT_FIELDS` that is set (``pkg://`` paths and globs
     resolved), and the shipped tokenizer when no field names one: its field, path, size and
-    sha256 (``mtime`` instead above :data:`HASH_LIMIT_BYTES`), in field then path order."""
+    sha256 (``mtime`` instead above :data:`HASH_LIMIT_BYTES`, or once
+    :data:`HASH_BUDGET_BYTES` are hashed), in field then path order."""
     from hyper_parallel import assets
 
-    found = []
+    files = []
     for field in INPUT_FIELDS:
         value: Any = config
         for part in field.split("."):
             value = getattr(value, part)
         if value:
-            found += [{"field": field, **file_fact(path)}
-                      for path in _files(assets.resolve_path(str(value)))]
+            files += [(field, path) for path in _files(assets.resolve_path(str(value)))]
     if not (config.tokenizer.path or config.hf_assets_path or config.model.weights_path):
         # The tokenizer the engine falls back to: the one shipped with hyper_parallel.
-        found.append({"field": "tokenizer (shipped)",
-                      **file_fact(Path(assets.tokenizer_path()))})
+        files.append(("tokenizer (shipped)", Path(assets.tokenizer_path())))
+    found, budget = [], HASH_BUDGET_BYTES
+    for field, path in files:
+        fact = file_fact(path, hash_limit=min(HASH_LIMIT_BYTES, budget))
+        budget -= fact["size"] if "sha256" in fact else 0
+        found.append({"field": field, **fact})
     return found
 
 
@@ -122,10 +130,11 @@ def _files(path: str) -> Iterator[Path]:
             yield from sorted(p for p in match.rglob("*") if p.is_file())
 
 
-def file_fact(path: Path) -> dict[str, Any]:
-    """``{"path", "size", "sha256"}``, or ``{"path", "size", "mtime"}`` above the limit."""
+def file_fact(path: Path, hash_limit: int | None = None) -> dict[str, Any]:
+    """``{"path", "size", "sha256"}``, or ``{"path", "size", "mtime"}`` above ``hash_limit``
+    (default :data:`HASH_LIMIT_BYTES`)."""
     size = path.stat().st_size
-    if size > HASH_LIMIT_BYTES:
+    if size > (HASH_LIMIT_BYTES if hash_limit is None else hash_limit):
         return {"path": str(path), "size": size, "mtime": path.stat().st_mtime}
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -134,5 +143,5 @@ def file_fact(path: Path) -> dict[str, Any]:
     return {"path": str(path), "size": size, "sha256": digest.hexdigest()}
 
 
-__all__ = ["HASH_LIMIT_BYTES", "INPUT_FIELDS", "NUMERIC_ENVIRONMENT", "NUMERIC_LIBRARIES",
+__all__ = ["HASH_BUDGET_BYTES", "HASH_LIMIT_BYTES", "INPUT_FIELDS", "NUMERIC_ENVIRONMENT", "NUMERIC_LIBRARIES",
            "file_fact", "git_state", "input_files", "launch", "versions"]

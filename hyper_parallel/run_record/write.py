@@ -70,6 +70,7 @@ def write_run_record(source: RunSource, trainer: Any) -> Path:
         "deterministic": trainer.config.debug.deterministic,
         "input_files": facts.input_files(source.config),
         "hash_limit_bytes": facts.HASH_LIMIT_BYTES,
+        "hash_budget_bytes": facts.HASH_BUDGET_BYTES,
     }
     run["recipe"] = _write_recipe(source, folder, run["launch"]["command"], atomic_write)
     run["legacy_yaml"] = _write_yaml(source, folder, atomic_write)

@@ -39,6 +39,11 @@ def test_input_files_by_hash_pkg_paths_globs_and_folders(tmp_path, monkeypatch):
     monkeypatch.setattr(facts, "HASH_LIMIT_BYTES", 10)
     big = facts.file_fact(tmp_path / "data" / "b.jsonl")
     assert big["size"] == 100 and "mtime" in big and "sha256" not in big
+    # Past the budget too: the first file is hashed, the next no more.
+    monkeypatch.setattr(facts, "HASH_LIMIT_BYTES", 1000)
+    monkeypatch.setattr(facts, "HASH_BUDGET_BYTES", 110)
+    found = facts.input_files(_config(data=str(tmp_path / "data" / "*.jsonl"), tokenizer=str(tok)))
+    assert ["sha256" in f for f in found] == [True, False, True]  # 14 + 100 > 110
 
 
 def test_versions_and_launch(monkeypatch):
