@@ -22,6 +22,7 @@ from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
 from hyper_parallel.utils.choices import IGNORE_INDEX
 from hyper_parallel.utils.data_types import setting_problems
+from hyper_parallel.utils.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +56,17 @@ class ResumableDistributedSampler(StatefulDistributedSampler):
                     "rank": (self.rank, "the data-parallel rank"),
                     "seed": (self.seed, "train.seed"),
                     "shuffle": (self.shuffle, "data.shuffle"),
-                    "dataset_len": (len(self.dataset), "the dataset (data.* / tokenizer)")}
+                    "dataset_len": (len(self.dataset), (
+                        "the dataset: its files, its data settings or the tokenizer, or for "
+                        "synthetic dummy data the number of steps, which sizes it"))}
         for key, (current, what) in expected.items():
             if key in state_dict and state_dict[key] != current:
-                raise ValueError(
+                # The checkpoint does not fit this run's data: the user's setting to fix.
+                raise ConfigError(
                     f"cannot resume the data position: it was saved with {key}="
                     f"{state_dict[key]!r} but this run has {current!r} ({what} changed); resume "
-                    "with the original settings or start the data from scratch"
+                    "with the original settings or start the data from scratch",
+                    path="checkpoint.load_path",
                 )
         super().load_state_dict(state_dict)
         if "epoch" in state_dict:

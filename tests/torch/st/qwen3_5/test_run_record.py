@@ -161,3 +161,13 @@ def test_weights_beside_a_resumed_checkpoint_lose_to_it_in_the_log(runs, tmp_pat
                   f"--checkpoint.load_path={folder / 'step_2'}",
                   f"--checkpoint.folder={tmp_path}")
     assert "is not loaded: a resume restores the checkpoint's weights" in proc.stdout + proc.stderr
+
+
+def test_a_data_position_that_does_not_fit_is_a_config_error(runs, tmp_path):
+    """Synthetic data is sized by the steps: more steps, another dataset, no exact resume."""
+    step_2 = Path(runs["folder"]) / "recipe" / "step_2"
+    proc = _train(*RECIPE, "--training.steps=6", f"--checkpoint.load_path={step_2}",
+                  f"--checkpoint.folder={tmp_path}", check=False)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "checkpoint.load_path: cannot resume the data position" in proc.stderr
+    assert "Traceback" not in proc.stderr
