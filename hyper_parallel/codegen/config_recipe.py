@@ -16,7 +16,6 @@ the spec registered under that name, as ``--from-yaml`` writes it
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,15 +147,5 @@ class _NoProvenance:
         return "", ()
 
 
-def flags_of(fields_by_flag: Sequence[tuple[str, Sequence[str]]]) -> list[Flag]:
-    """``[Flag]`` from ``(flag text, fields)`` pairs."""
-    return [Flag(text, tuple(fields)) for text, fields in fields_by_flag]
-
-
-def same_config(a: Any, b: Any) -> bool:
-    """Whether two configurations are field for field the same."""
-    return dataclasses.is_dataclass(a) and not differences(a, b)
-
-
-__all__ = ["RECORD_RECIPE", "ConfigRecipe", "Flag", "candidates", "flags_of", "model_of",
-           "prove", "render_config_recipe", "same_config"]
+__all__ = ["RECORD_RECIPE", "ConfigRecipe", "Flag", "candidates", "model_of", "prove",
+           "render_config_recipe"]
