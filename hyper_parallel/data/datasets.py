@@ -169,6 +169,8 @@ def read_jsonl_documents(files: Sequence[str], text_key: str = "text") -> list[s
     Blank lines are skipped; any other malformed line raises ``ValueError`` naming
     ``file:line`` and the key.
     """
+    from hyper_parallel.data.sft import record_text  # json_file's text records: one rule
+
     docs: list[str] = []
     for file in files:
         with open(file, "rb") as fh:  # bytes: so a decoding error can name its line too
@@ -183,23 +185,7 @@ def read_jsonl_documents(files: Sequence[str], text_key: str = "text") -> list[s
                     raise ValueError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno}); "
                                      f"expected one object per line with the text under key "
                                      f"{text_key!r} (data.text_key)") from exc
-                # ValueError, not TypeError: this is bad file content, like the other errors
-                # here, so callers can catch every data error the same way.
-                if not isinstance(obj, dict):
-                    raise ValueError(  # noqa: TRY004
-                        f"{where}: expected a JSON object with the text under key {text_key!r} "
-                        f"(data.text_key), got {type(obj).__name__}"
-                    )
-                if text_key not in obj:
-                    raise ValueError(f"{where}: no key {text_key!r} (data.text_key); the object "
-                                     f"has keys {sorted(obj)}")
-                text = obj[text_key]
-                if not isinstance(text, str):
-                    raise ValueError(  # noqa: TRY004
-                        f"{where}: key {text_key!r} (data.text_key) holds "
-                        f"{type(text).__name__}, expected a string"
-                    )
-                docs.append(text)
+                docs.append(record_text(obj, where, text_key=text_key))
     return docs
 
 

@@ -177,25 +177,18 @@ def build_dataloader(
                 f"the stream yields {length} samples an epoch on this data-parallel rank, fewer "
                 f"than train.micro_batch_size={micro_batch_size}, so no batch could be formed; "
                 "raise the sample budget (data.train_size) or use a smaller batch")
-        return StatefulDataLoader(
-            dataset,
-            batch_size=micro_batch_size,
-            num_workers=num_workers,
-            collate_fn=collate_fn or functools.partial(collate, pad_id=0),
-            pin_memory=_pinning(pin_memory),
-            drop_last=True,
-            generator=torch.Generator().manual_seed(seed),
-            **kwargs,
-        )
-    per_rank = len(dataset) // dp_size  # DistributedSampler(drop_last=True)
-    if per_rank < micro_batch_size:
-        raise ValueError(
-            f"the dataset has {len(dataset)} samples: {per_rank} per data-parallel rank "
-            f"(dp_size={dp_size}), fewer than train.micro_batch_size={micro_batch_size}, so no "
-            "batch could be formed; use more data, a shorter data.max_seq_len or a smaller batch"
-        )
-    sampler = ResumableDistributedSampler(dataset, num_replicas=dp_size, rank=dp_rank,
-                                          shuffle=shuffle, seed=seed, drop_last=True)
+        sampler = None  # a stream is this rank's share already, in its own order
+    else:
+        per_rank = len(dataset) // dp_size  # DistributedSampler(drop_last=True)
+        if per_rank < micro_batch_size:
+            raise ValueError(
+                f"the dataset has {len(dataset)} samples: {per_rank} per data-parallel rank "
+                f"(dp_size={dp_size}), fewer than train.micro_batch_size={micro_batch_size}, "
+                "so no batch could be formed; use more data, a shorter data.max_seq_len or a "
+                "smaller batch"
+            )
+        sampler = ResumableDistributedSampler(dataset, num_replicas=dp_size, rank=dp_rank,
+                                              shuffle=shuffle, seed=seed, drop_last=True)
     return StatefulDataLoader(
         dataset,
         batch_size=micro_batch_size,

@@ -19,6 +19,7 @@ field its message names become the legacy keys the field table maps them from
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 
@@ -104,6 +105,18 @@ def legacy_config_error(error: ConfigError) -> ConfigError:
     return ConfigError(message + hint, path=path, location=error.location)
 
 
+@contextlib.contextmanager
+def _in_legacy_names():
+    """A ``ConfigError`` raised inside, rewritten in the legacy schema's names."""
+    try:
+        yield
+    except ConfigError as exc:
+        translated = legacy_config_error(exc)
+        if translated is exc:
+            raise
+        raise translated.with_traceback(exc.__traceback__) from None
+
+
 class LLMTrainer(HyperTrainer):
     """Causal language-model training from a legacy ``HyperTrainerConfig``."""
 
@@ -116,24 +129,14 @@ class LLMTrainer(HyperTrainer):
         self.args = args
         # The adapter's own errors already name the legacy fields.
         config = legacy_to_trainer_config(args)
-        try:
+        with _in_legacy_names():
             super().__init__(config)
-        except ConfigError as exc:
-            translated = legacy_config_error(exc)
-            if translated is exc:
-                raise
-            raise translated.with_traceback(exc.__traceback__) from None
 
     def train(self):
         """The engine's loop; a ``ConfigError`` found while training (a streamed record of the
         wrong kind, say) speaks the legacy schema too."""
-        try:
+        with _in_legacy_names():
             return super().train()
-        except ConfigError as exc:
-            translated = legacy_config_error(exc)
-            if translated is exc:
-                raise
-            raise translated.with_traceback(exc.__traceback__) from None
 
     def field_name(self, path: str) -> str:
         """``path`` as the YAML's key (``architecture.*`` and fields with no legacy key keep
