@@ -214,7 +214,7 @@ def measured_child(cmd: list[str], stdout: Path) -> dict[str, float]:
 def bench_fleet_growth(sizes: list[int], tmp: Path) -> dict:
     """One ``--from-yaml`` process per fleet size (:func:`write_fleet`), and the module it
     writes against the one-file recipes."""
-    from hyper_parallel.codegen import from_yaml
+    from hyper_parallel.codegen.migration import from_yaml
 
     rows = []
     for count in sizes:

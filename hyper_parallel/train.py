@@ -95,7 +95,7 @@ def parse_run(args: Sequence[str]):
     given = list(args)
     args, record = _expand_rerun(given, CONFIG_PY)
     if is_recipe_command_line(args):
-        from hyper_parallel.codegen.config_recipe import Flag
+        from hyper_parallel.codegen.migration.config_recipe import Flag
         from hyper_parallel.config.manager import extract_module_and_config
         from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
@@ -122,7 +122,7 @@ def _converted(legacy, args: Sequence[str]):
     a key it refuses is located at its line or override, as ``--from-yaml`` locates it."""
     from pathlib import Path
 
-    from hyper_parallel.codegen.yaml_source import located_in_file
+    from hyper_parallel.codegen.migration.yaml_source import located_in_file
     from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
     from hyper_parallel.trainer.config import ConfigError
 
@@ -151,7 +151,7 @@ def _expand_rerun(args: list[str], config_file: str):
     [overrides]``, and the record's file (None without ``--rerun``)."""
     from pathlib import Path
 
-    from hyper_parallel.codegen.config_recipe import RECORD_RECIPE
+    from hyper_parallel.codegen.migration.config_recipe import RECORD_RECIPE
     from hyper_parallel.config.recipes import RecipeError
 
     if not args or not (args[0] == RERUN or args[0].startswith(RERUN + "=")):
@@ -170,9 +170,10 @@ def _expand_rerun(args: list[str], config_file: str):
 
 
 def _legacy_flags(tokens: list[str]) -> list:
-    """The legacy overrides, one ``Flag`` each (:mod:`hyper_parallel.codegen.config_recipe`):
-    ``--a.b=c`` (or ``--a.b c``) with the recipe fields of the table rows that own ``a.b``."""
-    from hyper_parallel.codegen.config_recipe import Flag
+    """The legacy overrides, one ``Flag`` each
+    (:mod:`hyper_parallel.codegen.migration.config_recipe`): ``--a.b=c`` (or ``--a.b c``) with
+    the recipe fields of the table rows that own ``a.b``."""
+    from hyper_parallel.codegen.migration.config_recipe import Flag
     from hyper_parallel.config.legacy_adapter import FIELD_MAP
 
     flags, i = [], 0

@@ -10,6 +10,10 @@ The layers, bottom to top::
     trainer                      the engine, the legacy schema and its parser
     config, codegen, entries     the config manager, recipes, the generator, train.py
 
+Inside the generator its stages point one way too (:data:`CODEGEN_STAGES`)::
+
+    codegen.errors  <-  table  <-  rendering  <-  migration  <-  pipeline, staleness, __main__
+
 The graph is read with ``ast`` from the source, without importing anything (so the test needs
 no framework and takes well under a second). An edge is any of:
 
@@ -28,7 +32,8 @@ no framework and takes well under a second). An edge is any of:
 Importing ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``; those implicit parent imports
 are not edges (every submodule of a package would otherwise form a cycle with an ``__init__``
 that re-exports it). Names computed at run time (the platform registry, model-spec discovery,
-``--module`` recipes) are configuration, not dependencies, and are not followed.
+``--module`` recipes, the old paths of moved modules, ``utils.moved_modules``) are
+configuration, not dependencies, and are not followed.
 
 Violations that belong to other owners are listed in :data:`KNOWN_CYCLES` and
 :data:`KNOWN_LAYER_VIOLATIONS`, each with a strict xfail test: when one is fixed, its xfail
@@ -82,6 +87,18 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 #: ``(importer, imported)`` edges that break a layer rule, owned elsewhere; same contract.
 KNOWN_LAYER_VIOLATIONS: dict[tuple[str, str], str] = {}
+
+#: The code generator's stages, one subpackage of ``codegen/`` each, in pipeline order: the field
+#: table and descriptors read and checked, the generated files rendered from them, the legacy
+#: YAMLs migrated to recipes (with the rendering's templates and black). A stage imports only
+#: the stages before it and ``codegen.errors`` (below them all); the modules at the top of
+#: ``codegen/`` (:data:`CODEGEN_DRIVERS`) drive them all.
+CODEGEN_STAGES: tuple[str, ...] = ("table", "rendering", "migration")
+CODEGEN = f"{PACKAGE}.codegen"
+CODEGEN_BOTTOM = f"{CODEGEN}.errors"
+CODEGEN_DRIVERS: frozenset[str] = frozenset(
+    {CODEGEN, f"{CODEGEN}.__main__", f"{CODEGEN}.pipeline", f"{CODEGEN}.staleness"}
+)
 
 _LAZY_REF = re.compile(rf"^({re.escape(PACKAGE)}(?:\.\w+)+):[\w.]+$")
 
@@ -284,6 +301,31 @@ def layer_violations(graph: dict[str, dict[str, int]]) -> dict[tuple[str, str], 
     return found
 
 
+def codegen_stage_of(module: str) -> int:
+    """A codegen module's place in the pipeline: -1 for ``codegen.errors``, the index of its
+    stage in :data:`CODEGEN_STAGES`, ``len(CODEGEN_STAGES)`` for a driver."""
+    if module == CODEGEN_BOTTOM:
+        return -1
+    if module in CODEGEN_DRIVERS:
+        return len(CODEGEN_STAGES)
+    return CODEGEN_STAGES.index(module[len(CODEGEN) + 1:].split(".")[0])
+
+
+def codegen_stage_violations(graph: dict[str, dict[str, int]]) -> list[str]:
+    """One line per import from a codegen stage to a later stage (or to a driver)."""
+    found = []
+    for module, edges in sorted(graph.items()):
+        if not module.startswith(f"{CODEGEN}.") and module != CODEGEN:
+            continue
+        for target, line in sorted(edges.items()):
+            if target.startswith(f"{CODEGEN}.") and (
+                codegen_stage_of(target) > codegen_stage_of(module)
+            ):
+                path = _modules()[module][0].relative_to(ROOT.parent)
+                found.append(f"{path}:{line} imports {target} (a later stage of the generator)")
+    return found
+
+
 # ------------------------------------------------------------------------------------------
 # the rules
 # ------------------------------------------------------------------------------------------
@@ -306,6 +348,33 @@ def test_every_layer_imports_only_layers_below_it():
         if edge not in KNOWN_LAYER_VIOLATIONS
     ]
     assert not new, "imports that point up:\n  " + "\n  ".join(new)
+
+
+def test_every_codegen_module_has_a_stage():
+    """Each module of ``codegen/`` belongs to one stage, is a driver or is ``codegen.errors``: a
+    new module at the top of the package is placed consciously."""
+    unplaced = []
+    for module in _modules():
+        if module == CODEGEN or module.startswith(f"{CODEGEN}."):
+            try:
+                codegen_stage_of(module)
+            except ValueError:
+                unplaced.append(module)
+    assert unplaced == []
+
+
+def test_the_codegen_stages_import_only_earlier_stages():
+    """table <- rendering <- migration <- the drivers (pipeline, staleness, the command line)."""
+    assert codegen_stage_violations(import_graph(deferred=True)) == []
+    graph = import_graph()
+    # The order is real, not vacuous: each stage uses the one before it.
+    assert f"{CODEGEN}.table.coverage" in graph[f"{CODEGEN}.rendering.sections_context"]
+    assert f"{CODEGEN}.rendering.render" in graph[f"{CODEGEN}.migration.recipe.comments"]
+    assert f"{CODEGEN}.migration.from_yaml" in graph[f"{CODEGEN}.pipeline"]
+    upward = {f"{CODEGEN}.table.coverage": {f"{CODEGEN}.rendering.render": 7}}
+    expected = (f"hyper_parallel/codegen/table/coverage.py:7 imports {CODEGEN}.rendering.render"
+                " (a later stage of the generator)")
+    assert codegen_stage_violations(upward) == [expected]
 
 
 @pytest.mark.xfail(strict=True, reason="a known cycle, owned elsewhere (KNOWN_CYCLES)")

@@ -1,6 +1,6 @@
 """``python -m hyper_parallel.codegen [generate | check | --check] [--root DIR] [--out DIR]``.
 
-Migration commands (:mod:`.from_yaml`, :mod:`.to_yaml`):
+Migration commands (:mod:`.migration.from_yaml`, :mod:`.migration.to_yaml`):
 
 * ``--from-yaml old.yaml [--name NAME] [-o PATH] [--force] [--strict] [-- --a.b=c ...]``: write
   the recipe module of a legacy YAML (default ``recipes/<NAME>.py``, NAME from the file name)
@@ -10,11 +10,11 @@ Migration commands (:mod:`.from_yaml`, :mod:`.to_yaml`):
   folded into the recipe, their lines commented ``# command line: --a.b=c``.
 * ``--from-yaml "torchrun --nproc_per_node 4 scripts/train_lm.py old.yaml --a.b=c"`` (one
   argument) or ``--from-yaml -- torchrun ... old.yaml --a.b=c``: the launch command of a legacy
-  run, pasted whole (:mod:`.launch`): the YAML and its overrides are taken from it, and a
+  run, pasted whole (:mod:`.migration.launch`): the YAML and its overrides are taken from it, and a
   ``--nproc_per_node`` that does not fit the config's parallel degrees is a warning.
 * ``--from-yaml a.yaml b.yaml dir/ [-o PATH] [--force] [--strict] [-- --a.b=c ...]``: several
   YAMLs (a folder: its ``*.yaml`` / ``*.yml`` files in name order) become one registry module
-  (default ``recipes/config_registry.py``, :mod:`.fleet`): shared family functions holding
+  (default ``recipes/config_registry.py``, :mod:`.migration.fleet`): shared family functions holding
   what groups of them share, one recipe per file named after it (``--name`` is refused), every
   recipe proven; prints one table. ``--strict`` applies to every file; overrides after ``--`` apply to every file.
 * ``--to-yaml --module M --config F [-o PATH] [--force]``: the legacy YAML of a recipe (stdout
@@ -51,8 +51,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hyper_parallel.codegen import outputs, pipeline, staleness
+from hyper_parallel.codegen import pipeline, staleness
 from hyper_parallel.codegen.errors import CodegenError
+from hyper_parallel.codegen.rendering import outputs
 
 
 def _default_root() -> Path:
@@ -202,7 +203,7 @@ def _write_output(path: Path, text: str, force: bool) -> str | None:
 def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path) -> str | None:
     """Convert what ``--from-yaml`` names (one YAML, several, a launch command) and write it;
     returns the problem of an existing output, if any."""
-    from hyper_parallel.codegen import fleet, from_yaml
+    from hyper_parallel.codegen.migration import fleet, from_yaml
 
     stray = [v for v in args.from_yaml if v in ("generate", "check") and not Path(v).exists()]
     if stray:
@@ -239,7 +240,7 @@ class _TimingsFailed(Exception):
 
 
 def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path) -> int:
-    from hyper_parallel.codegen import from_yaml, to_yaml
+    from hyper_parallel.codegen.migration import from_yaml, to_yaml
     from hyper_parallel.config.recipes import RecipeError
     from hyper_parallel.trainer.config import ConfigError
 

@@ -1,15 +1,15 @@
-"""Generate and write the generated files (:mod:`.outputs` lists them and their inputs).
+"""Generate and write the generated files (:mod:`.rendering.outputs` lists them and their inputs).
 
 ``generate`` renders every output from its inputs; ``write`` writes those that differ, deletes
-generated files the generator no longer produces, atomically (:mod:`.writing`); ``up_to_date``
-says, from the recorded input hashes alone, that nothing would change, so that ``make codegen``
-on a current tree renders nothing, runs no black and imports no torch. Checking a tree is
-:mod:`.staleness`'s job.
+generated files the generator no longer produces, atomically (:mod:`.rendering.writing`);
+``up_to_date`` says, from the recorded input hashes alone, that nothing would change, so that
+``make codegen`` on a current tree renders nothing, runs no black and imports no torch. Checking a
+tree is :mod:`.staleness`'s job.
 
-The recipes of the example YAMLs (``examples/yaml/<x>.yaml`` -> ``recipes/<x>.py``) are
-generated too, by :mod:`.from_yaml` exactly as ``--from-yaml`` writes them for a user: without
-the header (their module docstring names the YAML and its hash instead; what else they were
-converted from is recorded locally, :mod:`.recipe_record`).
+The recipes of the example YAMLs (``examples/yaml/<x>.yaml`` -> ``recipes/<x>.py``) are generated
+too, by :mod:`.migration.from_yaml` exactly as ``--from-yaml`` writes them for a user: without the
+header (their module docstring names the YAML and its hash instead; what else they were converted
+from is recorded locally, :mod:`.rendering.recipe_record`).
 
 Generating never imports a generated module before rewriting it, so a broken one (conflict
 markers, a truncated file) is simply regenerated; only the recipe conversion of the example
@@ -25,11 +25,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hyper_parallel.codegen import descriptors, framing, recipe_record, render
-from hyper_parallel.codegen.coverage import Resolved, resolve
 from hyper_parallel.codegen.errors import CodegenError
-from hyper_parallel.codegen.framing import MARKER
-from hyper_parallel.codegen.outputs import (
+from hyper_parallel.codegen.rendering import framing, recipe_record, render
+from hyper_parallel.codegen.rendering.framing import MARKER
+from hyper_parallel.codegen.rendering.outputs import (
     EXAMPLES,
     OUTPUTS,
     RECIPES,
@@ -39,14 +38,16 @@ from hyper_parallel.codegen.outputs import (
     input_parts,
     model_outputs,
 )
-from hyper_parallel.codegen.table import load_table
-from hyper_parallel.codegen.templating import TEMPLATES, environment
-from hyper_parallel.codegen.writing import (  # noqa: F401 -- current_umask: callers import it here
+from hyper_parallel.codegen.rendering.templating import TEMPLATES, environment
+from hyper_parallel.codegen.rendering.writing import (  # noqa: F401 -- current_umask: for callers
     WriteError,
     atomic_write,
     current_umask,
     read_text,
 )
+from hyper_parallel.codegen.table import descriptors
+from hyper_parallel.codegen.table.coverage import Resolved, resolve
+from hyper_parallel.codegen.table.field_table import load_table
 
 #: Where ``write`` and ``find_generated`` look for generated files that are no longer produced.
 SCAN = (("hyper_parallel", "*.py"), ("docs", "*.md"))
@@ -73,7 +74,7 @@ class Generation:
     """Recipes whose conversion failed while those modules were stale (path -> the error):
     neither written nor deleted; the fresh-process rerun converts them."""
     recipe_record: str | None = None
-    """What the recipes were converted from (:mod:`.recipe_record`), when this process converted
+    """What the recipes were converted from (:mod:`.rendering.recipe_record`), when this process converted
     them with the configuration modules it writes; ``write`` saves it."""
 
 
@@ -149,7 +150,7 @@ def generate(repo: Path) -> Generation:
 
 def up_to_date(repo: Path) -> int | None:
     """The number of generated files when every one of them is current, judged from the input
-    hashes recorded in the headers (and, for the example recipes, :mod:`.recipe_record`)
+    hashes recorded in the headers (and, for the example recipes, :mod:`.rendering.recipe_record`)
     without rendering anything; None when anything may differ (or no record says). The table
     and the descriptors are loaded and checked all the same: a broken one is still an error."""
     repo = Path(repo).resolve()
@@ -171,7 +172,7 @@ def up_to_date(repo: Path) -> int | None:
 
 def _example_recipe(repo: Path, rel: str, yaml_rel: str) -> str:
     """The recipe ``--from-yaml <yaml_rel>`` writes, run from the repository root."""
-    from hyper_parallel.codegen import from_yaml
+    from hyper_parallel.codegen.migration import from_yaml
     from hyper_parallel.config.recipes import RecipeError
     from hyper_parallel.trainer.config import ConfigError
 

@@ -1,11 +1,10 @@
 """``make codegen-check``: regenerate into a temporary directory, compare, and say why.
 
-For a stale file the recorded part hashes (:mod:`.framing`) say why: the table, the descriptor
-or a template changed (inputs), one of the generator modules that produce the file changed,
-black changed, the schema the table is checked against changed, or -- when all inputs still
-match but the body no longer matches its own hash -- the file was edited by hand. Missing files
-and *extra* files (files carrying the header that the generator no longer produces) are
-reported too.
+For a stale file the recorded part hashes (:mod:`.rendering.framing`) say why: the table, the
+descriptor or a template changed (inputs), one of the generator modules that produce the file
+changed, black changed, the schema the table is checked against changed, or -- when all inputs still
+match but the body no longer matches its own hash -- the file was edited by hand. Missing files and
+*extra* files (files carrying the header that the generator no longer produces) are reported too.
 """
 
 from __future__ import annotations
@@ -16,10 +15,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyper_parallel.codegen.framing import REGENERATE, sha, split_header
-from hyper_parallel.codegen.outputs import GENERATOR, TABLE
 from hyper_parallel.codegen.pipeline import find_generated, generate, write
-from hyper_parallel.codegen.templating import TEMPLATES
+from hyper_parallel.codegen.rendering.framing import REGENERATE, sha, split_header
+from hyper_parallel.codegen.rendering.outputs import GENERATOR, TABLE
+from hyper_parallel.codegen.rendering.templating import TEMPLATES
 
 _RECORDED_SHA = re.compile(r"^\(sha256 ([0-9a-f]{64})\)\.$", re.MULTILINE)
 

@@ -1,8 +1,8 @@
 """Writing a run's record into its checkpoint folder, once, by rank 0, when the run starts.
 
 * ``config.py`` -- the resolved configuration as a recipe module, written and proven by the code
-  generator (:func:`hyper_parallel.codegen.config_recipe.render_config_recipe`); a run started
-  from a record with nothing added on the command line records that very text again.
+  generator (:func:`hyper_parallel.codegen.migration.config_recipe.render_config_recipe`); a run
+  started from a record with nothing added on the command line records that very text again.
 * ``config.yaml`` -- the configuration in the legacy schema (``--to-yaml``'s rules, read back
   and compared before it is written), when the legacy schema can express it; otherwise
   ``run.json`` says which fields cannot be (and a ``config.yaml`` of an earlier run is removed).
@@ -43,7 +43,8 @@ class RunSource:
     origin: str
     """``recipe M.F`` or ``YAML path``: what the command line named."""
     flags: list[Any] = field(default_factory=list)
-    """The command-line overrides (:class:`~hyper_parallel.codegen.config_recipe.Flag`)."""
+    """The command-line overrides
+    (:class:`~hyper_parallel.codegen.migration.config_recipe.Flag`)."""
     record: Path | None = None
     """The ``config.py`` of the record the run was started from (``--rerun``), if any."""
     flavors: list[str] = field(default_factory=list)
@@ -55,7 +56,7 @@ class RunSource:
 
 def write_run_record(source: RunSource, trainer: Any) -> Path:
     """Write the record of ``trainer``'s run (see the module docstring); returns its folder."""
-    from hyper_parallel.codegen.writing import atomic_write
+    from hyper_parallel.codegen.rendering.writing import atomic_write
     from hyper_parallel.trainer.config_identity import config_hash
 
     folder = Path(trainer.config.checkpoint.folder)
@@ -86,13 +87,13 @@ def _mesh(trainer: Any) -> dict[str, int]:
 
 
 def _write_recipe(source: RunSource, folder: Path, command: str, write: Any) -> dict[str, Any]:
-    from hyper_parallel.codegen.config_recipe import (
+    from hyper_parallel.codegen.errors import CodegenError
+    from hyper_parallel.codegen.migration.config_recipe import (
         RECORD_RECIPE,
         prove,
         render_config_recipe,
     )
-    from hyper_parallel.codegen.errors import CodegenError
-    from hyper_parallel.codegen.recipe_render import fill
+    from hyper_parallel.codegen.migration.recipe.render import fill
 
     rerun = f"torchrun --nproc_per_node N -m hyper_parallel.train --rerun {folder}"
     try:
@@ -119,7 +120,7 @@ def _write_recipe(source: RunSource, folder: Path, command: str, write: Any) -> 
 
 def _write_yaml(source: RunSource, folder: Path, write: Any) -> dict[str, Any]:
     from hyper_parallel.codegen.errors import CodegenError
-    from hyper_parallel.codegen.to_yaml import config_yaml
+    from hyper_parallel.codegen.migration.to_yaml import config_yaml
 
     header = f"# Legacy YAML of the run in {folder}, recorded when it started.\n"
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hyper_parallel.codegen import introspect
+from hyper_parallel.codegen.table import introspect
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from hyper_parallel.codegen import outputs, pipeline
+from hyper_parallel.codegen import pipeline
+from hyper_parallel.codegen.rendering import outputs
 
 from .conftest import REPO
 

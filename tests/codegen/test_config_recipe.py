@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyper_parallel.codegen.config_recipe import (
+from hyper_parallel.codegen.migration.config_recipe import (
     RECORD_RECIPE,
     Flag,
     candidates,
     render_config_recipe,
 )
-from hyper_parallel.codegen.recipe_proof import ConversionError, differences
+from hyper_parallel.codegen.migration.recipe.proof import ConversionError, differences
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -103,7 +103,7 @@ def test_any_configuration_builds_back_exactly(steps, lr, shuffle, folder, overr
 
 
 def test_a_recipe_that_does_not_build_its_configuration_is_refused(monkeypatch):
-    from hyper_parallel.codegen import config_recipe
+    from hyper_parallel.codegen.migration import config_recipe
 
     config = _registry_recipe()
     config.training.steps = 9

@@ -22,18 +22,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hyper_parallel.codegen import (
-    CodegenError,
-    check,
-    framing,
-    generate,
-    registry_context,
-    render,
-    write,
-)
-from hyper_parallel.codegen.coverage import resolve
-from hyper_parallel.codegen.descriptors import load_descriptors
-from hyper_parallel.codegen.table import load_table
+from hyper_parallel.codegen import CodegenError, check, generate, write
+from hyper_parallel.codegen.rendering import framing, registry_context, render
+from hyper_parallel.codegen.table.coverage import resolve
+from hyper_parallel.codegen.table.descriptors import load_descriptors
+from hyper_parallel.codegen.table.field_table import load_table
 
 from .conftest import REPO, edit
 

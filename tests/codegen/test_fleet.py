@@ -28,9 +28,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyper_parallel.codegen import fleet, fleet_plan, from_yaml, recipe_changes
 from hyper_parallel.codegen.__main__ import main
 from hyper_parallel.codegen.errors import CodegenError
+from hyper_parallel.codegen.migration import fleet, from_yaml
+from hyper_parallel.codegen.migration.fleet import plan as fleet_plan
+from hyper_parallel.codegen.migration.recipe import changes as recipe_changes
 
 from .conftest import REPO
 

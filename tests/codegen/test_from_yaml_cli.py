@@ -8,8 +8,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyper_parallel.codegen import from_yaml, recipe_changes
 from hyper_parallel.codegen.__main__ import main
+from hyper_parallel.codegen.migration import from_yaml
+from hyper_parallel.codegen.migration.recipe import changes as recipe_changes
 
 from .conftest import REPO
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from hyper_parallel.codegen import from_yaml
 from hyper_parallel.codegen.errors import CodegenError
+from hyper_parallel.codegen.migration import from_yaml
 from hyper_parallel.config.legacy_adapter import FIELD_MAP
 from hyper_parallel.trainer.config import ConfigError
 

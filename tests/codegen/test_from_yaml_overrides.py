@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hyper_parallel.codegen import fleet, from_yaml, launch
 from hyper_parallel.codegen.__main__ import main
+from hyper_parallel.codegen.migration import fleet, from_yaml, launch
 from hyper_parallel.trainer.config import ConfigError
 
 from .conftest import REPO

@@ -23,9 +23,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyper_parallel.codegen import from_yaml
-from hyper_parallel.codegen import render as render_module
 from hyper_parallel.codegen.errors import CodegenError
+from hyper_parallel.codegen.migration import from_yaml
+from hyper_parallel.codegen.rendering import render as render_module
 from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.yaml_lines import dump
 from tests.torch.ut.config.test_fuzz_legacy import _mutate

@@ -8,7 +8,8 @@ from pathlib import Path
 import black
 import pytest
 
-from hyper_parallel.codegen import OUTPUTS, framing, generate, output_paths, outputs, render, write
+from hyper_parallel.codegen import OUTPUTS, generate, output_paths, write
+from hyper_parallel.codegen.rendering import framing, outputs, render
 
 from .conftest import REPO
 
@@ -31,9 +32,9 @@ def generation():
 
 
 def _headed_outputs() -> tuple[outputs.Output, ...]:
-    from hyper_parallel.codegen import descriptors
-    from hyper_parallel.codegen.coverage import resolve
-    from hyper_parallel.codegen.table import load_table
+    from hyper_parallel.codegen.table import descriptors
+    from hyper_parallel.codegen.table.coverage import resolve
+    from hyper_parallel.codegen.table.field_table import load_table
 
     resolved = resolve(load_table(REPO / outputs.TABLE, outputs.TABLE), REPO)
     return OUTPUTS + outputs.model_outputs(descriptors.load_descriptors(REPO, resolved))

@@ -20,19 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from hyper_parallel.codegen import (
-    OUTPUTS,
-    descriptors,
-    framing,
-    introspect,
-    outputs,
-    pipeline,
-    recipe_record,
-    render,
-    templating,
-)
-from hyper_parallel.codegen.coverage import resolve
-from hyper_parallel.codegen.table import load_table
+from hyper_parallel.codegen import OUTPUTS, pipeline
+from hyper_parallel.codegen.rendering import framing, outputs, recipe_record, render, templating
+from hyper_parallel.codegen.table import descriptors, introspect
+from hyper_parallel.codegen.table.coverage import resolve
+from hyper_parallel.codegen.table.field_table import load_table
 
 from .conftest import REPO, edit
 
@@ -49,7 +41,8 @@ def _headed_outputs(repo: Path = REPO) -> tuple[outputs.Output, ...]:
 
 
 def _module(dotted: str) -> str | None:
-    """``hyper_parallel.codegen.table`` -> ``codegen/table`` when that is a module file."""
+    """``hyper_parallel.codegen.table.types`` -> ``codegen/table/types`` when that is a module
+    file (a package's ``__init__`` is no input)."""
     if not dotted.startswith(f"{PACKAGE}."):
         return None
     rel = dotted[len(PACKAGE) + 1:].replace(".", "/")
@@ -91,22 +84,23 @@ def _closure(start: set[str]) -> set[str]:
 def test_declared_generator_modules_are_what_produces_the_file(out):
     renderer = _module(out.renderer)
     assert renderer is not None and renderer.startswith("codegen/")
-    produced_by = _closure({renderer, "codegen/framing", "codegen/templating"})
+    produced_by = _closure({renderer, "codegen/rendering/framing", "codegen/rendering/templating"})
     assert set(out.modules) == produced_by, (
         f"{out.path}: declared {sorted(out.modules)}; its template context imports "
-        f"{sorted(produced_by)} -- fix the list in hyper_parallel/codegen/outputs.py")
+        f"{sorted(produced_by)} -- fix the list in hyper_parallel/codegen/rendering/outputs.py")
     assert list(out.modules) == sorted(out.modules)
 
 
 def test_the_converter_produces_no_configuration_file():
     for out in _headed_outputs():
-        assert not {f"codegen/{name}" for name in ("from_yaml", "fleet", "pipeline", "staleness",
-                                                   "__main__")} & set(out.modules)
+        assert not {name for name in out.modules if name.startswith("codegen/migration/")}
+        assert not {f"codegen/{name}" for name in ("pipeline", "staleness", "__main__")} & set(
+            out.modules)
 
 
 def test_the_import_reader_sees_function_level_imports():
     # pipeline imports from_yaml inside a function; the closure must see it.
-    assert "codegen/from_yaml" in _imports("codegen/pipeline")
+    assert "codegen/migration/from_yaml" in _imports("codegen/pipeline")
 
 
 @pytest.mark.parametrize("template", sorted(p.name for p in (REPO / "templates").glob("*.j2")))
@@ -180,7 +174,8 @@ def test_up_to_date_notices_every_change(current_copy, change):
         edit(repo_copy / "templates" / "config_reference.md.j2", "# Configuration reference",
              "# The configuration reference")
     elif change == "generator":
-        edit(repo_copy / "hyper_parallel" / "codegen" / "registry_context.py", '"""The template',
+        edit(repo_copy / "hyper_parallel" / "codegen" / "rendering" / "registry_context.py",
+             '"""The template',
              '"""The Jinja2 template')
     elif change == "hand edit":
         edit(configs, "    steps: int = 100\n", "    steps: int = 1000\n")
@@ -244,7 +239,7 @@ def test_make_codegen_on_a_current_tree_imports_neither_black_nor_jinja_nor_torc
 
 
 def test_the_recipes_depend_on_the_converter_the_headers_do_not(whole_copy):
-    path = whole_copy / "hyper_parallel" / "codegen" / "from_yaml.py"
+    path = whole_copy / "hyper_parallel" / "codegen" / "migration" / "from_yaml.py"
     path.write_text(path.read_text() + "\n# an edit\n")
     again = _run(whole_copy)
     assert again.returncode == 0, again.stderr

@@ -9,9 +9,9 @@ import typing
 
 import pytest
 
-from hyper_parallel.codegen import introspect
-from hyper_parallel.codegen import types as T
-from hyper_parallel.codegen.table import load_table
+from hyper_parallel.codegen.table import introspect
+from hyper_parallel.codegen.table import types as T
+from hyper_parallel.codegen.table.field_table import load_table
 from hyper_parallel.trainer.config import HyperTrainerConfig
 from hyper_parallel.utils.docstrings import field_docstrings
 

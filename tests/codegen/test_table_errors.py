@@ -155,7 +155,7 @@ def test_unknown_path_suggests_the_closest(repo_copy):
 def test_the_table_reads_yaml_as_the_legacy_configs_do(repo_copy):
     """One YAML loader, one set of rules (YAML 1.2 core, utils/yaml_lines.py): an unquoted
     ``off`` is the string "off" and ``010`` is ten, in the table as in a legacy config."""
-    from hyper_parallel.codegen.table import load_table
+    from hyper_parallel.codegen.table.field_table import load_table
 
     quoted = load_table(repo_copy / TABLE, TABLE)
     edit(repo_copy / TABLE, '        default: "off"', "        default: off")
@@ -240,7 +240,7 @@ def test_a_malformed_probe_names_the_row(repo_copy, probe, words):
 
 def _table_error(repo) -> CodegenError:
     """The table loader's own error (without the coverage checks of a whole generation)."""
-    from hyper_parallel.codegen.table import load_table
+    from hyper_parallel.codegen.table.field_table import load_table
 
     with pytest.raises(CodegenError) as info:
         load_table(repo / TABLE, TABLE)

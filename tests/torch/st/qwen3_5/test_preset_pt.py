@@ -212,7 +212,7 @@ def write_moe_alignment(folder: Path) -> Path:
 
 def _with_recipe(alignment: Path, name: str, folder: Path) -> dict:
     """``alignment`` and the recipe module ``name`` that ``--from-yaml`` writes for it."""
-    from hyper_parallel.codegen import from_yaml
+    from hyper_parallel.codegen.migration import from_yaml
 
     work = folder / "recipe"
     work.mkdir()

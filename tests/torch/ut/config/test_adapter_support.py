@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hyper_parallel.codegen.table import load_table
+from hyper_parallel.codegen.table.field_table import load_table
 from hyper_parallel.config import adapter_support, legacy_adapter
 from hyper_parallel.config.legacy_adapter import (
     FIELD_MAP,

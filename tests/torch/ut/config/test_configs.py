@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hyper_parallel.codegen.table import load_table
+from hyper_parallel.codegen.table.field_table import load_table
 from hyper_parallel.config import configs
 from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
 from hyper_parallel.config.validation import ConfigFieldError

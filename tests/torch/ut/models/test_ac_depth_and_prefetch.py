@@ -199,7 +199,7 @@ def _probe_run(tmp_path: Path, **settings):
 def test_the_legacy_front_door_names_the_legacy_key(tmp_path):
     """Prefetching where FSDP does not run (one fp32 rank) is refused, in the legacy YAML's own
     key."""
-    from hyper_parallel.codegen.to_yaml import config_yaml
+    from hyper_parallel.codegen.migration.to_yaml import config_yaml
     from hyper_parallel.trainer.config import HyperTrainerConfig, parse_args
     from hyper_parallel.trainer.llm_trainer import LLMTrainer
     from tests.torch.ut.trainer.test_field_probes import Fixtures, apply, base_config

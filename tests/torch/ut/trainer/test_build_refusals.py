@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from hyper_parallel import train
-from hyper_parallel.codegen.config_recipe import RECORD_RECIPE, render_config_recipe
-from hyper_parallel.codegen.to_yaml import config_yaml
+from hyper_parallel.codegen.migration.config_recipe import RECORD_RECIPE, render_config_recipe
+from hyper_parallel.codegen.migration.to_yaml import config_yaml
 from tests.torch.ut.trainer.test_field_probes import ROWS, apply, base_config
 
 REPO = Path(__file__).resolve().parents[4]

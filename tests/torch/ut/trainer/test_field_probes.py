@@ -1,9 +1,9 @@
 """Every field has an effect, proven from the field table.
 
 Each mapping row of ``codegen/field_table.yaml`` carries a probe (a setting and the observable it
-must move; see :mod:`hyper_parallel.codegen.probes`). For every one-rank probe this test trains a
-tiny Qwen3.5 through the engine twice -- the probe's ``base`` alone, then with its ``set`` -- and
-asserts the observable moved; for a mapped row (``rename`` / ``transform``) the probed
+must move; see :mod:`hyper_parallel.codegen.table.probes`). For every one-rank probe this test
+trains a tiny Qwen3.5 through the engine twice -- the probe's ``base`` alone, then with its ``set``
+-- and asserts the observable moved; for a mapped row (``rename`` / ``transform``) the probed
 configuration is also written as a legacy YAML, read by the legacy parser and trained through
 ``LLMTrainer``, which must observe exactly the same. The two-rank (layout) probes run in one
 torchrun job (``workers/probe_worker.py``, slow).
@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import torch
 
-from hyper_parallel.codegen.probes import OBSERVABLES
-from hyper_parallel.codegen.table import load_table
+from hyper_parallel.codegen.table.field_table import load_table
+from hyper_parallel.codegen.table.probes import OBSERVABLES
 from tests.helpers.torchrun import REPO, spawn_ranks
 
 TABLE = load_table(REPO / "codegen" / "field_table.yaml", "codegen/field_table.yaml")
@@ -385,7 +385,7 @@ def engine_run(config: Any, steps: int, workdir: Path, **kw: Any) -> dict:
 def legacy_run(config: Any, steps: int, workdir: Path, env: dict | None = None,
                **kw: Any) -> dict:
     """The same configuration written as a legacy YAML, parsed and trained by LLMTrainer."""
-    from hyper_parallel.codegen.to_yaml import config_yaml
+    from hyper_parallel.codegen.migration.to_yaml import config_yaml
     from hyper_parallel.trainer.config import HyperTrainerConfig, parse_args
     from hyper_parallel.trainer.llm_trainer import LLMTrainer
 
