@@ -54,6 +54,8 @@ STARTERS = (
     # A second asker of the same plan: it makes the world sizes the first one is not making.
     _ST + "test_moe_layouts.py::test_layouts_agree_with_one_rank[EP 2 x TP 2]",
     _ST + "test_parallelize.py::test_fsdp_2_ranks_matches_reference",
+    _ST + "test_context_parallel.py::test_context_parallel_layouts_train_the_one_rank_run[CP 2]",
+    _ST + "test_context_parallel.py::test_context_parallel_layouts_train_the_one_rank_run[CP 2 x FSDP 2]",
     _ST + "test_one_engine.py::test_a_checkpoint_resumes_through_the_other_entry[yaml then recipe]",
     _ST + "test_parallelize.py::test_hsdp_2x2_matches_reference",
     _ST + "test_preset_pt.py::test_the_recipe_replays_the_same_batches",
@@ -67,7 +69,8 @@ STARTERS = (
 #: worker that asks for a job still running waits for it, idle).
 READERS = tuple(_ST + name for name in (
     "test_legacy_training.py", "test_recipes_from_yaml.py", "test_parallelize.py",
-    "test_one_engine.py", "test_preset_pt.py", "test_moe_layouts.py"))
+    "test_one_engine.py", "test_preset_pt.py", "test_moe_layouts.py",
+    "test_context_parallel.py"))
 
 
 def _place(nodeid: str) -> tuple[int, int]:

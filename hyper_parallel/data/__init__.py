@@ -48,6 +48,7 @@ from hyper_parallel.data.loader import (
     grad_accum_steps,
     micro_batch_groups,
     split_rows,
+    split_sequence,
 )
 from hyper_parallel.data.preset import PresetBatchesDataset
 from hyper_parallel.data.sequences import SequenceDataset
@@ -79,4 +80,5 @@ __all__ = [
     "resolve_data_files",
     "resolve_tokenizer_path",
     "split_rows",
+    "split_sequence",
 ]

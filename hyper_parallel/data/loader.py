@@ -264,3 +264,33 @@ def split_rows(batch: Any, rank: int, parts: int) -> Any:
     size = rows // parts
     return batch[rank * size:(rank + 1) * size]
 
+
+def split_sequence(batch: dict, rank: int, parts: int) -> dict:
+    """This rank's contiguous ``1/parts`` of every sequence of ``batch`` (context parallelism):
+    positions ``[rank * S / parts, (rank + 1) * S / parts)`` of ``input_ids`` and of the other
+    ``[n, S]`` tensors, with ``position_ids`` (the global positions, made when the batch has
+    none) so the rotary embedding sees where the shard sits.
+
+    ``labels`` are shifted before the split: the shard keeps one label more than its inputs
+    (the next shard's first), so position ``t``'s target is ``labels[t + 1]`` on every rank and
+    the loss, which aligns targets to the logits, needs no other change; the last shard has
+    none past the end, as on one rank. ``S`` must be a multiple of ``parts``
+    (``ParallelDims.validate_training`` and the collate's padding see to it)."""
+    length = batch["input_ids"].shape[1]
+    if length % parts:
+        raise ValueError(f"a sequence of {length} positions cannot be split over {parts} ranks")
+    size = length // parts
+    start, stop = rank * size, (rank + 1) * size
+    out = {}
+    for key, value in batch.items():
+        if key == "labels":
+            out[key] = value[:, start:stop + 1]
+        elif isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[-1] == length:
+            out[key] = value[..., start:stop]
+        else:
+            out[key] = value
+    if "position_ids" not in out:
+        positions = torch.arange(start, stop, device=batch["input_ids"].device)
+        out["position_ids"] = positions.unsqueeze(0).expand(batch["input_ids"].shape[0], -1)
+    return out
+

@@ -27,7 +27,7 @@ else:  # Python 3.10 (the project supports >= 3.10): the same semantics, spelled
 
 
 class MeshAxisName(StrEnum):
-    """Axes of the device mesh: six base dims and three flattened aliases."""
+    """Axes of the device mesh: six base dims and five flattened aliases."""
 
     DP_REPLICATE = "dp_replicate"
     """Replicated data parallelism (the outer dim of HSDP)."""
@@ -47,7 +47,14 @@ class MeshAxisName(StrEnum):
     DP = "dp"
     """Alias of ``(dp_replicate, dp_shard)``, whichever exist: the data-loading ranks."""
     LOSS = "loss"
-    """Alias of the ``dp`` dims plus ``cp``: the ranks over which tokens are counted."""
+    """Alias of the ``dp`` dims plus ``ep`` and ``cp``: the ranks over which tokens are
+    counted."""
+    DP_SHARD_EP = "dp_shard_ep"
+    """Alias of ``(dp_shard, ep)``: what FSDP shards dense parameters over under expert
+    parallelism."""
+    DP_SHARD_CP = "dp_shard_cp"
+    """Alias of ``(dp_shard, cp)``: what FSDP shards parameters over under context
+    parallelism."""
 
 
 BASE_MESH_AXES: tuple[MeshAxisName, ...] = (
@@ -64,6 +71,8 @@ FLATTENED_MESH_AXES: tuple[MeshAxisName, ...] = (
     MeshAxisName.FSDP,
     MeshAxisName.DP,
     MeshAxisName.LOSS,
+    MeshAxisName.DP_SHARD_EP,
+    MeshAxisName.DP_SHARD_CP,
 )
 """The aliases flattened from base dims on the root mesh."""
 

@@ -36,11 +36,15 @@ class DistributedContext:
     dp_rank: int
     dp_size: int
     split_group: Optional[dist.ProcessGroup] = None
-    """The ranks that split the rows of one data-parallel rank's batch (the expert-parallel
-    axis; ``ParallelDims.batch_split``); None when nothing splits it."""
+    """The ranks that share one data-parallel rank's batch, each training on a part of it: the
+    expert-parallel axis (its rows, ``ParallelDims.batch_split``) or the context-parallel one
+    (its positions, ``ParallelDims.seq_split``); None when nothing splits it."""
     split_rank: int = 0
-    """This rank's place in ``split_group``: it trains on rows ``[split_rank * n / split, ...)``
-    of each micro-batch of ``n`` rows."""
+    """This rank's place on the expert-parallel axis: it trains on rows
+    ``[split_rank * n / ep, ...)`` of each micro-batch of ``n`` rows."""
+    cp_rank: int = 0
+    """This rank's place on the context-parallel axis: it trains on positions
+    ``[cp_rank * S / cp, ...)`` of each sequence of ``S`` positions."""
     collective_timeout_seconds: float = 300
     """The collective timeout in force (``comm.init_timeout_seconds`` until the first step is
     done, ``comm.train_timeout_seconds`` after it); change it with :meth:`set_timeout`."""
@@ -52,6 +56,10 @@ class DistributedContext:
     @property
     def batch_split(self) -> int:
         return self.parallel_dims.batch_split
+
+    @property
+    def seq_split(self) -> int:
+        return self.parallel_dims.seq_split
 
     @property
     def grad_average_size(self) -> int:
@@ -156,10 +164,13 @@ def setup_distributed(
         if parallel_dims.has_mesh(alias):
             dp_group = parallel_dims.get_mesh(alias).get_group()
             break
-    split_group, split_rank = None, 0
+    split_group, split_rank, cp_rank = None, 0, 0
     if parallel_dims.batch_split > 1:
         split_mesh = parallel_dims.get_mesh("ep")
         split_group, split_rank = split_mesh.get_group(), split_mesh.get_local_rank()
+    if parallel_dims.seq_split > 1:  # never with ep (ParallelDims refuses the pair)
+        cp_mesh = parallel_dims.get_mesh("cp")
+        split_group, cp_rank = cp_mesh.get_group(), cp_mesh.get_local_rank()
     seed_everything(seed)
     ctx = DistributedContext(
         rank=dist.get_rank(),
@@ -173,6 +184,7 @@ def setup_distributed(
         dp_size=parallel_dims.dp_size,
         split_group=split_group,
         split_rank=split_rank,
+        cp_rank=cp_rank,
         collective_timeout_seconds=timeout_seconds,
     )
     if ctx.is_rank0:

@@ -29,14 +29,18 @@ def shift_labels(labels: torch.Tensor) -> torch.Tensor:
 
 
 def token_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(sum of token losses in fp32, number of counted tokens)`` for one micro-batch."""
+    """``(sum of token losses in fp32, number of counted tokens)`` for one micro-batch.
+
+    ``labels`` may run one position past the logits: a context-parallel shard carries the next
+    shard's first label (:func:`hyper_parallel.data.split_sequence`), the target of its last
+    position."""
     # Imported here, not at module level: ``torch.distributed.tensor`` costs ~0.6 s and the
     # config path imports this module; a DTensor argument means it is already loaded (free).
     from torch.distributed.tensor import DTensor
 
     if isinstance(logits, DTensor):
         logits = logits.full_tensor()
-    targets = shift_labels(labels)
+    targets = shift_labels(labels)[:, : logits.shape[1]]
     loss_sum = F.cross_entropy(
         logits.float().reshape(-1, logits.shape[-1]),
         targets.reshape(-1),
@@ -47,7 +51,8 @@ def token_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Te
 
 
 def count_tokens(labels: torch.Tensor) -> int:
-    """Tokens that contribute to the loss of ``labels`` (after the shift)."""
+    """Tokens that contribute to the loss of ``labels`` (after the shift; a context-parallel
+    shard's extra label is counted as its last position's target, and nothing past it)."""
     return int((shift_labels(labels) != IGNORE_INDEX).sum())
 
 

@@ -15,7 +15,14 @@ Flattened aliases registered on the root mesh:
 * ``loss`` = the ``dp`` dims plus ``ep`` and ``cp`` when they are mesh dims (the ranks that
   hold different tokens: tokens and losses are summed over it);
 * ``dp_shard_ep`` = ``(dp_shard, ep)`` when both are mesh dims: what FSDP shards the dense
-  parameters over under expert parallelism (every rank of it trains on different rows).
+  parameters over under expert parallelism (every rank of it trains on different rows);
+* ``dp_shard_cp`` = ``(dp_shard, cp)`` when both are mesh dims: what FSDP shards the
+  parameters over under context parallelism (every rank of it trains on different tokens, so
+  its gradients are summed over it, as torchtitan's ``dp_shard_cp``).
+
+Context parallelism: the ranks along ``cp`` load the same batch, like the expert-parallel
+ones, and each trains on its own contiguous ``1/cp`` of every sequence
+(:attr:`ParallelDims.seq_split`); the model's token mixers exchange the rest.
 
 A pure tensor-parallel mesh has no ``fsdp`` / ``dp`` / ``loss`` alias.
 
@@ -102,6 +109,15 @@ def _check_parallelism(degrees: dict[str, int], world_size: int) -> None:
             f"{f['dp_shard']}=-1 to infer it, or launch {others * dp_shard} processes",
             path=f["dp_shard"],
         )
+    for other, what in (("pp", "pipeline"), ("ep", "expert")):
+        if degrees["cp"] > 1 and degrees[other] > 1:
+            raise ConfigError(
+                f"{degrees['cp']} with {f[other]}={degrees[other]}: context parallelism has not "
+                f"been tested with {what} parallelism (the sequence split would have to travel "
+                f"through {'the stages' if other == 'pp' else 'the token dispatch'}); use one "
+                "of the two",
+                path=f["cp"],
+            )
     if degrees["ep"] > 1 and degrees["etp"] not in (1, degrees["tp"]):
         raise ConfigError(
             f"{degrees['etp']} is invalid with {f['ep']}={degrees['ep']}: it must be 1 or "
@@ -222,10 +238,22 @@ class ParallelDims:
         return self.ep
 
     @property
+    def seq_split(self) -> int:
+        """How many ranks split every sequence of one data-parallel rank's batch: the
+        context-parallel ranks (each trains on its own contiguous ``1/cp`` of the positions)."""
+        return self.cp
+
+    @property
+    def batch_sharers(self) -> int:
+        """Ranks that load one data-parallel rank's batch and each train on a part of it (its
+        rows, its positions): ``batch_split * seq_split``."""
+        return self.batch_split * self.seq_split
+
+    @property
     def grad_average_size(self) -> int:
         """Ranks whose gradients FSDP averages for a dense parameter: every rank that trains on
-        different rows (``dp_size * batch_split``)."""
-        return self.dp_size * self.batch_split
+        different tokens (``dp_size * batch_sharers``)."""
+        return self.dp_size * self.batch_sharers
 
     @property
     def seq_divisor(self) -> int:
@@ -398,6 +426,8 @@ class ParallelDims:
             aliases["loss"] = loss
         if "dp_shard" in present and "ep" in present:
             aliases["dp_shard_ep"] = ("dp_shard", "ep")
+        if "dp_shard" in present and "cp" in present:
+            aliases["dp_shard_cp"] = ("dp_shard", "cp")
         return aliases
 
     def build_mesh(self, device_type: str):

@@ -67,15 +67,23 @@ class BaseTrainer:
     # ------------------------------------------------------------------ the loop
 
     def _micro_batch_iterator(self) -> Iterator[list]:
-        from hyper_parallel.data import micro_batch_groups, split_rows
+        from hyper_parallel.data import micro_batch_groups
 
         groups = micro_batch_groups(iter(self.train_dataloader), self.grad_accum)
-        split = self.dist.batch_split
-        if split == 1:
+        if self.dist.batch_split == 1 and self.dist.seq_split == 1:
             return groups
-        # The expert-parallel ranks load the same batch and each trains on its own rows.
-        rank = self.dist.split_rank
-        return ([split_rows(mb, rank, split) for mb in group] for group in groups)
+        return ([self._own_part(mb) for mb in group] for group in groups)
+
+    def _own_part(self, batch: dict) -> dict:
+        """This rank's part of a batch its batch sharers loaded too: the expert-parallel ranks
+        each train on their own rows, the context-parallel ones on their own positions."""
+        from hyper_parallel.data import split_rows, split_sequence
+
+        if self.dist.batch_split > 1:
+            batch = split_rows(batch, self.dist.split_rank, self.dist.batch_split)
+        if self.dist.seq_split > 1:
+            batch = split_sequence(batch, self.dist.cp_rank, self.dist.seq_split)
+        return batch
 
     def evaluate(self) -> float:
         """Validation loss (token-weighted) over the whole validation set."""
@@ -95,9 +103,12 @@ class BaseTrainer:
                 rows_per_step=self._pipeline_rows_per_step(),
                 seq_len=self._pipeline_seq_len(),
             )
+        batches = self.eval_dataloader
+        if self.dist.seq_split > 1:  # each context-parallel rank evaluates its positions
+            batches = (self._own_part(batch) for batch in batches)
         return evaluate(
             self.model,
-            self.eval_dataloader,
+            batches,
             device=self.device,
             dp_group=self.dist.dp_group,
             loss_fn=self.loss_fn,

@@ -22,6 +22,7 @@ from hyper_parallel.trainer.legacy_rules import (
     validated,
 )
 from hyper_parallel.utils.choices import (
+    CP_LINEAR_ATTENTION_MODES,
     LEGACY_PP_SCHEDULES,
     LEGACY_REPORT_TO,
     LOSS_AGGREGATIONS,
@@ -49,7 +50,9 @@ class AcceleratorConfig:
     """Tensor-parallel degree."""
 
     cp: int = 1
-    """Context-parallel degree (not supported by the Qwen3.5 trainer yet)."""
+    """Context-parallel degree: its ranks load the same batch and each trains on a contiguous
+    1/cp of every sequence (``max_seq_len`` a multiple of ``cp * tp``); see ``ulysses_degree``
+    and ``linear_attention_cp_mode``. Not with ``pp`` or ``ep`` above 1."""
 
     pp: int = 1
     """Pipeline-parallel degree: the decoder's layers cut into stages over this many ranks."""
@@ -79,10 +82,16 @@ class AcceleratorConfig:
     nothing), so there is nothing to gather."""
 
     async_cp: bool = False
-    """Asynchronous context-parallel communication. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """Context parallelism: send each projection through its all-to-all as soon as it is
+    computed (overlapping the next projection), one collective each, instead of one fused
+    all-to-all per layer once all are computed. Same results. Needs ``cp > 1``."""
 
     ulysses_degree: Optional[int] = None
-    """Ulysses sub-degree of ``cp``. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """How the full-attention layers see the whole sequence under context parallelism: unset
+    or ``cp`` -- Ulysses (all-to-all from sequence shards to head shards; the query heads per
+    ``tp`` rank must divide by ``cp``, KV heads are repeated when they do not); 1 -- K/V
+    all-gathered, each rank attends its own queries under an offset causal mask. Values in
+    between (the hybrid) are refused. Needs ``cp > 1``."""
 
     comm_fusion: bool = True
     """One bucketed all-gather / reduce-scatter per FSDP unit, which is how torch's
@@ -131,7 +140,10 @@ class AcceleratorConfig:
     nothing to prefetch)."""
 
     linear_attention_cp_mode: str = "ulysses"
-    """How the Gated DeltaNet layers split the sequence under context parallelism. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """How the Gated DeltaNet layers run under context parallelism: ``ulysses`` (each rank
+    runs 1/cp of the heads over the whole sequence; key and value heads per ``tp`` rank must
+    divide by ``cp``) or ``p2p`` (state passing: each rank runs its shard of every head from the
+    recurrent state of the shards before it; any head count). Needs ``cp > 1``."""
 
     @validated
     def __post_init__(self) -> None:
@@ -142,6 +154,10 @@ class AcceleratorConfig:
             at_least(getattr(self, name), 1, name)
         at_least(self.fsdp_forward_prefetch, 0, "fsdp_forward_prefetch")
         at_least(self.fsdp_backward_prefetch, 0, "fsdp_backward_prefetch")
+        one_of(self.linear_attention_cp_mode, CP_LINEAR_ATTENTION_MODES,
+               "linear_attention_cp_mode")
+        if self.ulysses_degree is not None:
+            at_least(self.ulysses_degree, 1, "ulysses_degree")
         require(
             self.fsdp_backward_prefetch == 0 or self.reshard_after_forward,
             "fsdp_backward_prefetch",

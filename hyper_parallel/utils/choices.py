@@ -104,6 +104,20 @@ ExpertsImplementation = Literal["grouped_mm", "loop"]
 EXPERTS_IMPLEMENTATIONS: tuple[str, ...] = get_args(ExpertsImplementation)
 DEFAULT_EXPERTS_IMPLEMENTATION = "grouped_mm"
 
+#: How the Gated DeltaNet layers run under context parallelism
+#: (``parallelism.context_parallel_linear_attention_mode``, legacy
+#: ``train.accelerator.linear_attention_cp_mode``): ``ulysses`` -- an all-to-all gives each rank
+#: the whole sequence of its share of the heads (key and value heads must divide by the
+#: degree); ``p2p`` -- state passing: each rank keeps its shard of every head and receives the
+#: recurrent state of the shards before it.
+CpLinearAttentionMode = Literal["ulysses", "p2p"]
+CP_LINEAR_ATTENTION_MODES: tuple[str, ...] = get_args(CpLinearAttentionMode)
+#: How the full-attention layers run under context parallelism, as
+#: ``parallelism.context_parallel_ulysses_degree`` selects it: ``ulysses`` (unset or equal to
+#: the degree) -- an all-to-all from sequence shards to head shards and back; ``allgather``
+#: (1) -- K and V all-gathered, each rank attends its own queries.
+CP_ATTENTION_MODES: tuple[str, ...] = ("ulysses", "allgather")
+
 #: The legacy ``train.logging.report_to`` values: ``wandb`` is another spelling of
 #: ``train.wandb.enabled: true`` (``metrics.enable_wandb``); ``none`` leaves the switch to it.
 #: TensorBoard has its own switch (``train.tensorboard.enabled``).
@@ -121,6 +135,9 @@ __all__ = [
     "PipelineSchedule",
     "AC_MODES",
     "ASYNC_MODES",
+    "CP_ATTENTION_MODES",
+    "CP_LINEAR_ATTENTION_MODES",
+    "CpLinearAttentionMode",
     "DECAY_STYLES",
     "DEFAULT_EXPERTS_IMPLEMENTATION",
     "DEFAULT_KERNELS",

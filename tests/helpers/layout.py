@@ -6,7 +6,7 @@ with the single-rank run.
     assert_same_run(runs[Layout(dp_shard=2)], runs[ONE_RANK], rtol=1e-6)
 
 * A :class:`Layout` is a set of parallel degrees (``dp_shard``, ``dp_replicate``, ``ep``,
-  ``tp``, ``pp``; a new axis is one entry of :data:`DEGREES`). Its world size is their product; it is applied to the
+  ``cp``, ``tp``, ``pp``; a new axis is one entry of :data:`DEGREES`). Its world size is their product; it is applied to the
   command line as overrides in that command line's own names (``--train.accelerator.tp=2`` for a
   legacy YAML, ``--parallelism.tensor_parallel_degree=2`` for a recipe), every degree written
   out, so a YAML's own layout never leaks into another.
@@ -41,7 +41,7 @@ from tests.helpers.torchrun import run_python, spawn_ranks
 
 WORKER = Path(__file__).with_name("case_worker.py")
 #: A layout's degrees, in the order of the mesh (``ParallelDims``' names).
-DEGREES = ("dp_replicate", "dp_shard", "ep", "tp", "pp")
+DEGREES = ("dp_replicate", "dp_shard", "ep", "cp", "tp", "pp")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class Layout:
     dp_replicate: int = 1
     dp_shard: int = 1
     ep: int = 1
+    cp: int = 1
     tp: int = 1
     pp: int = 1
 

@@ -70,6 +70,8 @@ def _sac_saved_ops() -> frozenset:
         _op(funcol, "all_reduce"),
         _op(funcol, "all_gather_into_tensor"),
         _op(funcol, "reduce_scatter_tensor"),
+        # context parallelism's all-to-alls (all-gathers are above)
+        _op(funcol, "all_to_all_single"),
         _op(funcol, "wait_tensor"),
     ]
     return frozenset(op for op in candidates if op is not None)
@@ -78,7 +80,7 @@ def _sac_saved_ops() -> frozenset:
 SAC_SAVED_OPS = _sac_saved_ops()
 """Outputs saved by ``selective`` AC: matmuls (``mm``, ``addmm``, ``bmm``, ``baddbmm``), the GDN
 triangular solves, scaled-dot-product attention kernels and functional collectives (TP
-all-reduce / all-gather / reduce-scatter and their waits). Pointwise ops, norms, RoPE, softmax,
+all-reduce / all-gather / reduce-scatter, context parallelism's all-to-all, and their waits). Pointwise ops, norms, RoPE, softmax,
 the depthwise conv, SiLU / sigmoid gates and the L2 norms are recomputed: they are cheap in FLOPs
 but their outputs are as large as the matmul ones."""
 

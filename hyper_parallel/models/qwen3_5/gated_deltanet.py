@@ -32,6 +32,7 @@ from torch import nn
 
 from ._dtensor import _local, _match_input
 from .configuration import Qwen3_5Config
+from .context_parallel import ContextParallel, shifted_conv, state_passing_delta_rule
 from .kernels import GdnKernels, select_gdn_kernels
 
 
@@ -115,8 +116,15 @@ class Qwen3_5GatedDeltaNet(nn.Module):
             self._selected = select_gdn_kernels(self.kernels, device_type)
         return self._selected
 
+    #: Context parallelism (:func:`~hyper_parallel.models.qwen3_5.context_parallel.apply_cp`):
+    #: None on one rank's whole sequence.
+    context_parallel: ContextParallel | None = None
+
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         kernels = self.select_kernels()
+        cp = self.context_parallel
+        if cp is not None and cp.linear == "ulysses":
+            return self._forward_ulysses(hidden_states, kernels, cp)
         batch, seq, _ = hidden_states.shape
         dk, dv = self.head_k_dim, self.head_v_dim
         q = self.in_proj_q(hidden_states)
@@ -131,17 +139,72 @@ class Qwen3_5GatedDeltaNet(nn.Module):
         conv_w = torch.cat(
             [_local(self.conv_q_weight), _local(self.conv_k_weight), _local(self.conv_v_weight)], 0
         )
-        mixed = kernels.conv(torch.cat([q, k, v], dim=-1), conv_w)
+        mixed = torch.cat([q, k, v], dim=-1)
+        if cp is None:
+            mixed = kernels.conv(mixed, conv_w)
+        else:  # state passing: the kernel - 1 positions before the shard come from rank - 1
+            mixed = shifted_conv(cp, kernels.conv, mixed, conv_w)
         q, k, v = mixed.split([qk_width, qk_width, v_width], dim=-1)
         q = q.reshape(batch, seq, -1, dk)
         k = k.reshape(batch, seq, -1, dk)
         v = v.reshape(batch, seq, -1, dv)
 
         beta = b.sigmoid()
-        # fp32 so that exp(A_log) cannot overflow in low precision.
-        g = -_local(self.A_log).float().exp() * F.softplus(a.float() + _local(self.dt_bias).float())
-        out = kernels.delta_rule(q, k, v, g, beta)
+        g = self._decay(a, _local(self.A_log), _local(self.dt_bias))
+        if cp is None:
+            out = kernels.delta_rule(q, k, v, g, beta)
+        else:
+            out = state_passing_delta_rule(cp, kernels.delta_rule_with_state, q, k, v, g, beta)
 
+        out = self.norm(out, z.reshape(batch, seq, -1, dv))
+        return self.out_proj(out.reshape(batch, seq, -1))
+
+    @staticmethod
+    def _decay(a: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor) -> torch.Tensor:
+        """The log decay ``g = -exp(A_log) * softplus(a + dt_bias)``, in fp32 so that
+        ``exp(A_log)`` cannot overflow in low precision."""
+        return -A_log.float().exp() * F.softplus(a.float() + dt_bias.float())
+
+    def _forward_ulysses(
+        self, hidden_states: torch.Tensor, kernels: GdnKernels, cp: ContextParallel
+    ) -> torch.Tensor:
+        """Context parallelism over heads: the projections of this rank's sequence shard go
+        through an all-to-all (each put as soon as it is computed), the rank runs the
+        convolution and the recurrence of its heads over the whole sequence, and a second
+        all-to-all brings the output back to the shard."""
+        batch, seq, _ = hidden_states.shape
+        dk, dv = self.head_k_dim, self.head_v_dim
+        exchange = cp.to_heads()
+        exchange.put(self.in_proj_q(hidden_states).view(batch, seq, -1, dk))
+        exchange.put(self.in_proj_k(hidden_states).view(batch, seq, -1, dk))
+        exchange.put(self.in_proj_v(hidden_states).view(batch, seq, -1, dv))
+        exchange.put(self.in_proj_b(hidden_states).unsqueeze(-1))
+        exchange.put(self.in_proj_a(hidden_states).unsqueeze(-1))
+        z = self.in_proj_z(hidden_states)
+        q, k, v, b, a = exchange.take()  # (B, S, heads / cp, D): the whole sequence
+        full = q.shape[1]
+        # This rank's heads of the (tensor-parallel local) per-head parameters.
+        key_heads = cp.heads_of_rank(_local(self.conv_q_weight).shape[0] // dk)
+        value_heads = cp.heads_of_rank(_local(self.A_log).shape[0])
+        key_rows = slice(key_heads.start * dk, key_heads.stop * dk)
+        value_rows = slice(value_heads.start * dv, value_heads.stop * dv)
+        conv_w = torch.cat([
+            _local(self.conv_q_weight)[key_rows], _local(self.conv_k_weight)[key_rows],
+            _local(self.conv_v_weight)[value_rows],
+        ], 0)
+        qk_width, v_width = q.shape[2] * dk, v.shape[2] * dv
+        mixed = kernels.conv(
+            torch.cat([q.flatten(2), k.flatten(2), v.flatten(2)], dim=-1), conv_w
+        )
+        q, k, v = mixed.split([qk_width, qk_width, v_width], dim=-1)
+        q = q.reshape(batch, full, -1, dk)
+        k = k.reshape(batch, full, -1, dk)
+        v = v.reshape(batch, full, -1, dv)
+        beta = b.squeeze(-1).sigmoid()
+        g = self._decay(
+            a.squeeze(-1), _local(self.A_log)[value_heads], _local(self.dt_bias)[value_heads]
+        )
+        out = cp.to_sequence(kernels.delta_rule(q, k, v, g, beta))
         out = self.norm(out, z.reshape(batch, seq, -1, dv))
         return self.out_proj(out.reshape(batch, seq, -1))
 

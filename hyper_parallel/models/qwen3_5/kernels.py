@@ -84,6 +84,9 @@ class GdnKernels:
     ``weight`` ``(C, 1, K)``, result ``(B, S, C)`` in ``x``'s dtype.
     ``delta_rule(q, k, v, g, beta)``: the chunked gated delta rule from a zero state (q / k
     L2-normalised and q scaled inside), ``(B, S, Hv, Dv)``.
+    ``delta_rule_with_state(q, k, v, g, beta, initial_state)``: the same from ``initial_state``
+    ``(B, Hv, Dk, Dv)`` (fp32), returning ``(out, final_state)`` (context parallelism's state
+    passing).
     """
 
     name: str
@@ -92,6 +95,7 @@ class GdnKernels:
     """``torch``, ``causal-conv1d`` or ``fla``: the short convolution's implementation."""
     conv: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     delta_rule: Callable[..., torch.Tensor]
+    delta_rule_with_state: Callable[..., tuple[torch.Tensor, torch.Tensor]]
     device_type: str = "cpu"
     """The device type this choice was made for (a layer moved elsewhere chooses again)."""
     reason: str = ""
@@ -132,8 +136,19 @@ def _torch_delta_rule(q, k, v, g, beta) -> torch.Tensor:
     return chunk_gated_delta_rule(q, k, v, g, beta, chunk_size=DEFAULT_CHUNK_SIZE)[0]
 
 
+def _torch_delta_rule_with_state(q, k, v, g, beta, initial_state):
+    return chunk_gated_delta_rule(
+        q, k, v, g, beta, chunk_size=DEFAULT_CHUNK_SIZE, initial_state=initial_state,
+        output_final_state=True,
+    )
+
+
 TORCH_KERNELS = GdnKernels(
-    name="torch", conv_name="torch", conv=causal_depthwise_conv_silu, delta_rule=_torch_delta_rule
+    name="torch",
+    conv_name="torch",
+    conv=causal_depthwise_conv_silu,
+    delta_rule=_torch_delta_rule,
+    delta_rule_with_state=_torch_delta_rule_with_state,
 )
 """The plain torch path (any device)."""
 
@@ -164,24 +179,32 @@ def _load_causal_conv1d() -> Callable | None:
     return causal_conv1d_fn
 
 
-def _fla_delta_rule(fla_chunk: Callable) -> Callable[..., torch.Tensor]:
-    def delta_rule(q, k, v, g, beta) -> torch.Tensor:
+def _fla_delta_rule_with_state(fla_chunk: Callable) -> Callable[..., tuple]:
+    def delta_rule_with_state(q, k, v, g, beta, initial_state=None):
         groups = v.shape[2] // k.shape[2]
         if groups > 1:  # same grouping as the torch path (and HF's fallback)
             q = q.repeat_interleave(groups, dim=2)
             k = k.repeat_interleave(groups, dim=2)
-        out, _ = fla_chunk(
+        return fla_chunk(
             q,
             k,
             v,
             g,
             beta,
             scale=q.shape[-1] ** -0.5,
-            initial_state=None,
-            output_final_state=False,
+            initial_state=initial_state,
+            output_final_state=initial_state is not None,
             use_qk_l2norm_in_kernel=True,
         )
-        return out
+
+    return delta_rule_with_state
+
+
+def _fla_delta_rule(fla_chunk: Callable) -> Callable[..., torch.Tensor]:
+    with_state = _fla_delta_rule_with_state(fla_chunk)
+
+    def delta_rule(q, k, v, g, beta) -> torch.Tensor:
+        return with_state(q, k, v, g, beta)[0]
 
     return delta_rule
 
@@ -223,6 +246,7 @@ def _fla_kernels(
         conv_name=conv_name,
         conv=conv,
         delta_rule=_fla_delta_rule(fla_chunk),
+        delta_rule_with_state=_fla_delta_rule_with_state(fla_chunk),
         device_type=device_type,
         reason=reason,
     )

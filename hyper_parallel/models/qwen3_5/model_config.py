@@ -36,6 +36,7 @@ from hyper_parallel.models.qwen3_5.configuration import (
     LINEAR_ATTENTION,
     Qwen3_5Config,
 )
+from hyper_parallel.models.qwen3_5.context_parallel_rules import check_context_parallel
 from hyper_parallel.models.qwen3_5.model_section import apply_model_section
 from hyper_parallel.protocols.lazy import LazyOwner
 from hyper_parallel.protocols.model_config import BaseModelConfig
@@ -174,10 +175,10 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
 
     def _check_parallelism(self, parallelism: Any) -> None:
         """The parallel degrees this model cannot run are a ``ConfigError`` naming the field:
-        CP and EP above 1, ETP above 1 (no experts), and a TP degree that does not divide
-        every dimension TP shards."""
+        EP above 1, ETP above 1 (no experts), a TP degree that does not divide every dimension
+        TP shards, and context-parallel settings its head counts cannot split
+        (:func:`~.context_parallel_rules.check_context_parallel`)."""
         refuse_degrees(parallelism, "qwen3_5_v2", (
-            ("context_parallel_degree", "context parallelism"),
             ("expert_parallel_degree", "expert parallelism (the dense model has no experts)"),
         ))
         etp = getattr(parallelism, "expert_tensor_parallel_degree", 1) or 1
@@ -187,6 +188,7 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
                 path="parallelism.expert_tensor_parallel_degree",
             )
         self._check_tensor_parallel(parallelism)
+        check_context_parallel(self, parallelism)
 
     def _check_tensor_parallel(self, parallelism: Any) -> None:
         tp = getattr(parallelism, "tensor_parallel_degree", 1) or 1

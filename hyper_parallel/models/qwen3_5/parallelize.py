@@ -3,7 +3,8 @@
 The building blocks are plain functions so that any trainer can compose them. The entry is
 :func:`hyper_parallel.models.qwen3_5.parallelize_v2.parallelize_qwen3_5_v2` (the model spec's
 ``parallelize_fn``), which applies them in the order **CP -> TP -> AC -> compile -> FSDP**
-(CP is refused for now; compile is ``parallelize_v2.apply_compile``):
+(CP is :func:`hyper_parallel.models.qwen3_5.context_parallel.apply_cp`; compile is
+``parallelize_v2.apply_compile``):
 
 * :func:`apply_tp` shards every layer type over a 1-D ``tp`` mesh with
   ``torch.distributed.tensor.parallel`` (Megatron-style, no sequence parallelism: activations

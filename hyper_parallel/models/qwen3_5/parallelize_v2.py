@@ -53,6 +53,11 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
 from hyper_parallel.models.qwen3_5.activation_checkpoint import ac_depth
+from hyper_parallel.models.qwen3_5.context_parallel import apply_cp
+from hyper_parallel.models.qwen3_5.context_parallel_rules import (
+    check_cp_heads,
+    context_parallel_modes,
+)
 from hyper_parallel.models.qwen3_5.parallelize import (
     DEFAULT_DTYPE_MAP,
     apply_ac,
@@ -77,7 +82,6 @@ __all__ = [
 ]
 
 _UNSUPPORTED = (
-    ("cp", "context_parallel_degree", "context parallelism"),
     ("ep", "expert_parallel_degree", "expert parallelism (the dense model has no experts)"),
 )
 _NO_CAST = (None, "float32")
@@ -145,17 +149,26 @@ def _mesh_names(parallel_dims: Any) -> tuple[str, ...]:
 def data_parallel_mesh(parallel_dims: Any) -> DeviceMesh | None:
     """The mesh FSDP shards over, the one choice every layout goes through.
 
-    ``(dp_replicate, dp_shard)`` (HSDP, 2-D) when both axes exist, else ``dp_shard``, else
-    ``dp_replicate`` (sharding over the replicas averages the same gradients with less memory);
-    ``None`` for a mesh without a data-parallel axis (pure TP). A job without parallelism has a
-    1-D ``dp_shard`` mesh of the world size (see :func:`needs_fsdp` for one rank).
+    The shard axis is ``dp_shard``, joined by ``cp`` under context parallelism (its ranks
+    train on different positions, so their gradients are summed: ``dp_shard_cp``, or ``cp``
+    alone). ``(dp_replicate, <shard axis>)`` (HSDP, 2-D) when both exist, else the shard axis,
+    else ``dp_replicate`` (sharding over the replicas averages the same gradients with less
+    memory); ``None`` for a mesh without a data-parallel axis (pure TP). A job without
+    parallelism has a 1-D ``dp_shard`` mesh of the world size (see :func:`needs_fsdp` for one
+    rank).
     """
     names = _mesh_names(parallel_dims)
-    if "dp_replicate" in names and "dp_shard" in names:
-        return parallel_dims.world_mesh[("dp_replicate", "dp_shard")]
-    for name in ("dp_shard", "dp_replicate"):
-        if name in names:
-            return parallel_dims.get_mesh(name)
+    shard = next((alias for alias, present in (
+        ("dp_shard_cp", "dp_shard" in names and "cp" in names),
+        ("dp_shard", "dp_shard" in names),
+        ("cp", "cp" in names),
+    ) if present), None)
+    if "dp_replicate" in names and shard is not None:
+        return parallel_dims.world_mesh[("dp_replicate", shard)]
+    if shard is not None:
+        return parallel_dims.get_mesh(shard)
+    if "dp_replicate" in names:
+        return parallel_dims.get_mesh("dp_replicate")
     return None
 
 
@@ -228,7 +241,7 @@ def needs_fsdp(
 
 
 def _check_layout(parallel_dims: Any) -> None:
-    """cp / ep > 1 are not supported (pp > 1 reaches here one stage at a time, from the
+    """ep > 1 is not supported (pp > 1 reaches here one stage at a time, from the
     spec's ``pipelining_fn``); the mesh's tp axis must match ``parallel_dims.tp``."""
     for attr, field, what in _UNSUPPORTED:
         degree = getattr(parallel_dims, attr, 1) or 1
@@ -295,8 +308,11 @@ def parallelize_qwen3_5_v2(
 ) -> nn.Module:
     """CP -> TP -> AC -> compile -> FSDP on ``model`` (in place, usually on ``meta``); returns it.
 
-    * CP (and EP): degree > 1 is ``NotImplementedError`` -- nothing is applied for CP. Under
-      PP ``model`` is one pipeline stage (``models.pipelining`` calls this once per stage).
+    * CP over ``parallel_dims.get_mesh("cp")`` when its degree is above 1
+      (:func:`context_parallel_modes`: Ulysses or all-gather attention, Ulysses or state-passing
+      Gated DeltaNet; the head counts checked against both degrees). EP > 1 is
+      ``NotImplementedError`` (the dense model has no experts). Under PP ``model`` is one
+      pipeline stage (``models.pipelining`` calls this once per stage).
     * TP over ``parallel_dims.get_mesh("tp")`` when the mesh has a ``tp`` axis
       (the legacy ``apply_tp``: Megatron-style, replicated activations between blocks).
     * AC: ``activation_checkpoint.mode`` on every decoder layer, or the first
@@ -312,6 +328,10 @@ def parallelize_qwen3_5_v2(
     Everything is validated before the model is touched.
     """
     _check_layout(parallel_dims)
+    cp = getattr(parallel_dims, "cp", 1) or 1
+    cp_modes = context_parallel_modes(parallelism, cp)
+    if cp_modes is not None:
+        check_cp_heads(model.config, cp, getattr(parallel_dims, "tp", 1) or 1, *cp_modes[:2])
     mp_policy = mp_policy_from_training(training)
     ac_mode = _ac_mode(activation_checkpoint)
     compile_model = _compile_model_requested(compile)
@@ -329,6 +349,10 @@ def parallelize_qwen3_5_v2(
     ac_layers = getattr(activation_checkpoint, "num_layers", None)
     ac_depth(model, ac_mode, ac_layers)
 
+    if cp_modes is not None:
+        attention, linear, async_comm = cp_modes
+        apply_cp(model, parallel_dims.get_mesh("cp"), attention=attention, linear=linear,
+                 async_comm=async_comm)
     if "tp" in names:
         apply_tp(model, parallel_dims.get_mesh("tp"))
     apply_ac(model, ac_mode, ac_layers)
@@ -342,9 +366,11 @@ def parallelize_qwen3_5_v2(
         refuse_without_data_axis("training.enable_cpu_offload asks for CPU offload", names,
                                  CPU_OFFLOAD_FIELD)
     logger.info(
-        "qwen3_5_v2 parallelized: mesh dims=%s tp=%s ac=%s compile=%s fsdp=%s mp=%s reshard=%s "
-        "cpu_offload=%s prefetch=%s",
+        "qwen3_5_v2 parallelized: mesh dims=%s cp=%s tp=%s ac=%s compile=%s fsdp=%s mp=%s "
+        "reshard=%s cpu_offload=%s prefetch=%s",
         names,
+        f"{cp} (attention {cp_modes[0]}, linear {cp_modes[1]}, async {cp_modes[2]})"
+        if cp_modes else 1,
         getattr(parallel_dims, "tp", 1),
         ac_mode if ac_layers is None else f"{ac_mode} (num_layers={ac_layers})",
         backend if compile_model else None,

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hyper_parallel.models.qwen3_5.model_config import Qwen3_5ModelConfig, refuse_degrees
+from hyper_parallel.models.qwen3_5.context_parallel_rules import check_context_parallel
+from hyper_parallel.models.qwen3_5.model_config import Qwen3_5ModelConfig
 from hyper_parallel.models.qwen3_5.model_section import apply_model_section
 from hyper_parallel.models.qwen3_5_moe.configuration import (
     DEFAULT_FLAVOR,
@@ -37,6 +38,15 @@ FLAVOR_NAMES: tuple[str, ...] = tuple(FLAVORS)
 """The named sizes (``debugmodel``, ``35b_a3b``, ``122b_a10b``, ``397b_a17b``)."""
 
 
+#: Why context parallelism is refused for this family (its model config and its
+#: parallelization say it).
+CP_REFUSAL = (
+    "context parallelism is implemented and tested for the dense Qwen3.5 family only; for "
+    "the mixture-of-experts family the router's load-balancing statistics and auxiliary loss "
+    "would be taken over each rank's part of the sequence, which no test has compared with one "
+    "rank yet; set it to 1"
+)
+
 @dataclass(kw_only=True, slots=True)
 class Qwen3_5MoeModelConfig(Qwen3_5ModelConfig, Qwen3_5MoeConfig):
     """Architecture of a Qwen3.5 mixture-of-experts text decoder; defaults are Qwen3.5-35B-A3B.
@@ -50,12 +60,13 @@ class Qwen3_5MoeModelConfig(Qwen3_5ModelConfig, Qwen3_5MoeConfig):
         return apply_model_section(self, section, flavor_config, FLAVORS)
 
     def _check_parallelism(self, parallelism: Any) -> None:
-        """CP above 1 is refused; ``expert_parallel_degree`` must divide ``num_experts``;
+        """CP above 1 is refused (:data:`CP_REFUSAL`); ``expert_parallel_degree`` must divide ``num_experts``;
         ``expert_tensor_parallel_degree`` must be 1 (the routed experts are whole on each rank:
         under TP they are replicated over the TP ranks); TP must divide what it shards."""
-        refuse_degrees(parallelism, "qwen3_5_moe", (
-            ("context_parallel_degree", "context parallelism"),
-        ))
+        cp = getattr(parallelism, "context_parallel_degree", 1) or 1
+        if cp > 1:
+            raise ConfigError(f"{cp}: {CP_REFUSAL}", path="parallelism.context_parallel_degree")
+        check_context_parallel(self, parallelism)  # its other fields do nothing at cp 1
         ep = getattr(parallelism, "expert_parallel_degree", 1) or 1
         if self.num_experts % ep:
             divisors = [d for d in range(1, self.num_experts + 1) if self.num_experts % d == 0]

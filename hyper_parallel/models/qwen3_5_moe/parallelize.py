@@ -54,8 +54,10 @@ from hyper_parallel.models.qwen3_5.parallelize_v2 import (
     needs_fsdp,
     refuse_without_data_axis,
 )
+from hyper_parallel.utils.errors import ConfigError
 
 from .expert_parallel import AllToAllDispatcher
+from .model_config import CP_REFUSAL
 from .model import moe_blocks
 
 logger = logging.getLogger(__name__)
@@ -164,15 +166,9 @@ def apply_moe_fsdp(
 
 
 def _check_layout(parallel_dims: Any) -> None:
-    for attr, field, what in (
-        ("cp", "context_parallel_degree", "context parallelism"),
-    ):
-        degree = getattr(parallel_dims, attr, 1) or 1
-        if degree > 1:
-            raise NotImplementedError(
-                f"parallelism.{field}={degree}: {what} is not supported by qwen3_5_moe yet; set "
-                f"parallelism.{field}=1"
-            )
+    cp = getattr(parallel_dims, "cp", 1) or 1
+    if cp > 1:
+        raise ConfigError(f"{cp}: {CP_REFUSAL}", path="parallelism.context_parallel_degree")
     etp = getattr(parallel_dims, "etp", 1) or 1
     if parallel_dims.ep > 1 and etp > 1:
         raise NotImplementedError(

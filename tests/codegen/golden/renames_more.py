@@ -1,5 +1,5 @@
 """Recipe renames_more, converted from renames_more.yaml
-(sha256 f629f57a7b1647cae2ae3ee300fa8d32c23fffef60082fbee0706b2b3ead3b94).
+(sha256 6820e03b114cb98b1e109ad2212ef65649f877af0d9c2e7496508a265a8930a3).
 
 The YAML's header comment:
 
@@ -39,12 +39,12 @@ def renames_more() -> HyperTrainer.Config:
     # model.kernels (line 11): the Gated DeltaNet layers on the torch path, on any device
     config.model.kernels = "torch"
     config.dataloader.pin_memory = False  # data.pin_memory (line 14)
-    # train.logging.model_flops_per_token (line 35)
+    # train.logging.model_flops_per_token (line 38)
     config.metrics.model_flops_per_token = 1500000000
-    config.metrics.peak_tflops = 312.0  # train.logging.peak_tflops (line 36)
-    # train.memory_monitor.reset_peak_each_step (line 38)
+    config.metrics.peak_tflops = 312.0  # train.logging.peak_tflops (line 39)
+    # train.memory_monitor.reset_peak_each_step (line 41)
     config.metrics.reset_peak_memory_each_step = True
-    config.profiler.warmup = 3  # train.profile.warmup_steps (line 40)
+    config.profiler.warmup = 3  # train.profile.warmup_steps (line 43)
     config.training.max_epochs = 3  # train.num_train_epochs (line 17)
     config.training.global_batch_size = 64  # train.global_batch_size (line 19)
     config.training.seq_len = 128  # data.max_seq_len (line 15)
@@ -53,19 +53,24 @@ def renames_more() -> HyperTrainer.Config:
     config.parallelism.data_parallel_replicate_degree = 2
     config.parallelism.data_parallel_shard_degree = 2  # train.accelerator.dp_shard (line 24)
     config.parallelism.context_parallel_degree = 2  # train.accelerator.cp (line 25)
-    config.parallelism.pipeline_parallel_degree = 2  # train.accelerator.pp (line 26)
-    config.parallelism.expert_parallel_degree = 2  # train.accelerator.ep (line 27)
-    config.parallelism.expert_tensor_parallel_degree = 2  # train.accelerator.etp (line 28)
-    # train.accelerator.fsdp_forward_prefetch (line 29): gather the next layer early
+    # train.accelerator.ulysses_degree (line 26): the all-gather form of the attention
+    config.parallelism.context_parallel_ulysses_degree = 1
+    # train.accelerator.linear_attention_cp_mode (line 27)
+    config.parallelism.context_parallel_linear_attention_mode = "p2p"
+    config.parallelism.context_parallel_async = True  # train.accelerator.async_cp (line 28)
+    config.parallelism.pipeline_parallel_degree = 2  # train.accelerator.pp (line 29)
+    config.parallelism.expert_parallel_degree = 2  # train.accelerator.ep (line 30)
+    config.parallelism.expert_tensor_parallel_degree = 2  # train.accelerator.etp (line 31)
+    # train.accelerator.fsdp_forward_prefetch (line 32): gather the next layer early
     config.parallelism.fsdp_forward_prefetch = 1
-    # train.accelerator.fsdp_backward_prefetch (line 30)
+    # train.accelerator.fsdp_backward_prefetch (line 33)
     config.parallelism.fsdp_backward_prefetch = 2
-    # train.gradient_checkpointing.activation_checkpoint (line 32)
+    # train.gradient_checkpointing.activation_checkpoint (line 35)
     config.activation_checkpoint.mode = "full"
-    # train.gradient_checkpointing.num_layers (line 33): one count per pipeline stage
+    # train.gradient_checkpointing.num_layers (line 36): one count per pipeline stage
     config.activation_checkpoint.num_layers = [3, 1]
     config.comm.init_timeout_seconds = 600  # train.init_timeout_seconds (line 20)
     config.comm.train_timeout_seconds = 120  # train.train_timeout_seconds (line 21)
-    config.debug.deterministic = True  # train.debug.deterministic (line 42)
-    config.debug.deterministic_warn_only = True  # train.debug.deterministic_warn_only (line 43)
+    config.debug.deterministic = True  # train.debug.deterministic (line 45)
+    config.debug.deterministic_warn_only = True  # train.debug.deterministic_warn_only (line 46)
     return config

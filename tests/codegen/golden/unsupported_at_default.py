@@ -1,5 +1,5 @@
 """Recipe unsupported_at_default, converted from unsupported_at_default.yaml
-(sha256 53df7a9532600afd65a9dfdf4f85ca72b8cb3ac1b2b8ec07214e99661be36212).
+(sha256 6472ebed0e2e98a0bb48c764cd3f1cd07cfd2af0f692281a71f8d19f52f450ee).
 
 The YAML's header comment:
 
@@ -19,9 +19,9 @@ equals the canonical form of the YAML.
 
 The YAML's comments on keys that no line sets:
 
-* train.accelerator.comm_fusion (line 13): what fully_shard does: one all-gather /
+* train.accelerator.comm_fusion (line 12): what fully_shard does: one all-gather /
   reduce-scatter per unit
-* train.accelerator.npu_nums_per_device (line 17): as the legacy Qwen3-VL example writes it
+* train.accelerator.npu_nums_per_device (line 15): as the legacy Qwen3-VL example writes it
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig, parse
 from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 from hyper_parallel.utils.choices import (
     AC_MODES,
+    CP_LINEAR_ATTENTION_MODES,
     DECAY_STYLES,
     KERNEL_CHOICES,
     LEGACY_PP_SCHEDULES,
@@ -76,6 +77,7 @@ CHOICES: dict[str, tuple] = {
     "train.optimizer.loss_aggregation": LOSS_AGGREGATIONS,
     "model.kernels": KERNEL_CHOICES,
     "train.logging.report_to": LEGACY_REPORT_TO,
+    "train.accelerator.linear_attention_cp_mode": CP_LINEAR_ATTENTION_MODES,
     # Every spelling the schema accepts (case and '-' / '_' are not significant).
     "train.accelerator.pp_schedule": (*LEGACY_PP_SCHEDULES, "GPipe", "1F1B", "Interleaved-1F1B"),
 }
@@ -102,6 +104,7 @@ INT_MIN: dict[str, int] = {
     "train.accelerator.pp_micro_batch_num": 1,
     "train.accelerator.pp_vpp": 1,
     "train.accelerator.pp_layer_split": 1,
+    "train.accelerator.ulysses_degree": 1,
     "train.logging.log_steps": 1,
     "train.logging.model_flops_per_token": 1,
     "train.tensorboard.log_steps": 1,

@@ -320,16 +320,61 @@ def test_tp_rule_agrees_with_the_legacy_tp_plan(tp, layers):
     assert (not problems) == legacy_ok
 
 
-@pytest.mark.parametrize(
-    "kw, field",
-    [
-        ({"cp": 2}, "context_parallel_degree"),
-        ({"ep": 2}, "expert_parallel_degree"),
-    ],
-)
-def test_update_from_config_rejects_unsupported_parallelism(kw, field):
-    with pytest.raises(ConfigError, match=rf"^parallelism\.{field}: 2: .* set it to 1"):
-        flavor_config("debugmodel").update_from_config(trainer_config=trainer_config(**kw))
+def test_update_from_config_rejects_unsupported_parallelism():
+    with pytest.raises(ConfigError,
+                       match=r"^parallelism\.expert_parallel_degree: 2: .* set it to 1"):
+        flavor_config("debugmodel").update_from_config(trainer_config=trainer_config(ep=2))
+
+
+def cp_trainer_config(cp, tp=1, **fields):
+    config = trainer_config(cp=cp, tp=tp)
+    for name, value in fields.items():
+        setattr(config.parallelism, f"context_parallel_{name}", value)
+    return config
+
+
+@pytest.mark.parametrize("cp, tp, fields, field, match", [
+    # debugmodel: 4 query / 2 KV heads, Gated DeltaNet 2 key / 4 value heads
+    (4, 1, {}, "context_parallel_degree",
+     (r"model linear_num_key_heads=2 Gated DeltaNet heads do not divide by "
+      r"context_parallel_degree=4 .*linear_attention_mode=p2p")),
+    (4, 2, {"linear_attention_mode": "p2p"}, "context_parallel_degree",
+     (r"model num_attention_heads=4 / tensor_parallel_degree=2 = 2 query heads do not divide "
+      r"by context_parallel_degree=4 .*ulysses_degree=1")),
+    (4, 1, {"ulysses_degree": 2}, "context_parallel_ulysses_degree",
+     r"^parallelism\.context_parallel_ulysses_degree: 2: the hybrid .* not implemented"),
+    (1, 1, {"linear_attention_mode": "p2p"}, "context_parallel_linear_attention_mode",
+     r"does nothing without context parallelism"),
+    (1, 1, {"async": True}, "context_parallel_async", r"does nothing without context"),
+])
+def test_context_parallel_settings_the_model_cannot_run_are_refused(cp, tp, fields, field,
+                                                                     match):
+    with pytest.raises(ConfigError, match=match) as err:
+        flavor_config("debugmodel").update_from_config(
+            trainer_config=cp_trainer_config(cp, tp, **fields))
+    assert err.value.path == f"parallelism.{field}"
+
+
+@pytest.mark.parametrize("cp, tp, fields", [
+    (2, 1, {}),  # Ulysses everywhere
+    (4, 1, {"linear_attention_mode": "p2p"}),  # KV heads repeated, state passing
+    (2, 2, {"ulysses_degree": 1, "linear_attention_mode": "p2p"}),  # heads split both ways
+    (4, 2, {"ulysses_degree": 1, "linear_attention_mode": "p2p"}),
+])
+def test_context_parallel_settings_the_model_can_run_are_accepted(cp, tp, fields):
+    cfg = flavor_config("debugmodel")
+    cfg.update_from_config(trainer_config=cp_trainer_config(cp, tp, **fields))
+    assert cfg == flavor_config("debugmodel")
+
+
+def test_the_moe_family_refuses_context_parallelism_with_the_reason():
+    from hyper_parallel.models.qwen3_5_moe.configuration import FLAVORS as MOE_FLAVORS
+    from hyper_parallel.models.qwen3_5_moe.model_config import Qwen3_5MoeModelConfig
+
+    cfg = Qwen3_5MoeModelConfig(**dataclasses.asdict(MOE_FLAVORS["debugmodel"]))
+    with pytest.raises(ConfigError, match="router's load-balancing statistics") as err:
+        cfg.update_from_config(trainer_config=trainer_config(cp=2))
+    assert err.value.path == "parallelism.context_parallel_degree"
 
 
 def test_update_from_config_checks_seq_len_against_max_position_embeddings():
@@ -469,9 +514,10 @@ def untouched(model) -> bool:
     "dims, exc, match",
     [
         (
-            {"cp": 2},
-            NotImplementedError,
-            r"parallelism.context_parallel_degree=2: context parallelism",
+            {"cp": 4},
+            ConfigError,
+            (r"linear_num_key_heads=2 Gated DeltaNet heads do not divide by "
+             r"context_parallel_degree=4"),
         ),
         ({"ep": 2}, NotImplementedError, r"parallelism.expert_parallel_degree=2: .*no experts"),
         (

@@ -232,7 +232,8 @@ def test_mesh_axis_names_equal_parallel_dims_names():
     from hyper_parallel.runtime.parallel_dims import BASE_DIM_ORDER, ParallelDims
 
     assert tuple(BASE_MESH_AXES) == BASE_DIM_ORDER
-    every_alias = ParallelDims(dp_replicate=2, dp_shard=2, cp=2, world_size=8).alias_dims()
+    every_alias = ParallelDims(dp_replicate=2, dp_shard=2, ep=2, cp=2,
+                               world_size=16).alias_dims()
     assert set(FLATTENED_MESH_AXES) == set(every_alias)
     assert set(MeshAxisName) == set(BASE_MESH_AXES) | set(FLATTENED_MESH_AXES)
 

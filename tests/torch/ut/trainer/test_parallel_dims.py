@@ -74,15 +74,17 @@ def test_sizes_and_summary():
 def test_canonical_order_and_aliases():
     d = ParallelDims(dp_replicate=2, dp_shard=2, ep=2, cp=2, tp=2, world_size=32)
     assert d.mesh_dims() == (("dp_replicate", "dp_shard", "ep", "cp", "tp"), (2, 2, 2, 2, 2))
-    # The ep ranks split their batch's rows (ParallelDims.batch_split), so tokens are summed
-    # over them too, and FSDP shards the dense parameters over dp_shard x ep.
+    # The ep ranks split their batch's rows (ParallelDims.batch_split) and the cp ranks its
+    # positions (seq_split), so tokens are summed over both, FSDP shards the dense parameters
+    # over dp_shard x ep (MoE) or dp_shard x cp, and averages gradients over all of them.
     assert d.alias_dims() == {
         "fsdp": ("dp_shard",),
         "dp": ("dp_replicate", "dp_shard"),
         "loss": ("dp_replicate", "dp_shard", "ep", "cp"),
         "dp_shard_ep": ("dp_shard", "ep"),
+        "dp_shard_cp": ("dp_shard", "cp"),
     }
-    assert (d.dp_size, d.batch_split, d.grad_average_size) == (4, 2, 8)
+    assert (d.dp_size, d.batch_split, d.seq_split, d.grad_average_size) == (4, 2, 2, 16)
     assert ParallelDims(dp_shard=2, cp=2, world_size=4).alias_dims()["loss"] == ("dp_shard", "cp")
     assert ParallelDims(ep=2, world_size=2).alias_dims() == {"loss": ("ep",)}
     assert ParallelDims(cp=2, world_size=2).alias_dims() == {"loss": ("cp",)}
@@ -142,3 +144,15 @@ def test_mesh_hsdp_2x2_torchrun(tmp_path):
     assert info["dim_names"] == ["dp_replicate", "dp_shard"] and info["shape"] == [2, 2]
     assert info["aliases"]["fsdp"] == {"size": 2, "group_of_rank": [0, 1]}
     assert info["aliases"]["dp"] == {"size": 4, "group_of_rank": [0, 1, 2, 3]}
+
+
+@pytest.mark.parametrize("other, field", [("pipeline_parallel_degree", "pipeline"),
+                                          ("expert_parallel_degree", "expert")])
+def test_context_parallelism_with_pipeline_or_expert_parallelism_is_refused(other, field):
+    from hyper_parallel.config.configs import ParallelismConfig
+    from hyper_parallel.utils.errors import ConfigError
+
+    parallelism = ParallelismConfig(context_parallel_degree=2, **{other: 2})
+    with pytest.raises(ConfigError, match=f"not been tested with {field} parallelism") as err:
+        ParallelDims.from_parallelism(parallelism, world_size=4)
+    assert err.value.path == "parallelism.context_parallel_degree"

@@ -1,0 +1,185 @@
+"""Context parallelism: the token mixers against the one-rank layer, and whole runs against the
+one-rank run, in both worlds.
+
+**The layers** (one job of ``workers/context_parallel_worker.py`` on 2 ranks and one on 4;
+cp = the world size). Each form of :mod:`hyper_parallel.models.qwen3_5.context_parallel` runs a
+256-position sequence split over the ranks and is compared with the same layer on the whole
+sequence, forward (the rank's output shard) and backward (its input-gradient shard, and every
+parameter gradient summed over the ranks as FSDP sums them):
+
+* full attention: Ulysses (fused and async), Ulysses with KV heads repeated (1 KV head over 2
+  and 4 ranks), the all-gather form;
+* Gated DeltaNet: Ulysses over heads (fused and async), state passing (1 key head, 2 value
+  heads: no head count divides);
+* causality: changing the input from a position inside a later rank's shard moves no output
+  before it, and does move the ones after it.
+
+Ulysses forward outputs are bit-identical to the one-rank layer (each head sees the same
+sequence and the same ops); the gradients and the state-passing outputs sum in another order
+(:data:`LAYER_RTOL`).
+
+**The runs** (the layout harness; the tiny flavor, 3 Gated DeltaNet layers and 1 attention
+layer, at ``max_seq_len`` 512, 8 steps of 4 sequences, warmup and decay, no clipping): CP 2 and
+CP 2 x FSDP 2 (the issue's bar), the all-gather / state-passing / async forms, CP 2 x TP 2
+(heads split both ways), selective activation checkpointing and bf16 mixed precision, each
+against the one-rank run within :data:`CP_RUN_RTOL`; a legacy CP YAML and the recipe
+``--from-yaml`` writes for it are one run, bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
+from tests.helpers.numerics import PORTABLE_NUMERICS
+from tests.helpers.torchrun import spawn_ranks
+
+pytestmark = pytest.mark.slow
+
+WORKER = Path(__file__).parent / "workers" / "context_parallel_worker.py"
+
+#: Layer gradients (and state-passing outputs) against the one-rank layer, relative to the
+#: largest magnitude: float32 sums over 2 or 4 ranks; measured 1.2e-6 (Ulysses, 2 ranks) and
+#: 8.6e-6 (state passing, 4 ranks: the ranks' maps folded in sequence).
+LAYER_RTOL = 2e-5
+#: Whole runs against one rank: per-step losses and gradient norms (the issue's bar). The
+#: gradient norms come closest (each gradient is the sum of the shards' contributions:
+#: measured 7.4e-7 to 9.0e-7, the losses 6e-8 to 1.2e-7), so the runs use the pinned kernels of
+#: :mod:`tests.helpers.numerics` and measure the same on every CPU that runs the suite.
+CP_RUN_RTOL = 1e-6
+PINNED = tuple(PORTABLE_NUMERICS.items())
+#: bf16 compute, context parallel against one rank: the same casts, sums in another order.
+CP_BF16_RTOL = 2e-2
+
+CP_YAML = """\
+model:
+  name: qwen3_5
+  config_overrides: {flavor: tiny}
+data:
+  type: dummy
+  max_seq_len: 512
+train:
+  max_steps: 8
+  global_batch_size: 4
+  micro_batch_size: 2
+  optimizer: {lr: 1.0e-3, lr_warmup_ratio: 0.25, max_grad_norm: 100.0}
+  logging: {log_steps: 1}
+  checkpoint: {save_steps: 0, save_hf_weights: false}
+  debug: {deterministic: true}
+"""
+ACC = "--train.accelerator."
+#: name -> (overrides, layout, bound): every case against the one-rank run.
+LAYOUTS = {
+    "CP 2": ((), Layout(cp=2), CP_RUN_RTOL),
+    "CP 2 x FSDP 2": (("--train.micro_batch_size=1",), Layout(dp_shard=2, cp=2), CP_RUN_RTOL),
+    "CP 2 all-gather, state passing, async": (
+        (ACC + "ulysses_degree=1", ACC + "linear_attention_cp_mode=p2p", ACC + "async_cp=true"),
+        Layout(cp=2), CP_RUN_RTOL),
+    # tiny's 2 query heads are 1 per TP rank: the attention all-gathers, the Gated DeltaNet
+    # runs Ulysses over its 1 key / 2 value heads per TP rank ... which 2 do not divide for
+    # keys, so state passing.
+    "CP 2 x TP 2": ((ACC + "ulysses_degree=1", ACC + "linear_attention_cp_mode=p2p"),
+                    Layout(cp=2, tp=2), CP_RUN_RTOL),
+    "CP 2 selective AC": (("--train.gradient_checkpointing.activation_checkpoint=selective",),
+                          Layout(cp=2), CP_RUN_RTOL),
+}
+BF16 = "--train.mixed_precision.enabled=true"
+
+
+# ====================================================================== the layers
+@pytest.fixture(scope="module", params=[2, 4], ids=["cp2", "cp4"])
+def layer_job(request, run_once) -> dict:
+    """Every layer case on ``cp`` ranks: ``{case: [rank 0's report, ...]}``."""
+    world = request.param
+
+    def make(folder: Path) -> dict:
+        folder.mkdir(parents=True, exist_ok=True)
+        spawn_ranks(WORKER, [str(folder / "result.json")], nproc=world, timeout=180)
+        return json.loads((folder / "result.json").read_text())
+
+    return run_once.get(("context_parallel_layers", world), make)
+
+
+LAYER_CASES = ("attention_ulysses", "attention_ulysses_async", "attention_ulysses_kv_repeat",
+               "attention_allgather", "gdn_ulysses", "gdn_ulysses_async", "gdn_p2p")
+
+
+@pytest.mark.parametrize("case", LAYER_CASES)
+def test_layer_forward_and_backward_match_the_one_rank_layer(layer_job, case):
+    for rank, report in enumerate(layer_job[case]):
+        if case.startswith(("attention", "gdn_ulysses")):
+            assert report["out"] == 0.0, (rank, report)  # Ulysses: the same ops per head
+        assert report["out"] <= LAYER_RTOL * report["out_max"], (rank, report)
+        assert report["x_grad"] <= LAYER_RTOL * report["x_grad_max"], (rank, report)
+        for name, (diff, largest) in report["params"].items():
+            assert largest > 0, f"{case}: {name} got no gradient"
+            assert diff <= LAYER_RTOL * largest, (rank, name, diff, largest)
+
+
+def test_async_sends_each_projection_on_its_own(layer_job):
+    """Fused: one all-to-all there and one back per mixer; async: one per projection (q, k, v
+    for attention; q, k, v, b, a for Gated DeltaNet) and one back."""
+    counts = {case: {r["collectives"] for r in layer_job[case]} for case in LAYER_CASES}
+    assert counts["attention_ulysses"] == {2} and counts["attention_ulysses_async"] == {4}
+    assert counts["gdn_ulysses"] == {2} and counts["gdn_ulysses_async"] == {6}
+    assert counts["attention_allgather"] == {2}  # K and V
+    assert counts["gdn_p2p"] == {2}  # the convolution's halo and the state maps
+
+
+@pytest.mark.parametrize("case", ["attention_ulysses", "attention_allgather", "gdn_ulysses",
+                                  "gdn_p2p"])
+def test_a_later_token_never_moves_an_earlier_output(layer_job, case):
+    reports = layer_job[f"causal_{case}"]
+    assert all(r["before"] == 0.0 for r in reports), reports
+    moved = [r["after"] for r in reports if r["after"] is not None]
+    assert moved and all(after > 0 for after in moved), reports
+
+
+# ====================================================================== whole runs
+def _write_recipe(folder: Path) -> list[str]:
+    from hyper_parallel.codegen.__main__ import main
+
+    folder.mkdir(parents=True)
+    yaml_path = folder / "cp_layouts.yaml"
+    yaml_path.write_text(CP_YAML + "  accelerator: {cp: 2, linear_attention_cp_mode: p2p}\n")
+    assert main(["--from-yaml", str(yaml_path), "-o", str(folder / "cp_layouts.py")]) == 0
+    base = folder / "base.yaml"
+    base.write_text(CP_YAML)
+    return [str(yaml_path), str(base), str(folder)]
+
+
+@pytest.fixture(scope="module")
+def runs(layouts, run_once) -> dict:
+    cp_yaml, base, folder = run_once.get("cp layouts recipe", _write_recipe)
+    cases = {
+        "1 rank": Case((base,), ONE_RANK, env=PINNED),
+        "1 rank bf16": Case((base, BF16), ONE_RANK),
+        "CP 2 bf16": Case((base, BF16), Layout(cp=2)),
+        "legacy CP yaml": Case((cp_yaml,), Layout(cp=2), argv_sets_layout=True),
+        "CP recipe": Case(("--module", "cp_layouts", "--config", "cp_layouts"), Layout(cp=2),
+                          argv_sets_layout=True, pythonpath=(folder,)),
+    }
+    for name, (overrides, layout, _) in LAYOUTS.items():
+        cases[name] = Case((base, *overrides), layout, env=PINNED)
+    return layouts.run_cases(cases, params=False)
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_context_parallel_layouts_train_the_one_rank_run(name, runs):
+    assert runs[name].error is None, runs[name].error
+    worst = assert_same_run(runs[name], runs["1 rank"], rtol=LAYOUTS[name][2])
+    print(f"{name}: worst relative difference from one rank {worst}")
+
+
+def test_mixed_precision_under_context_parallelism(runs):
+    worst = assert_same_run(runs["CP 2 bf16"], runs["1 rank bf16"], rtol=CP_BF16_RTOL)
+    print(f"CP 2 bf16: worst relative difference from one rank {worst}")
+
+
+def test_legacy_cp_yaml_and_its_recipe_are_one_run(runs):
+    assert runs["legacy CP yaml"].error is None, runs["legacy CP yaml"].error
+    assert_same_run(runs["CP recipe"], runs["legacy CP yaml"], rtol=0)
+    assert len(runs["CP recipe"].losses) == 8
