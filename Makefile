@@ -112,6 +112,7 @@ bench: install
 	$(PY) bench/bench_cli.py
 	$(PY) bench/bench_codegen.py
 	$(PY) bench/bench_moe.py
+	$(PY) bench/bench_context_parallel.py
 
 # ConfigManager.parse_args against torchtitan 0.3.0; builds bench/.titan-env on first use.
 bench-cli: install

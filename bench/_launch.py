@@ -27,18 +27,28 @@ def error_line(text: str) -> str:
     return lines[-1][:500] if lines else "(no output)"
 
 
+def torchrun_command(nproc: int) -> list[str]:
+    """``torchrun --standalone --nproc_per_node nproc``, to be followed by what it runs."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc_per_node", str(nproc)]
+
+
+def launch_env(threads: int = 1) -> dict[str, str]:
+    """The environment of a benchmarked process: ``threads`` intra-op threads, no progress
+    bars, the repository importable."""
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "HYPER_PARALLEL_DISABLE_TQDM": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
 def run_trainer(args: list[str], nproc: int, metrics: Path, *, threads: int = 1) -> dict:
     """``torchrun --standalone --nproc_per_node nproc -m hyper_parallel.train args`` with
     ``threads`` intra-op threads a rank: ``{"rows": the metrics rows of the steps,
     "process_wall_s": ...}``, or ``{"error": ..., "returncode": ...}``."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc_per_node", str(nproc), "-m", "hyper_parallel.train", *args]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HYPER_PARALLEL_DISABLE_TQDM": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    cmd = [*torchrun_command(nproc), "-m", "hyper_parallel.train", *args]
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=TIMEOUT_S, check=False)
+        proc = subprocess.run(cmd, cwd=REPO, env=launch_env(threads), capture_output=True,
+                              text=True, timeout=TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {TIMEOUT_S} s"}
     wall = time.perf_counter() - start
@@ -48,4 +58,4 @@ def run_trainer(args: list[str], nproc: int, metrics: Path, *, threads: int = 1)
     return {"rows": [r for r in rows if "step_time" in r], "process_wall_s": round(wall, 2)}
 
 
-__all__ = ["REPO", "TIMEOUT_S", "error_line", "run_trainer"]
+__all__ = ["REPO", "TIMEOUT_S", "error_line", "launch_env", "run_trainer", "torchrun_command"]
