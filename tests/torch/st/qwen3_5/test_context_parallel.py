@@ -72,8 +72,9 @@ train:
 """
 ACC = "--train.accelerator."
 #: name -> (overrides, layout, bound): every case against the one-rank run.
+SAVE_AT_4 = "--train.checkpoint.save_steps=4"
 LAYOUTS = {
-    "CP 2": ((), Layout(cp=2), CP_RUN_RTOL),
+    "CP 2": ((SAVE_AT_4,), Layout(cp=2), CP_RUN_RTOL),  # a save changes no loss
     "CP 2 x FSDP 2": (("--train.micro_batch_size=1",), Layout(dp_shard=2, cp=2), CP_RUN_RTOL),
     # Per TP rank tiny has 1 query head and 1 Gated DeltaNet key head, which 2 context ranks
     # cannot split: the attention all-gathers K/V and the Gated DeltaNet passes state.
@@ -175,6 +176,24 @@ def test_context_parallel_layouts_train_the_one_rank_run(name, runs):
 def test_mixed_precision_under_context_parallelism(runs):
     worst = assert_same_run(runs["CP 2 bf16"], runs["1 rank bf16"], rtol=CP_BF16_RTOL)
     print(f"CP 2 bf16: worst relative difference from one rank {worst}")
+
+
+@pytest.fixture(scope="module")
+def resumed(layouts, run_once, runs):
+    """CP 2's step-4 checkpoint resumed on one rank (DCP reshards the FSDP shards over the cp
+    ranks; the data position is the data-parallel rank's, which the cp ranks share)."""
+    _, base, _ = run_once.get("cp layouts recipe", _write_recipe)
+    step_4 = runs["CP 2"].checkpoint_folder / "step_4"
+    case = Case((base, f"--train.checkpoint.load_path={step_4}"), ONE_RANK, env=PINNED)
+    return layouts.run_cases({"resumed": case}, params=False)["resumed"]
+
+
+def test_a_context_parallel_checkpoint_resumes_on_one_rank(runs, resumed):
+    assert resumed.error is None, resumed.error
+    assert resumed.steps == [5, 6, 7, 8]
+    reference = runs["1 rank"].losses[4:]
+    for got, want in zip(resumed.losses, reference):
+        assert abs(got - want) <= CP_RUN_RTOL * abs(want), (resumed.losses, reference)
 
 
 def test_legacy_cp_yaml_and_its_recipe_are_one_run(runs):
