@@ -21,6 +21,8 @@ error type, below everything). The generated files:
 * ``hyper_parallel/trainer/trainer_config.py`` -- ``HyperTrainer.Config``;
 * ``hyper_parallel/config/legacy_adapter.py`` -- legacy <-> new conversion, ``canonicalize_legacy``,
   ``FIELD_MAP``;
+* ``hyper_parallel/trainer/legacy_parsing/unsupported_keys.py`` -- the ``unsupported`` rows, for
+  the legacy parser (a layer below the adapter), which refuses them with every other problem;
 * ``docs/config_reference.md`` -- the migration guide;
 * ``hyper_parallel/models/<model>/config_registry.py`` -- one per model descriptor: the model's
   named recipes (zero-argument functions returning a fresh ``HyperTrainer.Config``);

@@ -8,18 +8,21 @@ for every row; they live here, written once by hand, so that the generated modul
 table's facts.
 
 Defaults are never restated: the value an ``unsupported`` legacy field or a ``new_only`` field
-must hold is the default its dataclass declares (:func:`field_default`).
+must hold is the default its dataclass declares (:func:`field_default`). The ``unsupported``
+keys are refused by the legacy parser already, with every other problem of a file
+(:mod:`hyper_parallel.trainer.legacy_parsing.unsupported`); the adapter refuses them of a config
+built without it (``HyperTrainerConfig()`` edited in code) with the same function and words.
 
 Framework-free: nothing here imports torch.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from hyper_parallel.trainer.config import ConfigValueError
+from hyper_parallel.trainer.legacy_parsing.unsupported import field_default, unsupported_problems
 from hyper_parallel.utils.errors import ConfigError
 
 __all__ = [
@@ -56,19 +59,6 @@ class Normalisation(NamedTuple):
     old: Any
     new: Any
     why: str
-
-
-def field_default(cls: type, name: str) -> Any:
-    """The default the dataclass ``cls`` declares for its field ``name`` (a fresh value for a
-    ``default_factory``)."""
-    for f in dataclasses.fields(cls):
-        if f.name == name:
-            if f.default is not dataclasses.MISSING:
-                return f.default
-            if f.default_factory is not dataclasses.MISSING:
-                return f.default_factory()
-            raise TypeError(f"{cls.__qualname__}.{name} has no default")
-    raise AttributeError(f"{cls.__qualname__} has no field {name!r}")
 
 
 def _get(root: Any, path: str) -> Any:
@@ -109,19 +99,9 @@ class FieldIndex:
             raise KeyError(f"no row of {self.table} owns {path!r}") from None
 
     def reject_unsupported(self, legacy: Any) -> None:
-        """Every key of an ``unsupported`` row set off its legacy default, in one error."""
-        problems = []
-        for row in self.rows:
-            if row.kind != "unsupported":
-                continue
-            (path,) = row.legacy
-            value, default = _value_and_default(legacy, path)
-            if value != default:
-                problems.append(ConfigError(
-                    f"{value!r} is not supported by the new configuration: {row.detail} "
-                    f"(default {default!r}; {self.table}:{row.line})",
-                    path=path,
-                ))
+        """Every key of an ``unsupported`` row set off its legacy default, in one error (the
+        rows as the legacy parser reads them, generated from the same table rows)."""
+        problems = unsupported_problems(legacy)
         if problems:
             raise ConfigError.combine(problems, "the configuration")
 

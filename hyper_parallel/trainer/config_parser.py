@@ -23,6 +23,10 @@ Rules (each one is tested in ``tests/torch/ut/trainer/test_legacy_config.py`` an
   model's source without importing it: an unknown key, an unknown flavor or a value of the
   wrong type is an error with its line and a did-you-mean. Under an unknown ``model.name`` they
   are checked against the known model its did-you-mean offers, in the same pass.
+* A key the new configuration cannot express (an ``unsupported`` row of the field table:
+  ``train.accelerator.zero_stage``, ``train.backend``, ``model.tp_plan``, ...) must hold the
+  default its dataclass declares: any other value is an error with its line, the row's reason and
+  the fix, in the same pass (:mod:`.legacy_parsing.unsupported`); it is the key's one problem.
 * Every problem is reported at once: one problem is one :class:`ConfigError`; several are one
   ``ConfigError`` saying ``N problems in old.yaml:`` with a line each (``problems`` lists them),
   in the order of the file, then the command line. A cross-field rule that reads a field that is

@@ -1,4 +1,6 @@
-"""The template context of ``hyper_parallel/config/legacy_adapter.py``.
+"""The template contexts of ``hyper_parallel/config/legacy_adapter.py`` and of its
+``unsupported`` rows for the legacy parser (``hyper_parallel/trainer/legacy_parsing/
+unsupported_keys.py``, :func:`legacy_unsupported_context`).
 
 The adapter is written the way a person would write it: ``FIELD_MAP`` as a literal tuple of
 ``FieldMapping(...)`` calls grouped by section, then each conversion as one block per section
@@ -39,11 +41,13 @@ def _describe(row: Row) -> str:
     return row.reason or ""
 
 
-def _literal(text: str) -> str:
-    """A string literal; a long one as adjacent literals of one line each (black keeps them)."""
-    if len(text) <= _LITERAL_WIDTH:
+def _literal(text: str, width: int | None = None) -> str:
+    """A string literal; a long one as adjacent literals of one line each (black keeps them),
+    each at most ``width`` characters of text (default :data:`_LITERAL_WIDTH`)."""
+    width = _LITERAL_WIDTH if width is None else width
+    if len(text) <= width:
         return repr(text)
-    pieces = textwrap.wrap(text, _LITERAL_WIDTH, break_long_words=False, break_on_hyphens=False)
+    pieces = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
     return " ".join(repr(piece + " ") for piece in pieces[:-1]) + " " + repr(pieces[-1])
 
 
@@ -329,3 +333,19 @@ def legacy_adapter_context(r: Resolved) -> dict[str, Any]:
         "backward_result": backward_result,
         "canonical_blocks": _canonical(r),
     }
+
+
+def legacy_unsupported_context(r: Resolved) -> dict[str, Any]:
+    """The ``unsupported`` rows, for the legacy parser's layer: each legacy path with its table
+    line and reason (the same rows ``FIELD_MAP`` lists; the table is the one home of both)."""
+    rows = []
+    for row in r.table.rows:
+        if row.kind == "unsupported":
+            (path,) = row.legacy.values()
+            reason = row.reason or ""
+            literal = _literal(reason)
+            if len(reason) > _LITERAL_WIDTH:
+                # Adjacent literals in a tuple are parenthesised (ruff's ISC004), 4 columns in.
+                literal = f"({_literal(reason, _LITERAL_WIDTH - 4)})"
+            rows.append({"path": repr(path), "line": row.line, "reason": literal})
+    return {"table": r.table.rel, "rows": rows}

@@ -1,6 +1,6 @@
 """The generated files, and exactly what each one is generated from.
 
-The field table produces the four configuration files of :data:`OUTPUTS`; every model descriptor
+The field table produces the five configuration files of :data:`OUTPUTS`; every model descriptor
 ``codegen/models/<x>.yaml`` produces ``hyper_parallel/models/<model>/config_registry.py``
 (:func:`model_outputs`); every example YAML ``examples/yaml/<x>.yaml`` becomes
 ``recipes/<x>.py`` through ``--from-yaml`` (:func:`example_recipes`).
@@ -117,6 +117,9 @@ OUTPUTS: tuple[Output, ...] = (
            sections_context.trainer_config_context, SECTIONS_MODULES, True, NO_SCHEMA),
     Output("hyper_parallel/config/legacy_adapter.py", "legacy_adapter.py.j2",
            adapter_context.legacy_adapter_context, ADAPTER_MODULES, True, FIELDS),
+    Output("hyper_parallel/trainer/legacy_parsing/unsupported_keys.py",
+           "unsupported_keys.py.j2", adapter_context.legacy_unsupported_context,
+           ADAPTER_MODULES, True, NO_SCHEMA),
     Output("docs/config_reference.md", "config_reference.md.j2",
            reference_context.reference_context, REFERENCE_MODULES, False, DOCUMENTED),
 )

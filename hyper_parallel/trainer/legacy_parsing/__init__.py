@@ -9,6 +9,8 @@ is :mod:`hyper_parallel.trainer.config_parser`, which binds the legacy root clas
 * :mod:`.coerce`          a value as its declared type
 * :mod:`.model_overrides` ``model.config_overrides`` against the model config's source
 * :mod:`.model_name`      ``model.name`` against the known models, then its overrides
+* :mod:`.unsupported`     the keys the new configuration cannot express, off their defaults
+  (their rows: :mod:`.unsupported_keys`, generated from the field table)
 * :mod:`.build`           the dataclass tree from the raw mapping, strictly
 * :mod:`.overrides`       ``--a.b.c=value`` over the raw tree
 * :mod:`.load`            a YAML file (+ overrides) into the root class

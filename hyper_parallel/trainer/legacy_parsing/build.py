@@ -1,8 +1,9 @@
 """Building the dataclass tree from the raw YAML mapping, strictly.
 
 Every key must be a field of its section (the old flat top-level keys get their migration hint,
-any other unknown key a did-you-mean); every value is coerced by its declared type; then the
-section's own ``__post_init__`` runs, and each :class:`~hyper_parallel.utils.field_problems.
+any other unknown key a did-you-mean); every value is coerced by its declared type; a key the new
+configuration cannot express (an ``unsupported`` row of the field table) must hold its default
+(:mod:`.unsupported`); then the section's own ``__post_init__`` runs, and each :class:`~hyper_parallel.utils.field_problems.
 FieldProblem` it reports becomes a problem of the dotted path. Nothing is dropped: one bad value
 leaves its section unbuilt and every problem is reported at the end.
 """
@@ -22,6 +23,7 @@ from hyper_parallel.utils.yaml_lines import INVALID, holds_invalid
 from .coerce import _coerce, _Mismatch, describe_type
 from .model_name import check_model
 from .problems import _Context, _dotted, _shown
+from .unsupported import check_unsupported
 
 #: Top-level keys of the pre-``model/data/train`` layout -> where they live now.
 LEGACY_TOP_LEVEL_HINTS = {
@@ -141,6 +143,7 @@ def _build(root: type, cls: type, raw: Any, path: tuple, ctx: _Context) -> Any:
                 key_path,
             )
             bad.add(key)
+    check_unsupported(cls, kwargs, bad, path, ctx)
     check = SECTION_CHECKS.get(path)
     if check is not None:
         check(cls, kwargs, bad, path, ctx)

@@ -4,6 +4,8 @@
   nothing is parsed when the module is imported, and no row is referred to by its position.
 * The defaults an ``unsupported`` legacy field or a ``new_only`` field must hold are the ones
   their dataclasses declare (never restated in the generated module).
+* The ``unsupported`` rows the legacy parser reads (generated below it, in
+  ``trainer/legacy_parsing/unsupported_keys.py``) are ``FIELD_MAP``'s, line and reason alike.
 * A validation error of a new-tree section names the legacy field its value came from through
   the error's ``field`` attribute (``ConfigFieldError``), never by reading the message.
 """
@@ -25,6 +27,9 @@ from hyper_parallel.config.legacy_adapter import (
     trainer_config_to_legacy,
 )
 from hyper_parallel.trainer.config import ConfigError, HyperTrainerConfig
+from hyper_parallel.trainer.legacy_parsing import unsupported
+from hyper_parallel.trainer.legacy_parsing.unsupported_keys import TABLE as UNSUPPORTED_TABLE
+from hyper_parallel.trainer.legacy_parsing.unsupported_keys import UNSUPPORTED_KEYS
 from hyper_parallel.utils.errors import ConfigFieldError
 
 REPO = Path(__file__).resolve().parents[4]
@@ -100,6 +105,13 @@ def test_an_unsupported_value_is_refused_against_the_dataclass_default():
     row = field_mapping("data.image_key")
     assert info.value.path == "data.image_key"
     assert f"(default 'image'; {TABLE}:{row.line})" in str(info.value)
+
+
+def test_the_parser_reads_the_unsupported_rows_of_field_map():
+    rows = [(row.legacy, row.line, row.detail) for row in FIELD_MAP if row.kind == "unsupported"]
+    parsed = [((path,), line, reason) for path, (line, reason) in UNSUPPORTED_KEYS.items()]
+    assert parsed == rows and UNSUPPORTED_TABLE == TABLE
+    assert adapter_support.field_default is unsupported.field_default
 
 
 def test_a_new_only_value_is_refused_against_the_dataclass_default():

@@ -134,24 +134,35 @@ def test_unsupported_key_is_accepted_at_its_default_and_refused_off_it(key):
     written = yaml.safe_dump(node, default_flow_style=True).strip().removesuffix("...").strip()
     legacy = load_config(HyperTrainerConfig, _yaml(key, written), source="old.yaml")
     legacy_to_trainer_config(legacy)
-    # Off it: parsed (a known key), refused on conversion with the row's reason.
-    legacy = load_config(HyperTrainerConfig, _yaml(key, OFF_DEFAULT[key]), source="old.yaml")
-    with pytest.raises(ConfigError) as info:
-        legacy_to_trainer_config(legacy)
-    message = str(info.value)
-    assert key in message and "unknown" not in message
+    # Off it: a known key, refused by the parser (with every other problem of the file, at the
+    # key's line) with the row's reason ...
+    with pytest.raises(ConfigError) as parsed:
+        load_config(HyperTrainerConfig, _yaml(key, OFF_DEFAULT[key]), source="old.yaml")
+    line = len(key.split("."))
     reason = " ".join(UNSUPPORTED[key].detail.split())
+    message = str(parsed.value)
+    assert message.startswith(f"old.yaml:{line}: {key}: ") and "unknown" not in message, message
     assert reason[:60] in " ".join(message.split()), message
+    # ... and by the conversion, in the same words, of a config set in code.
+    legacy = HyperTrainerConfig()
+    *parents, name = key.split(".")
+    section = legacy
+    for part in parents:
+        section = getattr(section, part)
+    setattr(section, name, yaml.safe_load(OFF_DEFAULT[key]))
+    with pytest.raises(ConfigError) as converted:
+        legacy_to_trainer_config(legacy)
+    assert converted.value.path == key
+    assert message == f"old.yaml:{line}: {converted.value}", (message, str(converted.value))
 
 
 def test_comm_fusion_true_is_what_fully_shard_does_and_false_says_why():
     legacy = load_config(HyperTrainerConfig, _yaml("train.accelerator.comm_fusion", "true"),
                          source="old.yaml")
     assert legacy_to_trainer_config(legacy) == legacy_to_trainer_config(HyperTrainerConfig())
-    legacy = load_config(HyperTrainerConfig, _yaml("train.accelerator.comm_fusion", "false"),
-                         source="old.yaml")
     with pytest.raises(ConfigError, match="one reduce-scatter of its gradients"):
-        legacy_to_trainer_config(legacy)
+        load_config(HyperTrainerConfig, _yaml("train.accelerator.comm_fusion", "false"),
+                    source="old.yaml")
 
 
 @pytest.mark.parametrize("kind", ["megatron", "vl_dummy"])
