@@ -104,25 +104,26 @@ class ContextParallel:
         exchange.put(x)
         return exchange.take()[0]
 
-    def _all_to_all(self, packed: torch.Tensor) -> torch.Tensor:
+    def _all_to_all(self, packed: torch.Tensor, *, wait: bool = True) -> torch.Tensor:
         """``packed`` ``(cp, ...)``: slice ``j`` goes to rank ``j``; the result's slice ``j``
-        came from rank ``j``."""
+        came from rank ``j``. ``wait=False``: the result waits at its first use (an
+        ``AsyncCollectiveTensor``), so the caller can compute meanwhile."""
         self.collectives += 1
         out = funcol.all_to_all_single_autograd(packed.contiguous(), None, None, self.group)
-        return funcol.wait_tensor(out) if isinstance(out, funcol.AsyncCollectiveTensor) else out
+        return _waited(out) if wait else out
 
     # ------------------------------------------------------------------ all-gather
     def gather_sequence(self, x: torch.Tensor) -> torch.Tensor:
         """All-gather ``(B, s, ...)`` shards into ``(B, S, ...)`` (gradients reduce-scattered)."""
         self.collectives += 1
         out = funcol.all_gather_tensor_autograd(x.contiguous(), 1, self.group)
-        return funcol.wait_tensor(out) if isinstance(out, funcol.AsyncCollectiveTensor) else out
+        return _waited(out)
 
     def gather_ranks(self, x: torch.Tensor) -> torch.Tensor:
         """Every rank's ``x`` stacked on a new leading dim (``(cp, *x.shape)``), in rank order."""
         self.collectives += 1
         out = funcol.all_gather_tensor_autograd(x.unsqueeze(0).contiguous(), 0, self.group)
-        return funcol.wait_tensor(out) if isinstance(out, funcol.AsyncCollectiveTensor) else out
+        return _waited(out)
 
     # ------------------------------------------------------------------ positions
     def shard_start(self, local_len: int) -> int:
@@ -135,33 +136,43 @@ class ContextParallel:
         return slice(self.rank * per, (self.rank + 1) * per)
 
 
+def _waited(out: torch.Tensor) -> torch.Tensor:
+    """A functional collective's result, waited for now (an ``AsyncCollectiveTensor`` would
+    wait at its first use)."""
+    return funcol.wait_tensor(out) if isinstance(out, funcol.AsyncCollectiveTensor) else out
+
+
 class _Exchange:
     """Tensors sent through one direction of the Ulysses all-to-all.
 
     ``put`` each tensor as soon as it exists, ``take`` the results in order. Fused (the
     default) packs everything into one all-to-all at ``take``; with ``async_comm`` each ``put``
-    issues its own right away, so it travels while the caller computes the next one.
+    issues its own right away and ``take`` waits for them, so each travels while the caller
+    computes the next one.
     """
 
     def __init__(self, cp: ContextParallel, *, to_heads: bool) -> None:
         self.cp = cp
         self.to_heads = to_heads
         self.pending: list[torch.Tensor] = []
-        self.done: list[torch.Tensor] = []
+        self.in_flight: list[tuple[torch.Tensor, list[tuple[int, ...]]]] = []
 
     def put(self, x: torch.Tensor) -> None:
         if self.cp.async_comm:
-            self.done.append(self._exchange([x])[0])
+            self._send([x], wait=False)
         else:
             self.pending.append(x)
 
     def take(self) -> list[torch.Tensor]:
         if self.pending:
-            self.done.extend(self._exchange(self.pending))
+            self._send(self.pending, wait=True)
             self.pending = []
-        return self.done
+        out = [t for received, shapes in self.in_flight for t in self._unpack(received, shapes)]
+        self.in_flight = []
+        return out
 
-    def _exchange(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    def _send(self, tensors: list[torch.Tensor], *, wait: bool) -> None:
+        """Pack ``tensors`` per destination rank into one all-to-all and issue it."""
         n = self.cp.size
         packed, shapes = [], []
         for x in tensors:
@@ -178,8 +189,15 @@ class _Exchange:
                 part = x.reshape(b, n, length // n, heads * dim).permute(1, 0, 2, 3)
             packed.append(part)
             shapes.append((b, length, heads, dim))
-        widths = [p.shape[-1] for p in packed]
-        received = self.cp._all_to_all(torch.cat(packed, dim=-1) if len(packed) > 1 else packed[0])
+        received = self.cp._all_to_all(
+            torch.cat(packed, dim=-1) if len(packed) > 1 else packed[0], wait=wait
+        )
+        self.in_flight.append((received, shapes))
+
+    def _unpack(self, received: torch.Tensor, shapes: list[tuple[int, ...]]) -> list:
+        """The tensors of one all-to-all's result (waiting for it, if it has not been)."""
+        n = self.cp.size
+        widths = [(heads // n if self.to_heads else heads) * dim for _, _, heads, dim in shapes]
         out = []
         for piece, (b, length, heads, dim) in zip(received.split(widths, dim=-1), shapes):
             if self.to_heads:
