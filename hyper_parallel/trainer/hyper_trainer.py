@@ -315,7 +315,7 @@ class HyperTrainer(BaseTrainer, Configurable):
             "tokenizer": self.tokenizer,
             "vocab_size": getattr(self.model_config, "vocab_size", None),
             # Sequence- and context-parallel splits need a length they divide.
-            "pad_to_multiple_of": self.parallel_dims.tp * self.parallel_dims.cp,
+            "pad_to_multiple_of": self.parallel_dims.seq_divisor,
         }
         self.parallel_dims.validate_training(c.training)
         self.grad_accum = grad_accum_steps(
