@@ -45,6 +45,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from hyper_parallel.platform.collectives import all_reduce_sum
 from hyper_parallel.utils.choices import (
     PIPELINE_SCHEDULES,
     REFUSED_PIPELINE_SCHEDULES,
@@ -318,7 +319,9 @@ class TiedWeights:
             if grad is None:
                 continue
             local = grad.to_local() if isinstance(grad, DTensor) else grad
-            dist.all_reduce(local, group=self.group)
+            reduced = all_reduce_sum(local, self.group)
+            if reduced is not local:  # the backend does not serve the gradient's device
+                local.copy_(reduced)
 
     def uncounted(self) -> set[int]:
         return {id(p) for p, c in zip(self.params, self.counted) if not c}

@@ -195,10 +195,3 @@ def setup_distributed(
             comm_backend or dist.get_backend(),
         )
     return ctx
-
-
-def all_reduce_sum(value: torch.Tensor, group: Optional[dist.ProcessGroup]) -> torch.Tensor:
-    """Sum ``value`` over ``group`` in place (no-op without a group); returns it."""
-    if group is not None and dist.get_world_size(group) > 1:
-        dist.all_reduce(value, op=dist.ReduceOp.SUM, group=group)
-    return value

@@ -30,6 +30,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from hyper_parallel.platform.collectives import all_reduce, comm_tensor
+
 logger = logging.getLogger(__name__)
 
 #: Exit status of a run stopped by a signal: 128 + SIGTERM, as a shell reports a killed command.
@@ -73,7 +75,7 @@ class StopSignal:
     and restores the previous one on exit) and call :meth:`should_stop` after every step.
     """
 
-    def __init__(self, world_size: int, device: torch.device | str = "cpu") -> None:
+    def __init__(self, world_size: int) -> None:
         self.world_size = world_size
         self.reason: str | None = None
         self._signum = 0
@@ -81,8 +83,8 @@ class StopSignal:
         self._installed = False
         self._watcher: threading.Thread | None = None
         self._done = threading.Event()
-        # On the trainer's device: the default group's backend (NCCL on GPU) reduces there.
-        self._flag = torch.zeros(1, dtype=torch.int32, device=device)
+        # Where the default group's backend reduces (NCCL: the GPU; platform.collectives).
+        self._flag = comm_tensor([0], dtype=torch.int32)
 
     # ------------------------------------------------------------------ requests
 
@@ -134,8 +136,7 @@ class StopSignal:
         rank after every step). Every rank then knows the reason by the signal's name."""
         if self.world_size > 1 and dist.is_initialized():
             self._flag.fill_(self._signum)
-            dist.all_reduce(self._flag, op=dist.ReduceOp.MAX)
-            signum = int(self._flag.item())
+            signum = int(all_reduce(self._flag, None, dist.ReduceOp.MAX).item())
             if signum and self.reason is None:
                 self.reason = f"{signal.Signals(signum).name} (received by another rank)"
             return bool(signum)

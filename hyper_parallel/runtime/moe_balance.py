@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from hyper_parallel.models.qwen3_5_moe.moe import SparseMoeBlock, load_balancing_loss
-from hyper_parallel.runtime.distributed import all_reduce_sum
+from hyper_parallel.platform.collectives import all_reduce_sum
 from hyper_parallel.utils.errors import ConfigError
 
 __all__ = ["MoEBalancer", "build_moe_balancer"]

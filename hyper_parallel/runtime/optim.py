@@ -170,13 +170,14 @@ def clip_grad_norm_(
         norms = [_full_norm([p.grad for p in group]) for group in groups]
         total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
     if pipeline_group is not None:
-        import torch.distributed as dist
+        from hyper_parallel.platform.collectives import all_reduce_sum
 
         if params:
             total = total.to(_local(params[0].grad).device)
         squares = total.float().square() if total.dtype != torch.float64 else total.square()
-        dist.all_reduce(squares, group=pipeline_group)
-        total = squares.sqrt().to(total.dtype)
+        # A stage without gradients adds a host zero: the helper moves it where the backend
+        # reduces (NCCL: the GPU), and the norm goes back to the gradients' device.
+        total = all_reduce_sum(squares, pipeline_group).sqrt().to(total.device, total.dtype)
     if max_norm > 0 and params:
         for group in _by_mesh(params):  # a multi-tensor op takes tensors of one mesh
             torch.nn.utils.clip_grads_with_norm_(group, max_norm, total, foreach=None)

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hyper_parallel.runtime.distributed import all_reduce_sum
+from hyper_parallel.platform.collectives import all_reduce_sum, sum_counts
 from hyper_parallel.runtime.loss import LossScaler
 from hyper_parallel.runtime.optim import clip_grad_norm_
 from hyper_parallel.runtime.step import StepResult, move_to_device
@@ -151,12 +151,10 @@ def pipeline_train_step(
     m = pipeline.num_microbatches
     chunks = torch.tensor_split(batch["labels"], m, dim=0)
     tokens = [loss.loss_fn.count_tokens(chunk) for chunk in chunks]
-    global_tokens = int(
-        all_reduce_sum(torch.tensor(sum(tokens), dtype=torch.int64), dp_group).item()
-    )
+    global_tokens = sum_counts([sum(tokens)], dp_group)[0]
     split = 1 if split_group is None else dist.get_world_size(split_group)
     if split > 1:
-        tokens = all_reduce_sum(torch.tensor(tokens, dtype=torch.int64), split_group).tolist()
+        tokens = sum_counts(tokens, split_group)
     scaler = loss.loss_fn.scaler(
         global_tokens=global_tokens, num_micro_batches=m, dp_size=dp_size, split=split
     )

@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 
-from hyper_parallel.runtime.distributed import all_reduce_sum
+from hyper_parallel.platform.collectives import all_reduce_sum, sum_counts
 from hyper_parallel.runtime.loss import LossScaler, count_tokens, token_loss_sum
 from hyper_parallel.runtime.optim import clip_grad_norm_
 
@@ -124,12 +124,12 @@ def train_step(
     """
     loss_sum_fn, count_fn = _loss_functions(loss_fn, loss_aggregation)
     tokens = [count_fn(mb["labels"]) for mb in micro_batches]
-    global_tokens = int(all_reduce_sum(torch.tensor(sum(tokens), dtype=torch.int64), dp_group).item())
+    global_tokens = sum_counts([sum(tokens)], dp_group)[0]
     split = 1 if split_group is None else dist.get_world_size(split_group)
     if split > 1:
         # The rows of one batch are spread over the split ranks: its micro-batch token counts
         # are theirs summed (one all-reduce for every micro-batch of the step).
-        tokens = all_reduce_sum(torch.tensor(tokens, dtype=torch.int64), split_group).tolist()
+        tokens = sum_counts(tokens, split_group)
     num_mb = len(micro_batches)
     if loss_fn is None:
         scaler = LossScaler(loss_aggregation, global_tokens, num_mb, dp_size, split)
@@ -199,7 +199,7 @@ def evaluate(
             totals[1] += n_tokens
     finally:
         model.train(was_training)
-    all_reduce_sum(totals, dp_group)
+    totals = all_reduce_sum(totals, dp_group)
     if totals[1] == 0:
         raise ValueError("the evaluation data has no label tokens (validation.dataset_path)")
     return float(totals[0] / totals[1])

@@ -212,11 +212,12 @@ class BaseTrainer:
         """
         import torch.distributed as dist
 
+        from hyper_parallel.platform.collectives import barrier
         from hyper_parallel.runtime.faults import StopSignal, TrainingStopped
 
         self.callbacks.on_train_begin()
         first_step_done = False
-        with StopSignal(self.world_size, self.device) as stop:
+        with StopSignal(self.world_size) as stop:
             for epoch in range(self.state.epoch, self.max_epochs):
                 if self.state.global_step >= self.state.max_steps:
                     break
@@ -249,8 +250,7 @@ class BaseTrainer:
                     self.state.global_step, self.state.max_steps, self.max_epochs,
                 )
             self.callbacks.on_train_end()
-        if dist.is_initialized():
-            dist.barrier()
+        barrier()
         return self.state
 
     def close(self) -> None:

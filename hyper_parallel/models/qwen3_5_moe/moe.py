@@ -139,9 +139,11 @@ class GroupedExperts(nn.Module):
       hidden or intermediate size whose row stride is not a multiple of 16 bytes (4 fp32 /
       8 bf16 elements), which the grouped GEMM rejects.
 
-    In torch 2.13 ``_grouped_mm`` runs eagerly on CPU for fp32 / bf16 / fp16, but its meta
-    kernel (hence ``torch.compile``) accepts bf16 only, and it is not autocast-aware: ``x`` must
-    already have the weights' dtype.
+    In torch 2.13 ``_grouped_mm`` runs eagerly on CPU for fp32 / bf16 / fp16, but its CUDA
+    kernel and its meta kernel (hence ``torch.compile``, and the fake-CUDA check of the test
+    suite) accept bf16 only, and it is not autocast-aware: ``x`` must already have the
+    weights' dtype. So off the CPU, and under ``torch.compile``, an fp32 or fp16 run takes the
+    loop.
 
     With expert parallelism the parameters are ``Shard(0)`` DTensors; the forward then runs on
     the local shard, i.e. on the rank's own experts, and ``counts`` has one entry per local expert.
@@ -216,9 +218,11 @@ class GroupedExperts(nn.Module):
 
     def _grouped_mm_runs(self, x: torch.Tensor) -> bool:
         """Whether ``torch._grouped_mm`` takes these operands: every row stride a multiple of
-        16 bytes, and under ``torch.compile`` bf16 only (its meta kernel's rule in torch 2.13);
+        16 bytes, and bf16 only on CUDA and under ``torch.compile`` (the CUDA and meta kernels'
+        rule in torch 2.13; fp32 reached the CUDA kernel before the fake-CUDA check found it);
         elsewhere the loop computes the same function."""
-        if torch.compiler.is_compiling() and x.dtype != torch.bfloat16:
+        on_cpu = x.device.type == "cpu" and not torch.compiler.is_compiling()
+        if not on_cpu and x.dtype != torch.bfloat16:
             return False
         return all(
             (dim * x.element_size()) % 16 == 0 for dim in (self.hidden_size, self.intermediate_size)

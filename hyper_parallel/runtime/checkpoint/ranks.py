@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
+from hyper_parallel.platform.collectives import barrier
+
 
 def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
@@ -29,5 +31,4 @@ def _alone(group=None) -> bool:
 
 
 def _barrier(group=None) -> None:
-    if _distributed():
-        dist.barrier(group=group)
+    barrier(group)
