@@ -1,0 +1,116 @@
+"""The trainer on a GPU cluster, checked on this CPU machine: every collective of a training
+step, an evaluation, a save and a resume gets a tensor NCCL would serve.
+
+Each layout runs as a 2-rank CUDA job simulated by ``tests/helpers/fake_cuda`` (one process per
+rank, the fake process group registered for ``cuda`` alone, fake CUDA tensors): the real
+``build_trainer`` of a recipe, steps with evaluation and a checkpoint, then (for some) a second
+trainer resuming from that checkpoint. A host tensor handed to any collective fails the job
+with NCCL's own error, "No backend type associated with device type cpu" -- which the code
+before ``platform/collectives.py`` did at the first step (``runtime/step.py``'s token count).
+
+The layouts cover the data-parallel (FSDP), tensor-, context- (both forms), expert- and
+pipeline-parallel groups; the test reads which mesh groups each rank's collectives ran on.
+What the simulation stands in for (values, DCP's data path, object collectives through files)
+is listed in the harness's docstring.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.torchrun import REPO, spawn_ranks
+
+pytestmark = pytest.mark.slow
+
+WORKER = REPO / "tests" / "helpers" / "fake_cuda" / "worker.py"
+DENSE = ["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel"]
+MOE_EP2 = ["--module", "qwen3_5_moe", "--config", "qwen3_5_moe_debugmodel_ep2"]
+
+#: name -> (command line, the mesh groups its collectives must reach, resume from step 1)
+LAYOUTS: dict[str, tuple[list[str], set[str], bool]] = {
+    "FSDP 2": (DENSE + ["--parallelism.data_parallel_shard_degree=2"], {"dp_shard", "loss"},
+               True),
+    "TP 2": (DENSE + ["--parallelism.tensor_parallel_degree=2"], {"tp"}, False),
+    "CP 2 Ulysses": (DENSE + ["--parallelism.context_parallel_degree=2"], {"cp", "loss"}, False),
+    "CP 2 state passing": (
+        DENSE + ["--parallelism.context_parallel_degree=2",
+                 "--parallelism.context_parallel_ulysses_degree=1",
+                 "--parallelism.context_parallel_linear_attention_mode=p2p"],
+        {"cp", "loss"}, False),
+    "EP 2": (MOE_EP2, {"ep", "loss"}, True),
+    "PP 2": (DENSE + ["--parallelism.pipeline_parallel_degree=2",
+                      "--parallelism.num_pp_microbatches=2"], {"pp"}, True),
+}
+
+
+@pytest.fixture(scope="module")
+def simulated_jobs(tmp_path_factory) -> dict[str, dict[int, dict]]:
+    """Every layout, both ranks: ``{layout: {rank: the worker's record}}`` (one launch)."""
+    root = tmp_path_factory.mktemp("fake_cuda")
+    valid = root / "valid.jsonl"
+    corpus = REPO / "hyper_parallel" / "assets" / "corpus" / "valid.jsonl"
+    valid.write_text("".join(corpus.read_text().splitlines(keepends=True)[:6]))
+    cases = []
+    for index, (name, (argv, _, resume)) in enumerate(LAYOUTS.items()):
+        folder = root / f"case{index}"
+        cases.append({
+            "name": name,
+            "argv": argv + [
+                f"--checkpoint.folder={folder / 'ckpt'}", "--checkpoint.interval=1",
+                "--training.steps=1", "--validation.freq=1",
+                f"--validation.dataset_path={valid}", "--metrics.log_freq=1",
+            ],
+            "resume_steps": 2 if resume else 0,
+            "mailbox": str(folder / "mailbox"),
+            "out": str(folder),
+        })
+    plan = root / "plan.json"
+    plan.write_text(json.dumps({"cases": cases}))
+    spawn_ranks(WORKER, [str(plan)], nproc=2, timeout=600)
+    return {
+        case["name"]: {
+            rank: json.loads((Path(case["out"]) / f"rank{rank}.json").read_text())
+            for rank in (0, 1)
+        }
+        for case in cases
+    }
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_every_collective_gets_a_tensor_nccl_serves(simulated_jobs, layout):
+    _, groups, resume = LAYOUTS[layout]
+    for rank, record in simulated_jobs[layout].items():
+        assert record["train"]["steps"] == 1, (rank, record)
+        reached = set(record["train"]["collectives"])
+        assert groups <= reached, f"rank {rank}: collectives reached {sorted(reached)}"
+        if resume:
+            assert record["resume"]["steps"] == 2, (rank, record)
+            assert record["resume"]["collectives"], (rank, record)
+
+
+def test_the_fake_group_refuses_a_host_tensor_as_nccl_does(tmp_path):
+    """The check has teeth: in the simulated job, a collective on a CPU tensor fails with
+    NCCL's error, and one on a tensor from ``platform.collectives`` passes."""
+    script = tmp_path / "host_tensor.py"
+    script.write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(REPO / 'tests' / 'helpers')!r})\n"
+        "import torch, torch.distributed as dist\n"
+        "from fake_cuda import fake_cuda_rank\n"
+        "from hyper_parallel.platform.collectives import all_reduce_sum, comm_tensor\n"
+        f"with fake_cuda_rank(int(os.environ['RANK']), 2, {str(tmp_path / 'mail')!r}):\n"
+        "    assert all_reduce_sum(comm_tensor([3], dtype=torch.int64), dist.group.WORLD)"
+        ".device.type == 'cuda'\n"
+        "    try:\n"
+        "        dist.all_reduce(torch.tensor([3]))\n"
+        "    except RuntimeError as e:\n"
+        "        assert 'No backend type associated with device type cpu' in str(e), e\n"
+        "    else:\n"
+        "        raise AssertionError('a host tensor passed')\n"
+        "from hyper_parallel.utils.process import exit_now\n"
+        "exit_now(0)\n"
+    )
+    spawn_ranks(script, nproc=2, timeout=300)
