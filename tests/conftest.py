@@ -48,6 +48,8 @@ _ST, _UT = "tests/torch/st/qwen3_5/", "tests/torch/ut/"
 STARTERS = (
     _ST + "test_legacy_training.py::test_golden_losses_bit_for_bit[train_qwen3_5_debug]",
     _ST + "test_faults.py::test_faults_end_fast",
+    # One job of six simulated 2-rank CUDA layouts (fake_cuda), read by its seven tests.
+    _ST + "test_gpu_collectives.py::test_every_collective_gets_a_tensor_nccl_serves[FSDP 2]",
     _UT + "models/test_qwen3_5_v2.py::test_compile_per_layer_inductor_matches_eager",
     _ST + "test_recipes_from_yaml.py::test_every_step_bit_identical[train_qwen3_5_debug]",
     _ST + "test_moe_layouts.py::test_legacy_yaml_and_recipe_are_one_run[1 rank]",
