@@ -4,8 +4,12 @@ Saving and loading are the helpers in :mod:`hyper_parallel.runtime.checkpoint` (
 ``.step_<N>.tmp`` -> ``step_<N>`` rename, the async snapshot), called with the model parts, the
 ``OptimizersContainer``, the ``LRSchedulersContainer`` and the ``BaseDataLoader``. The cadence is
 the legacy trainer's: every ``interval`` steps (never step 0) and once more at the end unless
-that step was just saved; ``export_hf`` writes ``step_<N>/hf_ckpt`` after each save (with the
-tokenizer files of the adapter's ``hf_assets_path``, when set).
+that step was just saved. ``export_hf`` writes ``step_<N>/hf_ckpt`` (Hugging Face safetensors,
+streamed unit by unit in files of at most ``export_hf_max_shard_size``, with the tokenizer files
+of the adapter's ``hf_assets_path``, when set) after the saves ``export_hf_policy`` names:
+``final``, the default, only the save at the end of training -- the legacy trainer exported
+after every save (``every_save``), which for a model of hundreds of billions of parameters
+costs every checkpoint minutes of writing and a copy of the model on disk.
 
 ``keep_latest_k`` (new; the legacy keeps everything, which is the default 0) deletes older
 complete checkpoints after each successful save through
@@ -15,7 +19,8 @@ directory before it is removed, so a crash never leaves a half-deleted ``step_<N
 
 Defaults equal the legacy ``train.checkpoint`` section: ``folder`` = ``output_dir``
 (``outputs``), ``interval`` = ``save_steps`` (500), ``export_hf`` = ``save_hf_weights`` (true),
-``load_path`` (unset), ``async_mode`` ``disabled`` = ``save_async: false``.
+``load_path`` (unset), ``async_mode`` ``disabled`` = ``save_async: false``. New:
+``export_hf_policy`` (``final``) and ``export_hf_max_shard_size`` (transformers' default).
 """
 
 from __future__ import annotations
@@ -28,8 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from hyper_parallel.components._validate import integer_at_least, one_of, require
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.utils.choices import ASYNC_MODES, AsyncMode
+from hyper_parallel.utils.choices import (
+    ASYNC_MODES,
+    HF_EXPORT_POLICIES,
+    AsyncMode,
+    HfExportPolicy,
+)
 from hyper_parallel.utils.errors import ConfigError
+from hyper_parallel.utils.sizes import HF_DEFAULT_MAX_SHARD_SIZE, parse_byte_size
 
 if TYPE_CHECKING:
     from torch import nn
@@ -61,8 +72,19 @@ class CheckpointManager(Configurable):
         """Save every N optimizer steps and at the end of training; 0 disables saving."""
 
         export_hf: bool = True
-        """Also export Hugging Face safetensors to ``step_<N>/hf_ckpt/`` after each save
-        (needs the model's state-dict adapter and config)."""
+        """Also export Hugging Face safetensors to ``step_<N>/hf_ckpt/`` after the saves
+        ``export_hf_policy`` names (needs the model's state-dict adapter and config)."""
+
+        export_hf_policy: HfExportPolicy = "final"
+        """Which saves ``export_hf`` exports: ``final``, the one at the end of training (a
+        save for a stop signal is not one: its grace period is for the checkpoint the run
+        resumes from); ``every_save``, each one (the legacy trainer's behaviour)."""
+
+        export_hf_max_shard_size: str = "50GB"
+        """The largest safetensors file of a Hugging Face export, written as transformers'
+        ``max_shard_size`` is (``50GB``, ``500MB``, ``2GiB``; the default is ``save_pretrained``'s).
+        A bigger export is ``model-0000i-of-0000N.safetensors`` files and
+        ``model.safetensors.index.json``; a tensor larger than this gets a file of its own."""
 
         load_path: str | None = None
         """Resume from a ``step_<N>`` directory, from the newest complete checkpoint under a
@@ -86,6 +108,23 @@ class CheckpointManager(Configurable):
             )
             integer_at_least(self, "interval", 0)
             require(isinstance(self.export_hf, bool), self, "export_hf", "must be true or false")
+            one_of(self, "export_hf_policy", HF_EXPORT_POLICIES)
+            require(isinstance(self.export_hf_max_shard_size, str), self,
+                    "export_hf_max_shard_size", "must be a size such as '50GB'")
+            try:
+                parse_byte_size(self.export_hf_max_shard_size)
+            except ValueError as exc:
+                require(False, self, "export_hf_max_shard_size", str(exc))
+            # Nothing accepted is ignored: the two only act on an export.
+            for name, default in (("export_hf_policy", "final"),
+                                  ("export_hf_max_shard_size", HF_DEFAULT_MAX_SHARD_SIZE)):
+                require(
+                    self.export_hf or getattr(self, name) == default,
+                    self,
+                    name,
+                    f"has no effect while export_hf is false; set export_hf to true, or leave "
+                    f"{name} at {default!r}",
+                )
             require(
                 self.load_path is None or (isinstance(self.load_path, str) and self.load_path != ""),
                 self,
@@ -198,11 +237,17 @@ class CheckpointManager(Configurable):
 
     # ------------------------------------------------------------------ save
 
-    def save(self, step: int, extra: dict[str, Any] | None = None, *, async_save: bool | None = None) -> str:
+    def save(self, step: int, extra: dict[str, Any] | None = None, *,
+             async_save: bool | None = None, export_hf: bool | None = None) -> str:
         """Save ``step`` now (collective), export HF weights and purge old checkpoints as
-        configured; returns the checkpoint directory. ``async_save`` overrides ``async_mode``."""
+        configured; returns the checkpoint directory. ``async_save`` overrides ``async_mode``;
+        ``export_hf`` (when ``checkpoint.export_hf`` is on) overrides ``export_hf_policy``
+        (``every_save`` exports every save, ``final`` only the one :meth:`maybe_save` makes at
+        the end of training)."""
         if async_save is None:
             async_save = self.config.async_mode == "async"
+        if export_hf is None:
+            export_hf = self.config.export_hf_policy == "every_save"
         if self._data_ranks is not None:
             extra = {**(extra or {}), self._ckpt.DATA_RANKS_KEY: {
                 "size": self.data_rank[1], "ranks": self._data_ranks,
@@ -219,15 +264,21 @@ class CheckpointManager(Configurable):
         )
         self.last_saved_step = step
         self.saved.append(path)
-        if self.config.export_hf:
-            target = os.path.join(path, self._ckpt.HF_SUBDIR)
-            self._ckpt.export_hf_weights(
-                self._model, self.sd_adapter, self.model_config, target,
-                pipeline_group=self.pipeline_group,
-            )
-            self.exported.append(target)
+        if self.config.export_hf and export_hf:
+            self._export(path)
         self._purge()
         return path
+
+    def _export(self, path: str) -> None:
+        """The Hugging Face export of the checkpoint ``path`` saved from the live model
+        (collective; streamed, see :mod:`hyper_parallel.runtime.checkpoint.hf_export`)."""
+        target = os.path.join(path, self._ckpt.HF_SUBDIR)
+        self._ckpt.export_hf_weights(
+            self._model, self.sd_adapter, self.model_config, target,
+            pipeline_group=self.pipeline_group,
+            max_shard_size=self.config.export_hf_max_shard_size,
+        )
+        self.exported.append(target)
 
     def should_save(self, step: int, *, last_step: bool = False) -> bool:
         """The legacy cadence: every ``interval`` steps and at the last step, never step 0,
@@ -238,12 +289,33 @@ class CheckpointManager(Configurable):
         return last_step or step % interval == 0
 
     def maybe_save(
-        self, step: int, extra: dict[str, Any] | None = None, *, last_step: bool = False
+        self, step: int, extra: dict[str, Any] | None = None, *, last_step: bool = False,
+        end_of_training: bool = False,
     ) -> str | None:
-        """``save`` when :meth:`should_save` says so (the last save is synchronous)."""
-        if not self.should_save(step, last_step=last_step):
-            return None
-        return self.save(step, extra, async_save=False if last_step else None)
+        """``save`` when :meth:`should_save` says so (the last save is synchronous); returns
+        the new checkpoint's directory, or None.
+
+        ``end_of_training`` (the training loop's end, which implies ``last_step``; not a stop
+        request's save) is where ``export_hf_policy: final`` exports: the checkpoint saved now,
+        or the one the cadence saved at this very step already (from the live model, which is
+        still that step's)."""
+        last_step = last_step or end_of_training
+        final_export = end_of_training and self.config.export_hf_policy == "final"
+        if self.should_save(step, last_step=last_step):
+            return self.save(step, extra, async_save=False if last_step else None,
+                             export_hf=True if final_export else None)
+        if final_export and self.config.export_hf and self._saved_now(step):
+            self._export(self.saved[-1])
+        return None
+
+    def _saved_now(self, step: int) -> bool:
+        """This run saved ``step`` (not a resume from it) and did not export it yet."""
+        path = self._ckpt.step_dir(self.config.folder, step)
+        return (
+            self.last_saved_step == step
+            and bool(self.saved) and self.saved[-1] == path
+            and os.path.join(path, self._ckpt.HF_SUBDIR) not in self.exported
+        )
 
     def _purge(self) -> None:
         if self.config.keep_latest_k > 0:

@@ -157,6 +157,8 @@ def setup_distributed(
     world_size = dist.get_world_size()
     parallel_dims = ParallelDims.from_parallelism(parallelism, world_size=world_size)
     mesh = parallel_dims.build_mesh(device.type)
+    # The mesh's groups are new: they get torch's default timeout unless told the job's.
+    set_collective_timeout(timeout_seconds)
     dp_group, dp_rank = None, 0
     if parallel_dims.has_mesh("dp"):
         dp_rank = parallel_dims.get_mesh("dp").get_local_rank()

@@ -45,6 +45,11 @@ OPTIMIZER_NAME_OF_TYPE: dict[str, str] = {t: n for n, t in OPTIMIZER_TYPE_OF_NAM
 AsyncMode = Literal["disabled", "async"]
 ASYNC_MODES: tuple[str, ...] = get_args(AsyncMode)
 
+#: ``checkpoint.export_hf_policy``: which saves ``checkpoint.export_hf`` exports -- ``final``,
+#: the save at the end of training only; ``every_save``, each one (the legacy behaviour).
+HfExportPolicy = Literal["final", "every_save"]
+HF_EXPORT_POLICIES: tuple[str, ...] = get_args(HfExportPolicy)
+
 #: ``parallelism.pipeline_parallel_schedule``: the ``torch.distributed.pipelining`` schedules
 #: the trainer runs, by their torch names. ``GPipe`` and ``1F1B`` hold one stage per rank;
 #: ``Interleaved1F1B`` and ``LoopedBFS`` several (looped placement: rank ``r`` holds stages
@@ -142,6 +147,7 @@ __all__ = [
     "DEFAULT_EXPERTS_IMPLEMENTATION",
     "DEFAULT_KERNELS",
     "EXPERTS_IMPLEMENTATIONS",
+    "HF_EXPORT_POLICIES",
     "IGNORE_INDEX",
     "KERNEL_CHOICES",
     "LOSS_AGGREGATIONS",
@@ -154,6 +160,7 @@ __all__ = [
     "AsyncMode",
     "DecayStyle",
     "ExpertsImplementation",
+    "HfExportPolicy",
     "KernelChoice",
     "LossAggregation",
     "OptimizerName",

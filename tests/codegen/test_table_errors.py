@@ -229,6 +229,9 @@ def test_a_row_without_a_probe_is_refused(repo_copy):
          "unknown observable 'losss' (did you mean 'loss'?)"),
         ("{observe: loss, set: {dataloader.num_workers: 1}}", "set must set the row's own field"),
         ("{observe: attribute, set: {dataloader.pin_memory: false}}", "path is required"),
+        # A failure is an observable only when the probe names it (a crash must not pass).
+        ("{observe: outcome, set: {dataloader.pin_memory: false}}", "expect is required"),
+        ("{observe: timeout, set: {dataloader.pin_memory: false}}", "needs a peer: ranks: 2"),
         ("{observe: loss}", "missing key 'set'"),
     ],
 )

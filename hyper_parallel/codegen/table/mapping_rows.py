@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyper_parallel.codegen.table.checked_yaml import Problems, check_keys, one_line
-from hyper_parallel.codegen.table.probes import OBSERVABLES, PROBE_KEYS
+from hyper_parallel.codegen.table.probes import (
+    EXPECTING_OBSERVABLES,
+    OBSERVABLES,
+    PROBE_KEYS,
+    TWO_RANK_OBSERVABLES,
+)
 from hyper_parallel.utils.suggest import did_you_mean
 from hyper_parallel.utils.yaml_lines import LDict, LList, plain
 
@@ -89,12 +94,16 @@ def _probe(obj: Any, where: str, line: int, own: list[str], problems: Problems) 
         problems.add(obj.key_lines["set"], where, f"set must set the row's own field "
                      f"({' or '.join(own)}), so the probe tests this row")
         ok = False
-    for key, needed in (("path", "attribute"), ("expect", "refused")):
-        if (key in obj) != (observe == needed):
-            problems.add(line, where, f"{key} is required with observe: {needed}, and only then")
+    for key, needed in (("path", ("attribute",)), ("expect", EXPECTING_OBSERVABLES)):
+        if (key in obj) != (observe in needed):
+            problems.add(line, where, f"{key} is required with observe: {' / '.join(needed)}, "
+                         "and only then")
             ok = False
     if obj.get("ranks", 1) not in (1, 2):
         problems.add(obj.key_lines["ranks"], where, f"ranks must be 1 or 2, got {obj['ranks']!r}")
+        ok = False
+    elif observe in TWO_RANK_OBSERVABLES and obj.get("ranks", 1) != 2:
+        problems.add(line, where, f"observe: {observe} needs a peer: ranks: 2")
         ok = False
     steps = obj.get("steps", 3)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:

@@ -159,12 +159,25 @@ def save_hf_checkpoint(
         }
         (root / INDEX_FILE).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
 
+    write_hf_config(root, config, _dtype_name(tensors))
+    return written
+
+
+def write_hf_config(
+    path: str | os.PathLike, config: Qwen3_5Config, dtype: str | None = None
+) -> Path:
+    """Write ``path/config.json`` (``config.to_hf_dict()``; ``dtype`` is the weights' dtype
+    name, e.g. ``"float32"``, when known), flushed to disk; returns the file. The streamed
+    export (``runtime/checkpoint/hf_export.py``) writes its weights itself and this file here."""
     hf_config = config.to_hf_dict()
-    dtype = _dtype_name(tensors)
     if dtype:
         hf_config["dtype"] = dtype
-    (root / CONFIG_FILE).write_text(json.dumps(hf_config, indent=2) + "\n")
-    return written
+    target = Path(path) / CONFIG_FILE
+    with open(target, "w", encoding="utf-8") as f:
+        f.write(json.dumps(hf_config, indent=2) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return target
 
 
 def load_hf_config(path: str | os.PathLike) -> Qwen3_5Config:

@@ -118,7 +118,9 @@ class Qwen3_5MoeStateDictAdapter(Qwen3_5StateDictAdapter):
         for key, value in state_dict.items():
             if key.endswith(_EXPERT_BIAS):
                 bias = _full(value)
-                if bool(torch.any(bias != 0)):
+                # A meta tensor has no values: the streamed export plans its files from
+                # shapes (to_hf on meta tensors), and warns when it converts the real one.
+                if not bias.is_meta and bool(torch.any(bias != 0)):
                     logger.warning(
                         "%s is not zero: Hugging Face's Qwen3.5 MoE has no expert bias, so the "
                         "exported model routes without it (moe.load_balance_coeff trained it)",

@@ -89,18 +89,21 @@ class CheckpointManagerCallback(Callback):
             logger.info("Resumed from %s at step %d (epoch %s)", path, t.state.global_step, t.state.epoch)
         self.dispatch("on_load", path)
 
-    def _save(self, *, last_step: bool) -> None:
+    def _save(self, *, end_of_training: bool) -> None:
         t = self.trainer
         extra = t.checkpoint_extra() if hasattr(t, "checkpoint_extra") else {"epoch": t.state.epoch}
-        path = self.checkpointer.maybe_save(t.state.global_step, extra, last_step=last_step)
+        path = self.checkpointer.maybe_save(t.state.global_step, extra,
+                                            end_of_training=end_of_training)
         if path is not None:
             self.dispatch("on_save", path)
 
     def on_step_end(self, loss: float, grad_norm: float | None) -> None:
-        self._save(last_step=False)
+        self._save(end_of_training=False)
 
     def on_train_end(self) -> None:
-        self._save(last_step=True)
+        # The end of training (not a stop request's save): where export_hf_policy "final"
+        # exports.
+        self._save(end_of_training=True)
         self.checkpointer.wait()
 
 

@@ -11,6 +11,8 @@ One checkpoint is the directory ``<output_dir>/step_<N>/``::
     rng_rank{r}.pt                every rank: python / numpy / torch CPU / CUDA (or NPU) RNG states
     dataloader_rank{r}.pt         every rank: ``StatefulDataLoader.state_dict()``
     hf_ckpt/                      optional, written by :func:`export_hf_weights` after the save
+                                  (model.safetensors, or model-0000i-of-0000N.safetensors and
+                                  model.safetensors.index.json; config.json)
 
 One module per concept; callers use the names exported here (``from hyper_parallel.runtime
 import checkpoint as ckpt``; ``ckpt.save_checkpoint(...)``):
@@ -25,7 +27,10 @@ import checkpoint as ckpt``; ``ckpt.save_checkpoint(...)``):
 * :mod:`.load`         :func:`load_checkpoint`
 * :mod:`.resume`       :func:`resolve_resume_path` (the ``load_path`` setting)
 * :mod:`.retention`    :func:`purge_old_checkpoints` (``keep_latest_k``)
-* :mod:`.hf_export`    :func:`export_hf_weights` (Hugging Face safetensors), :func:`gather_stage_states`
+* :mod:`.hf_export`    :func:`export_hf_weights` (Hugging Face safetensors, streamed unit by unit;
+                       its file plan in :mod:`.hf_plan`, its file writer in
+                       :mod:`.safetensors_stream`)
+* :mod:`.stage_states` :func:`gather_stage_states` (the stages' states on one rank, for tests)
 * :mod:`.errors`       :class:`CheckpointError` and the wording of its messages
 
 ``optimizer`` may be a torch optimizer or an optimizer container, ``lr_scheduler`` and
@@ -39,12 +44,7 @@ from hyper_parallel.runtime.fault_injection import SAVE_KILL_EXIT_CODE as FAULT_
 from .async_writer import async_save_in_flight, wait_async_save
 from .errors import LEGACY_LOAD_PATH_FIELD, LOAD_PATH_FIELD, CheckpointError
 from .extra_state import get_rng_state, set_rng_state
-from .hf_export import (
-    HF_TOKENIZER_ASSETS,
-    export_hf_weights,
-    gather_stage_states,
-    require_hf_assets_dir,
-)
+from .hf_export import HF_TOKENIZER_ASSETS, export_hf_weights, require_hf_assets_dir
 from .integrity import read_extra_state
 from .layout import (
     DCP_METADATA_FILE,
@@ -64,6 +64,7 @@ from .load import DATA_RANKS_KEY, load_checkpoint
 from .resume import resolve_resume_path
 from .retention import purge_old_checkpoints
 from .save import save_checkpoint
+from .stage_states import gather_stage_states
 
 __all__ = [
     "DATA_RANKS_KEY",

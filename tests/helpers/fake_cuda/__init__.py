@@ -22,7 +22,8 @@ What it stands in for, and so cannot check (the rest of the path is the product'
   through files (:class:`Mailbox`), so what they carry is real.
 * DCP's data path (``dcp.save`` / ``dcp.load``): its planning exchanges objects whose
   symmetric stand-in no global plan would validate; a save writes the step folder's marker
-  and a load checks it. ``torch.save`` writes fake tensors as zeros of their shape.
+  and a load checks it. ``torch.save`` and the Hugging Face export's files hold zeros of the
+  fake tensors' shapes.
 * CUDA streams and events (``torch.cuda.Stream`` ...) are no-ops; the device is ``cuda:0``.
 * Kernels that only exist on CUDA (fla-core, ``torch._grouped_mm``) do not run: the model's
   torch path does. Those are for ``bench/gpu_check.sh`` on a real GPU.
@@ -305,16 +306,17 @@ def _patch_storage(patches: _Patches) -> None:
     patches.set(torch, "load", _on_host(torch.load))
     patches.set(dcp, "save", dcp_save)
     patches.set(dcp, "load", dcp_load)
-    try:
-        from safetensors import torch as safetensors_torch
-    except ImportError:
-        return
-    original_save_file = safetensors_torch.save_file
+    # The Hugging Face export streams each gathered tensor's bytes into its file.
+    from hyper_parallel.runtime.checkpoint.safetensors_stream import StreamedSafetensorsFile
 
-    def save_file(tensors: Any, *args: Any, **kwargs: Any) -> None:
-        return original_save_file(_realize(tensors), *args, **kwargs)
+    original_write = StreamedSafetensorsFile.write
 
-    patches.set(safetensors_torch, "save_file", save_file)
+    def write(self: Any, name: str, tensor: torch.Tensor) -> None:
+        host = _realize(tensor)
+        with unset_fake_temporarily():  # its byte views must stay host tensors
+            return original_write(self, name, host)
+
+    patches.set(StreamedSafetensorsFile, "write", write)
 
 
 @contextlib.contextmanager

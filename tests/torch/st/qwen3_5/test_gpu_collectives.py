@@ -10,6 +10,7 @@ before ``platform/collectives.py`` did at the first step (``runtime/step.py``'s 
 
 The layouts cover the data-parallel (FSDP), tensor-, context- (both forms), expert- and
 pipeline-parallel groups; the test reads which mesh groups each rank's collectives ran on.
+Three of them also export the Hugging Face checkpoint (streamed, sharded) after each run.
 What the simulation stands in for (values, DCP's data path, object collectives through files)
 is listed in the harness's docstring.
 """
@@ -29,7 +30,8 @@ WORKER = REPO / "tests" / "helpers" / "fake_cuda" / "worker.py"
 DENSE = ["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel"]
 MOE_EP2 = ["--module", "qwen3_5_moe", "--config", "qwen3_5_moe_debugmodel_ep2"]
 
-#: name -> (command line, the mesh groups its collectives must reach, resume from step 1)
+#: name -> (command line, the mesh groups its collectives must reach, resume from step 1 and
+#: export the Hugging Face checkpoint at both runs' ends)
 LAYOUTS: dict[str, tuple[list[str], set[str], bool]] = {
     "FSDP 2": (DENSE + ["--parallelism.data_parallel_shard_degree=2"], {"dp_shard", "loss"},
                True),
@@ -62,7 +64,9 @@ def simulated_jobs(tmp_path_factory) -> dict[str, dict[int, dict]]:
                 f"--checkpoint.folder={folder / 'ckpt'}", "--checkpoint.interval=1",
                 "--training.steps=1", "--validation.freq=1",
                 f"--validation.dataset_path={valid}", "--metrics.log_freq=1",
-            ],
+            ] + ([
+                "--checkpoint.export_hf=true", "--checkpoint.export_hf_max_shard_size=200KB",
+            ] if resume else []),
             "resume_steps": 2 if resume else 0,
             "mailbox": str(folder / "mailbox"),
             "out": str(folder),
@@ -89,6 +93,12 @@ def test_every_collective_gets_a_tensor_nccl_serves(simulated_jobs, layout):
         if resume:
             assert record["resume"]["steps"] == 2, (rank, record)
             assert record["resume"]["collectives"], (rank, record)
+    if resume:
+        folder = Path(simulated_jobs[layout][0]["train"]["folder"])
+        for step in (1, 2):
+            index = json.loads((folder / f"step_{step}" / "hf_ckpt" /
+                                "model.safetensors.index.json").read_text())
+            assert len(set(index["weight_map"].values())) > 1, index  # sharded, written
 
 
 def test_the_fake_group_refuses_a_host_tensor_as_nccl_does(tmp_path):

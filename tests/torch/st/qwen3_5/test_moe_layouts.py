@@ -4,7 +4,7 @@ One workload -- a legacy MoE YAML (the debug flavor cut to 2 layers, one Gated D
 gated attention layer, each with 8 experts of which 2 per token; synthetic tokens, 8 steps of
 4 sequences in micro-batches of 2, the expert bias balancing the load) -- trains on 1 rank,
 FSDP 2, EP 2, EP 2 x FSDP 2, EP 2 x TP 2, PP 2 and PP 2 x EP 2, and the recipe
-``--from-yaml`` writes for it on 1 rank (the layout harness, :mod:`tests.helpers.layout`: one job per
+``--from-yaml`` writes for it on 1 rank and EP 2 (the layout harness, :mod:`tests.helpers.layout`: one job per
 world size).
 
 * Every layout agrees with the single-rank run: per-step losses within :data:`MOE_LAYOUT_RTOL`,
@@ -16,6 +16,11 @@ world size).
   only before the engine, which every layout shares).
 * FSDP2's explicit prefetching (each layer with its routed experts' unit) changes timing, never
   results: EP 2 x FSDP 2 with it is the run without, bit for bit.
+* Every layout's Hugging Face export (written at the end of training, streamed unit by unit) is
+  its checkpoint's weights in the layout ``save_pretrained`` writes -- one file, a file per
+  pipeline stage under PP, files of at most 100 KB for the recipe runs, which set
+  ``checkpoint.export_hf_max_shard_size`` -- and transformers computes the trained model's
+  logits from it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.hf_export_check import assert_export_is_the_model
 from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
 
 pytestmark = pytest.mark.slow
@@ -44,7 +50,7 @@ train:
   optimizer: {lr: 1.0e-3, lr_warmup_ratio: 0.25}
   moe_monitor: {enabled: true, lr: 1.0e-3}
   logging: {log_steps: 1}
-  checkpoint: {save_steps: 0}
+  checkpoint: {save_steps: 8, save_hf_weights: true}
   debug: {deterministic: true}
 """
 LAYOUTS = {
@@ -63,7 +69,11 @@ LAYOUT_OVERRIDES = {name: ("--train.accelerator.pp_micro_batch_num=2",)
 #: The layouts the recipe trains on too. The two entries share everything after the
 #: conversion, which every layout runs; the recipe's own layouts are trained by
 #: test_recipes_from_yaml and test_preset_pt (FSDP 2), and each run here costs the suite.
-BOTH_WORLDS = ("1 rank",)
+BOTH_WORLDS = ("1 rank", "EP 2")
+#: The recipe runs' Hugging Face files (a new-tree field: the legacy YAML cannot set it); the
+#: model is 0.8 MB.
+RECIPE_SHARD = ("--checkpoint.export_hf_max_shard_size=100KB",)
+RECIPE_SHARD_BYTES = 100_000
 #: Between layouts: the data-parallel and expert-parallel reductions, and TP's row-parallel
 #: all-reduces, sum in another order. Losses: measured 1.3e-7 at worst. Gradient norms: measured
 #: 3.5e-6 at worst, and that is the float32 norm itself, not the gradients: one rank sums a
@@ -105,8 +115,8 @@ def runs(layouts, recipe) -> dict:
     for name, layout in LAYOUTS.items():
         cases[name, "legacy"] = Case((str(yaml_path), *LAYOUT_OVERRIDES.get(name, ())), layout)
     for name in BOTH_WORLDS:
-        cases[name, "recipe"] = Case(("--module", "moe_layouts", "--config", "moe_layouts"),
-                                     LAYOUTS[name], pythonpath=(str(folder),))
+        cases[name, "recipe"] = Case(("--module", "moe_layouts", "--config", "moe_layouts",
+                                      *RECIPE_SHARD), LAYOUTS[name], pythonpath=(str(folder),))
     cases[PREFETCH_LAYOUT, "prefetch"] = Case((str(yaml_path), *PREFETCH),
                                               LAYOUTS[PREFETCH_LAYOUT])
     return layouts.run_cases(cases, params=False)
@@ -129,3 +139,25 @@ def test_layouts_agree_with_one_rank(name, runs):
 
 def test_fsdp_prefetch_changes_timing_not_results(runs):
     assert_same_run(runs[PREFETCH_LAYOUT, "prefetch"], runs[PREFETCH_LAYOUT, "legacy"], rtol=0)
+
+
+@pytest.mark.parametrize("name, world", [*((n, "legacy") for n in LAYOUTS),
+                                         *((n, "recipe") for n in BOTH_WORLDS)])
+def test_hf_export_is_the_trained_model(name, world, runs):
+    """The export of every layout holds its step-8 checkpoint's weights and gives its logits in
+    transformers, in one file (the default shard size), one per pipeline stage, or 100 KB files
+    (each file of the plan written by the rank that holds its weights)."""
+    run = runs[name, world]
+    assert run.error is None, run.error
+    step_8 = run.checkpoint_folder / "step_8"
+    assert sorted(p.parent.name for p in run.checkpoint_folder.glob("step_*/hf_ckpt")) == [
+        "step_8"]
+    recipe = world == "recipe"
+    result = assert_export_is_the_model(step_8 / "hf_ckpt", step_8,
+                                        max_shard_bytes=RECIPE_SHARD_BYTES if recipe else None)
+    print(f"{name} ({world}): {result}")
+    if recipe:
+        # 0.8 MB: the embedding and the head (0.26 MB each) alone, the layers in 100 KB files
+        assert result["files"] >= 4
+    else:
+        assert result["files"] == LAYOUTS[name].pp

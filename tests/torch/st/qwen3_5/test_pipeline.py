@@ -20,8 +20,11 @@ below (the layout harness, :mod:`tests.helpers.layout`: one job per world size).
 * **One run, two entries**: the legacy PP YAML and the recipe ``--from-yaml`` writes for it.
 * **Checkpoints across layouts**: a run saved at step 4 at pp = 2 resumes at pp = 1 and at
   pp = 4, one saved at pp = 1 and one saved at pp = 4 resume at pp = 2, each continuing with
-  the losses of the uninterrupted run; the Hugging Face export of a PP 2 save is the 1-rank
-  export, tensor for tensor.
+  the losses of the uninterrupted run.
+* **Hugging Face export** (at the end of training, the default ``export_hf_policy``, streamed
+  unit by unit, each stage's files written by the rank that holds it): a file per stage and
+  an index, the weights of the run's last checkpoint, transformers' logits of the trained
+  model (the tied head too); the PP 2 export is the 1-rank export, tensor for tensor.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.hf_export_check import assert_export_is_the_model, check_layout
 from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
 
 pytestmark = pytest.mark.slow
@@ -106,7 +110,7 @@ def runs(layouts, files) -> dict:
     cases = {
         "1 rank": Case((str(base), *SAVE_AT_4), ONE_RANK),
         "1 rank tied": Case((str(base), TIED), ONE_RANK),
-        "PP 2 tied": Case((str(base), TIED, PP), Layout(pp=2)),
+        "PP 2 tied": Case((str(base), TIED, PP, *SAVE_AT_4), Layout(pp=2)),
         "1 rank bf16": Case((str(base), BF16), ONE_RANK),
         "PP 2 bf16": Case((str(base), BF16, PP), Layout(pp=2)),
         "legacy PP yaml": Case((str(pp_yaml),), Layout(pp=2), argv_sets_layout=True),
@@ -182,15 +186,27 @@ def test_checkpoints_resume_on_another_pipeline_degree(saved, at, runs, resumed)
                                                               reference.losses[4:])
 
 
-def test_hf_export_under_pipeline_parallelism_is_the_whole_model(runs):
-    """Every rank holds some stages; the export gathers them: the 1-rank export's tensors."""
-    import torch
-    from safetensors.torch import load_file
+@pytest.mark.parametrize("name, stages", [("1 rank", 1), ("PP 2 GPipe", 2), ("save PP 4", 4),
+                                          ("PP 2 tied", 2)])
+def test_hf_export_is_the_trained_model(name, stages, runs):
+    """Saved at steps 4 and 8, exported once, at the end: one file per stage (the writer of a
+    stage's files is the rank that holds it), the step-8 checkpoint's weights, its logits."""
+    run = runs[name]
+    assert run.error is None, run.error
+    assert sorted(p.parent.name for p in run.checkpoint_folder.glob("step_*/hf_ckpt")) == [
+        "step_8"]
+    step_8 = run.checkpoint_folder / "step_8"
+    result = assert_export_is_the_model(step_8 / "hf_ckpt", step_8)
+    print(f"{name}: {result}")
+    assert result["files"] == stages
 
-    ours = load_file(str(runs["PP 2 GPipe"].checkpoint_folder / "step_4" / "hf_ckpt"
-                         / "model.safetensors"))
-    ref = load_file(str(runs["1 rank"].checkpoint_folder / "step_4" / "hf_ckpt"
-                        / "model.safetensors"))
+
+def test_hf_export_under_pipeline_parallelism_is_the_whole_model(runs):
+    """Every rank holds some stages; the export streams them: the 1-rank export's tensors."""
+    import torch
+
+    ours = check_layout(runs["PP 2 GPipe"].checkpoint_folder / "step_8" / "hf_ckpt")
+    ref = check_layout(runs["1 rank"].checkpoint_folder / "step_8" / "hf_ckpt")
     assert sorted(ours) == sorted(ref)
     for name, tensor in ref.items():
         assert torch.equal(ours[name], tensor), name

@@ -398,26 +398,25 @@ class PrefixAdapter:
         return {f"model.{k}": v for k, v in state_dict.items()}
 
 
-def write_safetensors(state_dict, path, config):
-    from safetensors.torch import save_file
-
-    os.makedirs(path)
-    save_file(
-        {k: v.contiguous() for k, v in state_dict.items()}, os.path.join(path, "model.safetensors")
-    )
+def write_config(path, config, dtype):
+    """``config.json`` of the fake model (the export writes the weights itself)."""
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({**config, "dtype": dtype}, f)
 
 
 def test_hf_export_equals_the_plain_helper(tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
-    monkeypatch.setattr(ck.hf_export, "_hf_writer", lambda: write_safetensors)
+    monkeypatch.setattr(ck.hf_export, "_hf_config_writer", lambda: write_config)
     legacy = legacy_objects(tmp_path)
     # No LR schedule on either side (its warmup would start at LR 0 and freeze the weights; a
     # scheduler sets that LR on its optimizer when it is built, hence a fresh optimizer).
     legacy.optimizer, legacy.lr_scheduler = legacy_optimizer(legacy.args, legacy.model), None
     model = tiny_model()
     optimizers = OptimizersContainer.Config().build(model_parts=[model])
-    manager = CheckpointManager.Config(folder=str(tmp_path / "new")).build(
+    manager = CheckpointManager.Config(
+        folder=str(tmp_path / "new"), export_hf_policy="every_save"
+    ).build(
         model_parts=[model],
         optimizers=optimizers,
         sd_adapter=PrefixAdapter,

@@ -181,13 +181,11 @@ def losses(trainer) -> list[float]:
     return [loss for _, loss in trainer.state.loss_history]
 
 
-def fake_hf_writer(state_dict, path, config):
-    from safetensors.torch import save_file
-
-    os.makedirs(path)
-    save_file(
-        {k: v.contiguous() for k, v in state_dict.items()}, os.path.join(path, "model.safetensors")
-    )
+def fake_config_writer(path, config, dtype):
+    """The HF export's ``config.json`` writer for a model without a Qwen3.5 config (the
+    weights are the export's own files)."""
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({"dtype": dtype}, f)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -683,11 +681,12 @@ def test_async_checkpointing_via_callback(tmp_path):
 def test_hf_export_after_every_save(tmp_path, monkeypatch, async_mode):
     from safetensors.torch import load_file
 
-    monkeypatch.setattr(ck.hf_export, "_hf_writer", lambda: fake_hf_writer)
+    monkeypatch.setattr(ck.hf_export, "_hf_config_writer", lambda: fake_config_writer)
     config = make_config(
         tmp_path,
         steps=3,
-        checkpoint={"interval": 2, "export_hf": True, "async_mode": async_mode},
+        checkpoint={"interval": 2, "export_hf": True, "async_mode": async_mode,
+                    "export_hf_policy": "every_save"},
     )
     trainer = FakeTrainer(config)
     trainer.train()
@@ -700,6 +699,42 @@ def test_hf_export_after_every_save(tmp_path, monkeypatch, async_mode):
     final = load_file(str(out / "step_3" / "hf_ckpt" / "model.safetensors"))
     assert torch.equal(final["model.0.weight"], trainer.model[0].weight.detach())
     assert not glob.glob(str(out / "**" / ".*.tmp"), recursive=True)
+
+
+@pytest.mark.parametrize("steps", [3, 4])
+@pytest.mark.parametrize("async_mode", ["disabled", "async"])
+def test_hf_export_final_exports_the_end_of_training_only(tmp_path, monkeypatch, steps,
+                                                          async_mode):
+    """The default policy: saves at 2 (and 4), one export, of the last step's checkpoint --
+    saved at the end (3 steps) or by the cadence at that very step, maybe asynchronously
+    (4 steps), when the end of training finds it saved and exports it."""
+    from safetensors.torch import load_file
+
+    monkeypatch.setattr(ck.hf_export, "_hf_config_writer", lambda: fake_config_writer)
+    config = make_config(tmp_path, steps=steps, checkpoint={
+        "interval": 2, "export_hf": True, "async_mode": async_mode})
+    assert config.checkpoint.export_hf_policy == "final"
+    trainer = FakeTrainer(config)
+    trainer.train()
+    out = tmp_path / "out"
+    assert trainer.checkpointer.exported == [str(out / f"step_{steps}" / "hf_ckpt")]
+    assert sorted(p.name for p in out.glob("step_*/hf_ckpt")) == ["hf_ckpt"]
+    final = load_file(str(out / f"step_{steps}" / "hf_ckpt" / "model.safetensors"))
+    assert torch.equal(final["model.0.weight"], trainer.model[0].weight.detach())
+    assert json.loads((out / f"step_{steps}" / "hf_ckpt" / "config.json").read_text()) == {
+        "dtype": "float32"}
+
+
+def test_hf_export_final_skips_a_stop_requests_save(tmp_path, monkeypatch):
+    """A stop request's save (``last_step`` without ``end_of_training``) writes the checkpoint
+    the run resumes from, without the export: the grace period is for that."""
+    monkeypatch.setattr(ck.hf_export, "_hf_config_writer", lambda: fake_config_writer)
+    trainer = FakeTrainer(make_config(tmp_path, steps=1, checkpoint={
+        "interval": 5, "export_hf": True}))
+    trainer.train()  # step 1, the end of training: saved and exported
+    manager = trainer.checkpointer
+    assert manager.maybe_save(2, {"epoch": 0}, last_step=True) == str(tmp_path / "out" / "step_2")
+    assert manager.exported == [str(tmp_path / "out" / "step_1" / "hf_ckpt")]
 
 
 def test_hf_export_requires_adapter_at_init(tmp_path):

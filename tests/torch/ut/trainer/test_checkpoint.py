@@ -412,13 +412,8 @@ class PrefixAdapter:
         return {f"model.{k}": v for k, v in state_dict.items()}
 
 
-def safetensors_writer(state_dict, path, config):
-    from safetensors.torch import save_file
-
-    os.makedirs(path)
-    save_file(
-        {k: v.contiguous() for k, v in state_dict.items()}, os.path.join(path, "model.safetensors")
-    )
+def config_writer(path, config, dtype):
+    """``config.json`` of the fake model (the export writes the weights itself)."""
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(config, f)
 
@@ -427,7 +422,7 @@ def test_export_hf_weights_strips_wrapper_infixes(tmp_path, monkeypatch):
     from safetensors.torch import load_file
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
-    monkeypatch.setattr(ck.hf_export, "_hf_writer", lambda: safetensors_writer)
+    monkeypatch.setattr(ck.hf_export, "_hf_config_writer", lambda: config_writer)
     model = make_model(0)
     model[0] = checkpoint_wrapper(model[0])
     assert any("_checkpoint_wrapped_module" in n for n, _ in model.named_parameters())
@@ -458,7 +453,7 @@ def test_hf_export_strips_the_same_wrapper_infixes_as_the_parallelize_code(tmp_p
             self._fsdp_wrapped_module = inner
 
     model = nn.Sequential(Wrapped(nn.Linear(2, 2)))
-    monkeypatch.setattr(ck.hf_export, "_hf_writer", lambda: safetensors_writer)
+    monkeypatch.setattr(ck.hf_export, "_hf_config_writer", lambda: config_writer)
     ck.export_hf_weights(model, PrefixAdapter, {"fake": "config"}, str(tmp_path / "hf"))
     tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
     assert sorted(tensors) == ["model.0.bias", "model.0.weight"]
@@ -556,18 +551,13 @@ def _fsdp_worker(out_dir: str) -> None:
     )
     resumed = train_steps(model2, opt2, sched2, iter(dl2), 3)
 
-    from safetensors.torch import save_file
-
-    def writer(state_dict, p, config):
-        os.makedirs(p)
-        save_file(
-            {k: v.contiguous() for k, v in state_dict.items()}, os.path.join(p, "model.safetensors")
-        )
-
-    ck.hf_export._hf_writer = lambda: writer  # the real writer belongs to the model package
+    qwen_config_writer = ck.hf_export._hf_config_writer
+    ck.hf_export._hf_config_writer = lambda: config_writer  # the real one: Qwen3.5 configs
     ck.export_hf_weights(
         model2, PrefixAdapter, {"fake": "config"}, os.path.join(out_dir, "step_5", "hf_ckpt")
     )
+    ck.hf_export._hf_config_writer = qwen_config_writer
+    _export_fsdp_qwen(os.path.join(out_dir, "qwen"), mesh)
     local_shape = tuple(model2[0].weight.to_local().shape)
     with open(os.path.join(out_dir, f"result_rank{rank}.json"), "w") as f:
         json.dump(
@@ -575,6 +565,31 @@ def _fsdp_worker(out_dir: str) -> None:
             f,
         )
     dist.destroy_process_group()
+
+
+#: The FSDP2 Qwen3.5's Hugging Face files (the tied tiny flavor is 0.5 MB).
+QWEN_SHARD_BYTES = 30_000
+
+
+def _export_fsdp_qwen(folder: str, mesh) -> None:
+    """A tied tiny Qwen3.5, every layer and the root sharded over the 2 ranks (the tied
+    embedding and head one DTensor), saved (DCP: the reference) and exported in 30 KB files."""
+    from torch.distributed.fsdp import fully_shard
+
+    from hyper_parallel.models.qwen3_5.configuration import FLAVORS
+    from hyper_parallel.models.qwen3_5.model import Qwen3_5ForCausalLM
+    from hyper_parallel.models.qwen3_5.state_dict_adapter import Qwen3_5StateDictAdapter
+
+    config = FLAVORS["tiny"].replace(tie_word_embeddings=True)
+    torch.manual_seed(21)
+    model = Qwen3_5ForCausalLM(config)
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    path = ck.save_checkpoint(folder, 1, model=model, optimizer=None, lr_scheduler=None,
+                              dataloader=None)
+    ck.export_hf_weights(model, Qwen3_5StateDictAdapter, config,
+                         os.path.join(path, ck.HF_SUBDIR), max_shard_size=QWEN_SHARD_BYTES)
 
 
 @pytest.mark.slow  # a torchrun job: ~10 s alone, more on a busy 2-core machine
@@ -612,6 +627,14 @@ def test_fsdp2_two_ranks_round_trip_async_and_reshard(tmp_path):
     # at step 5 of the original (saved async) equals the resumed model's state (exported).
     for k, v in step5.items():
         assert torch.equal(v, hf[f"model.{k}"]), k
+
+    # The FSDP2 Qwen3.5: sharded files, the saved weights, transformers' logits of them.
+    from tests.helpers.hf_export_check import assert_export_is_the_model
+
+    step_1 = tmp_path / "qwen" / "step_1"
+    result = assert_export_is_the_model(step_1 / "hf_ckpt", step_1,
+                                        max_shard_bytes=QWEN_SHARD_BYTES)
+    assert result["files"] >= 10, result  # 0.5 MB in files of at most 30 KB
 
 
 if __name__ == "__main__":

@@ -7,10 +7,18 @@ trains a tiny Qwen3.5 through the engine twice -- the probe's ``base`` alone, th
 configuration is also written as a legacy YAML, read by the legacy parser and trained through
 ``LLMTrainer``, which must observe exactly the same. The two-rank (layout) probes run in one
 torchrun job (``workers/probe_worker.py``, slow).
+
+A probe cannot pass by accident: every run it observes must build and train to its end, since a
+crash "moves" almost any observable (a shorter loss list, a missing file). Only a probe that
+observes a failure names it: ``refused`` (a ``ConfigError`` holding ``expect`` that stops the
+build or the training) and ``outcome`` (training ends with an error holding ``expect``); any
+other failure fails the probe (:func:`observed`). And an observable is what the setting does --
+what torch built or ran, what the run wrote -- never the configured value read back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
@@ -88,9 +96,18 @@ class Capture(logging.Handler):
 
 def run(build, steps: int, workdir: Path, *, keep_group: bool = False) -> dict:
     """Build a trainer with ``build()`` in ``workdir``, train ``steps`` (0: build only), observe
-    everything; a build or training error is recorded, not raised. ``keep_group`` leaves the
-    process group up for the next run (torchrun jobs: re-initialising it there is not
-    reliable)."""
+    everything; a build or training error is recorded, not raised (:func:`observed` decides
+    whether the probe expected it). ``keep_group`` leaves the process group up for the next run
+    (torchrun jobs: re-initialising it there is not reliable)."""
+    import torch.distributed as dist
+
+    from hyper_parallel.utils.errors import ConfigError
+
+    if not keep_group and dist.is_initialized():
+        # A group left by an earlier build that failed (here or in another test of this
+        # process) would be joined, with its backend and timeouts: a run starts without one,
+        # as a launched job does.
+        dist.destroy_process_group()
     workdir.mkdir(parents=True)
     cwd = os.getcwd()
     os.chdir(workdir)
@@ -100,24 +117,38 @@ def run(build, steps: int, workdir: Path, *, keep_group: bool = False) -> dict:
     old_level = root.level
     root.setLevel(logging.INFO)
     trainer = None
-    result: dict = {"error": None, "outcome": "ok"}
+    counters = None
+    result: dict = {"error": None, "refusal": False, "outcome": "ok"}
     try:
         try:
             trainer = build()
-        except Exception as exc:  # noqa: BLE001 - the refusal is the observable
+        except Exception as exc:  # noqa: BLE001 - observed() decides whether it was expected
             result["error"] = f"{type(exc).__name__}: {exc}"
+            # A refusal is the engine's ConfigError; any other exception is a crash, which no
+            # probe may count as its observable.
+            result["refusal"] = isinstance(exc, ConfigError)
             return result
         result["determinism"] = (torch.are_deterministic_algorithms_enabled(),
                                  torch.is_deterministic_algorithms_warn_only_enabled())
+        counters = Counters(trainer)
         if steps:
             try:
-                trainer.train()
-            except Exception as exc:  # noqa: BLE001 - the outcome is the observable
+                with counters.collectives():
+                    trainer.train()
+            except Exception as exc:  # noqa: BLE001 - observed() decides whether it was expected
                 result["outcome"] = f"{type(exc).__name__}: {_NUMBER.sub('#', str(exc))}"
+                # Some settings are refused only where they are first used (a kernel choice,
+                # in the first forward): still the engine's ConfigError, not a crash.
+                result["refusal"] = isinstance(exc, ConfigError)
         result.update(observe_all(trainer, workdir))
+        result.update(counters.observed())
     finally:
-        if trainer is not None and not keep_group:
+        if counters is not None:
+            counters.remove()
+        if not keep_group and trainer is not None:
             trainer.close()
+        elif not keep_group and dist.is_initialized():  # a build that failed after joining
+            dist.destroy_process_group()
         torch.use_deterministic_algorithms(False)
         root.removeHandler(capture)
         root.setLevel(old_level)
@@ -126,6 +157,62 @@ def run(build, steps: int, workdir: Path, *, keep_group: bool = False) -> dict:
     result["log"] = sorted(_NUMBER.sub("#", m.replace(str(workdir), "<run>"))
                            for m in capture.messages)
     return result
+
+
+#: The functional collectives ``collectives`` counts (context parallelism's exchanges go through
+#: the autograd ones; the others are counted so that a form using them is seen too).
+FUNCTIONAL_COLLECTIVES = ("all_to_all_single_autograd", "all_gather_tensor_autograd",
+                          "all_to_all_single", "all_gather_tensor", "reduce_scatter_tensor",
+                          "all_reduce")
+
+
+class Counters:
+    """What a trainer's model parts do while it trains: the rows of every forward call
+    (``forwards``) and the functional collectives issued (``collectives``); counted by hooks
+    and wrappers, not read from any setting."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.forwards: list[list[int | None]] = [[] for _ in trainer.model_parts]
+        self.calls: dict[str, int] = {}
+        self._handles = [
+            part.register_forward_pre_hook(functools.partial(self._forward, i), with_kwargs=True)
+            for i, part in enumerate(trainer.model_parts)
+        ]
+
+    def _forward(self, index: int, module: Any, args: tuple, kwargs: dict) -> None:
+        first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+        self.forwards[index].append(None if first is None else int(first.shape[0]))
+
+    @contextlib.contextmanager
+    def collectives(self):
+        """Count every :data:`FUNCTIONAL_COLLECTIVES` call meanwhile (the module's attributes
+        are wrapped, so callers that look them up at call time, as ``funcol.<name>``, are
+        seen)."""
+        import torch.distributed._functional_collectives as funcol
+
+        originals = {name: getattr(funcol, name) for name in FUNCTIONAL_COLLECTIVES
+                     if hasattr(funcol, name)}
+
+        def counted(name: str, fn: Any) -> Any:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                self.calls[name] = self.calls.get(name, 0) + 1
+                return fn(*args, **kwargs)
+            return call
+
+        for name, fn in originals.items():
+            setattr(funcol, name, counted(name, fn))
+        try:
+            yield
+        finally:
+            for name, fn in originals.items():
+                setattr(funcol, name, fn)
+
+    def observed(self) -> dict:
+        return {"forwards": self.forwards, "collectives": sorted(self.calls.items())}
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
 
 
 def _file_name(name: str) -> str:
@@ -176,9 +263,56 @@ def observe_all(trainer: Any, workdir: Path) -> dict:
                      trainer.loss_compiled),
         "checkpointed": [checkpointed_layers(part) for part in trainer.model_parts
                          if hasattr(part, "model")],
+        "mesh": [trainer.parallel_dims.summary(),
+                 [(name, str(getattr(p, "placements", None)))
+                  for name, p in list(model.named_parameters())[:4]],
+                 [loss for _, loss in state.loss_history]],
+        "backend": _backend(),
+        "schedule": _schedule(trainer),
+        "stages": _stages(trainer),
+        "flops_per_token": [round(r["tflops"] * 1e12 / r["tokens_per_sec"])
+                            for r in records if "tflops" in r],
         "trainer": trainer,
     }
     return out
+
+
+def _backend() -> list:
+    """The job's default process group as torch holds it: per device type, the class of the
+    backend that runs its collectives (read from the running group, not from comm.backend)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return []
+    group = dist.distributed_c10d._get_default_group()
+    return sorted((device.type, type(group._get_backend(device)).__name__)
+                  for device in group._device_types)
+
+
+def _schedule(trainer: Any) -> list | None:
+    """The pipeline schedule torch built: its class, the micro-batches it splits a step into
+    and the stages it drives on this rank (None without pipeline parallelism)."""
+    pipeline = getattr(trainer, "pipeline", None)
+    if pipeline is None:
+        return None
+    schedule = pipeline.schedule
+    stages = getattr(schedule, "_stages", None) or [schedule._stage]
+    return [type(schedule).__name__, schedule._n_microbatches,
+            [stage.stage_index for stage in stages]]
+
+
+def _stages(trainer: Any) -> list | None:
+    """The pipeline units each of this rank's stage modules holds (the modules that own its
+    parameters: the embedding, each decoder layer, the norm, the head), in stage order; None
+    without pipeline parallelism."""
+    if getattr(trainer, "pipeline", None) is None:
+        return None
+    held = []
+    for part in trainer.model_parts:
+        names = [n for n, _ in part.named_parameters(remove_duplicate=False)]
+        units = part.pipeline_units()
+        held.append([u for u in units if any(n.startswith(u + ".") for n in names)])
+    return held
 
 
 def _tensorboard_steps(workdir: Path) -> list:
@@ -368,14 +502,47 @@ def base_run(config: Any, steps: int, fixtures: Fixtures) -> dict:
     return _BASES[key]
 
 
-def observed(result: dict, probe: dict) -> Any:
-    if probe["observe"] == "refused":
-        return result["error"]
+class ProbeRunFailed(AssertionError):
+    """A run a probe observes went wrong in a way the probe does not observe (a crash, a build
+    failure, a refusal that is no ConfigError): the probe fails, whatever its observable did."""
+
+
+def observed(result: dict, probe: dict, run: str = "the run") -> Any:
+    """The probe's observable of ``result``; raises :class:`ProbeRunFailed` unless the run went
+    as the probe expects. Every probe but ``refused`` / ``outcome`` needs a run that built and
+    trained to its end: a crash moves nearly every observable (fewer losses, no files), so it
+    must never count. ``refused`` observes the ``ConfigError`` that stopped the build or the
+    training (None when the run built and trained), any other exception failing it;
+    ``outcome`` the error training ended with (``ok`` when none), a failed build failing it."""
+    kind = probe["observe"]
+    if kind == "refused":
+        failure = result["error"] or (None if result["outcome"] == "ok" else result["outcome"])
+        if failure is not None and not result["refusal"]:
+            raise ProbeRunFailed(f"{run} crashed instead of refusing: {failure}")
+        return failure
     if result["error"] is not None:
-        pytest.fail(f"the run failed to build: {result['error']}")
-    if probe["observe"] == "attribute":
+        raise ProbeRunFailed(f"{run} failed to build: {result['error']}")
+    if kind == "outcome":
+        return result["outcome"]
+    if result["outcome"] != "ok":
+        raise ProbeRunFailed(f"{run} failed while training: {result['outcome']}")
+    if kind == "attribute":
         return functools.reduce(getattr, probe["path"].split("."), result["trainer"])
-    return result[probe["observe"]]
+    return result[kind]
+
+
+def check_moved(key: str, probe: dict, before: Any, after: Any) -> None:
+    """The probed observation against the base's: a refusal / an outcome must be the one the
+    probe names (and the base must have none); any other observable must differ."""
+    kind = probe["observe"]
+    if kind == "refused":
+        assert before is None, f"{key}: the base run was refused: {before}"
+        assert after is not None and probe["expect"] in after, f"{key}: {after!r}"
+    elif kind == "outcome":
+        assert before == "ok", f"{key}: the base run's training failed: {before}"
+        assert probe["expect"] in after, f"{key}: {after!r}"
+    else:
+        assert after != before, f"{key}: {kind} did not move: {before!r}"
 
 
 def engine_run(config: Any, steps: int, workdir: Path, **kw: Any) -> dict:
@@ -438,7 +605,12 @@ def test_every_row_has_a_probe_and_every_observable_is_implemented():
 @pytest.mark.slow
 @pytest.mark.parametrize("key", ONE_RANK)
 def test_probe_moves_its_observable(key, fixtures, tmp_path):
-    row = ROWS[key]
+    check_one_rank_probe(key, ROWS[key], fixtures, tmp_path)
+
+
+def check_one_rank_probe(key: str, row: Any, fixtures: Fixtures, tmp_path: Path) -> None:
+    """The base run, the probed run (and, for a mapped row, the probed run through the legacy
+    YAML), each observed by :func:`observed`; the probed observable must move."""
     probe = row.probe
     steps = probe.get("steps", 3)
     if row.kind == "unsupported":
@@ -446,23 +618,20 @@ def test_probe_moves_its_observable(key, fixtures, tmp_path):
         assert message is not None and probe["expect"] in message, message
         return
     base = apply(base_config(), probe.get("base", {}), fixtures)
-    before = observed(base_run(base, steps, fixtures), probe)
+    before = observed(base_run(base, steps, fixtures), probe, "the base run")
     try:
         probed = apply(base, probe["set"], fixtures)
     except ValueError as exc:  # refused by the Config itself, before any build
         assert probe["observe"] == "refused" and probe["expect"] in str(exc), exc
         return
-    after = observed(engine_run(probed, steps, tmp_path / "probe"), probe)
-    if probe["observe"] == "refused":
-        assert before is None, f"the base run failed: {before}"
-        assert after is not None and probe["expect"] in after, after
-    else:
-        assert after != before, f"{key}: {probe['observe']} did not move: {before!r}"
+    after = observed(engine_run(probed, steps, tmp_path / "probe"), probe, "the probed run")
+    check_moved(key, probe, before, after)
     if row.kind in MAPPED:
         env = {"LOCAL_RANK": str(probed.comm.local_rank)} if "comm.local_rank" in probe["set"] else None
         if env:  # not a YAML key in either world: the launcher's LOCAL_RANK fills it
             probed = apply(probed, {"comm.local_rank": 0}, fixtures)
-        legacy = observed(legacy_run(probed, steps, tmp_path / "legacy", env), probe)
+        legacy = observed(legacy_run(probed, steps, tmp_path / "legacy", env), probe,
+                          "the probed run through the legacy YAML")
         if probe["observe"] == "refused" and legacy not in (None, after) and after is not None:
             # The same refusal, in each entry's own field names (the legacy front door names
             # the legacy key and adds the recipe field).
@@ -480,7 +649,123 @@ def test_layout_probes_on_two_ranks(tmp_path):
     spawn_ranks(WORKER, [str(out), *TWO_RANKS], nproc=2, timeout=600)
     results = json.loads(out.read_text())
     assert sorted(results) == TWO_RANKS
-    for key, result in results.items():
-        assert result["probe"] != result["base"], f"{key}: its observable did not move"
-        if ROWS[key].kind in MAPPED:
-            assert result["legacy"] == result["probe"], key
+    problems = [p for key, entry in results.items() for p in layout_problems(key, ROWS[key], entry)]
+    assert not problems, "\n".join(problems)
+
+
+def layout_problems(key: str, row: Any, entry: dict) -> list[str]:
+    """What is wrong with one two-rank probe's runs (``workers/probe_worker.py`` writes each
+    run as ``{"observed": ..., "failure": ...}``): a run that failed where the probe observes no
+    failure, an observable that did not move, a legacy YAML that observes something else."""
+    failures = [f"{key}: {run}: {e['failure']}" for run, e in entry.items() if e["failure"]]
+    if failures:  # a failed run has no observation to compare: it is the problem
+        return failures
+    try:
+        check_moved(key, row.probe, entry["base"]["observed"], entry["probe"]["observed"])
+    except AssertionError as exc:
+        return [str(exc)]
+    if row.kind in MAPPED and entry["legacy"]["observed"] != entry["probe"]["observed"]:
+        return [(f"{key}: the legacy YAML observes {entry['legacy']['observed']!r}, "
+                 f"the engine {entry['probe']['observed']!r}")]
+    return []
+
+
+# ------------------------------------------------------------------ the machinery cannot pass
+# What the probes above rest on: a failed run never counts as a moved observable. Each test
+# feeds the machinery a run that fails and checks that the probe fails with that failure.
+class _Row:
+    """A table row for the machinery tests (kind, probe, no legacy counterpart)."""
+
+    def __init__(self, probe: dict, kind: str = "new_only") -> None:
+        self.kind, self.probe, self.legacy, self.new = kind, probe, {}, {}
+
+
+def _crash_at_build(exc: Exception):
+    def build():
+        raise exc
+    return build
+
+
+@pytest.mark.slow
+def test_a_probe_whose_run_crashes_fails(fixtures, tmp_path, monkeypatch):
+    # NaN from the second step on, and check_nan_inf turns it into an error: the probed run
+    # crashes after one step, so its losses are fewer than the base's -- "moved".
+    row = _Row({"observe": "loss", "set": {"optimizer.lr": 1.0e30, "training.max_norm": 0.0,
+                                           "debug.check_nan_inf": True}})
+    runs: list[dict] = []
+    real_engine_run = engine_run
+
+    def recording(*args: Any, **kw: Any) -> dict:
+        runs.append(real_engine_run(*args, **kw))
+        return runs[-1]
+
+    monkeypatch.setitem(globals(), "engine_run", recording)
+    with pytest.raises(ProbeRunFailed, match="the probed run failed while training: "
+                                             "RuntimeError: non-finite"):
+        check_one_rank_probe("crash", row, fixtures, tmp_path)
+    crashed = runs[-1]
+    base = observed(base_run(base_config(), 3, fixtures), row.probe)
+    assert crashed["loss"] != base, "the crash must move the loss, or this test proves nothing"
+
+
+def test_a_run_that_fails_to_build_is_no_observation(tmp_path):
+    result = run(_crash_at_build(RuntimeError("no such kernel")), 3, tmp_path / "run")
+    for kind in ("loss", "params", "log", "outcome", "attribute"):
+        with pytest.raises(ProbeRunFailed, match="failed to build: RuntimeError: no such kernel"):
+            observed(result, {"observe": kind, "path": "model"})
+
+
+def test_a_refusal_is_a_config_error_not_any_crash(tmp_path):
+    from hyper_parallel.utils.errors import ConfigError
+
+    probe = {"observe": "refused", "expect": "text-only"}
+    crash = run(_crash_at_build(RuntimeError("text-only, and a crash")), 0, tmp_path / "crash")
+    with pytest.raises(ProbeRunFailed, match="crashed instead of refusing"):
+        observed(crash, probe)
+    refusal = run(_crash_at_build(ConfigError("text-only models", path="data.image_key")), 0,
+                  tmp_path / "refusal")
+    assert "text-only" in observed(refusal, probe)
+
+
+def test_an_outcome_must_be_the_one_the_probe_names():
+    probe = {"observe": "outcome", "expect": "aborting because debug.check_nan_inf is set"}
+    with pytest.raises(AssertionError, match="did-not-abort"):
+        check_moved("did-not-abort", probe, "ok", "RuntimeError: out of memory")
+    with pytest.raises(AssertionError, match="the base run's training failed"):
+        check_moved("k", probe, "RuntimeError: boom", "RuntimeError: ... aborting because "
+                    "debug.check_nan_inf is set")
+
+
+def test_a_two_rank_run_that_fails_is_not_moved(tmp_path):
+    from tests.torch.ut.trainer.workers import probe_worker
+
+    row = _Row({"observe": "mesh", "ranks": 2, "set": {"parallelism.tensor_parallel_degree": 2}},
+               kind="rename")
+    ok = {"error": None, "refusal": False, "outcome": "ok", "mesh": ["dp_shard=2", [], [1.0]]}
+    # Before, the worker observed a failed build as [its error] -- which differs from any base.
+    failed_build = run(_crash_at_build(RuntimeError("the mesh does not fit")), 1, tmp_path / "b")
+    failed_training = dict(ok, outcome="RuntimeError: peer gone")
+    for failed, words in ((failed_build, "failed to build: RuntimeError: the mesh does not fit"),
+                          (failed_training, "failed while training: RuntimeError: peer gone")):
+        entry = {
+            "base": probe_worker.observation(ok, row.probe, "the base run"),
+            "probe": probe_worker.observation(failed, row.probe, "the probed run"),
+            "legacy": probe_worker.observation(ok, row.probe, "the legacy run"),
+        }
+        assert entry["probe"]["observed"] is None and words in entry["probe"]["failure"], entry
+        problems = layout_problems("k", row, entry)
+        assert len(problems) == 1 and f"the probed run {words}" in problems[0], problems
+
+
+def test_a_run_starts_without_a_group_left_behind(tmp_path):
+    """A failed build elsewhere in this process can leave a process group; a probed run must
+    not join it (its backend and timeouts would be that group's, not the run's settings)."""
+    import torch.distributed as dist
+
+    from hyper_parallel.runtime.distributed import init_process_group
+
+    init_process_group("gloo", torch.device("cpu"))  # gloo on every device type
+    config = apply(base_config(), {"comm.backend": "cpu:gloo"}, Fixtures(tmp_path))
+    result = run(config.build, 0, tmp_path / "run")
+    assert observed(result, {"observe": "backend"}) == [("cpu", "ProcessGroupGloo")]
+    assert not dist.is_initialized()
