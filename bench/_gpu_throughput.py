@@ -11,10 +11,13 @@ median step time, tokens/s and MFU (``model.num_flops_per_token(seq_len)`` x tok
 peak), the per-step losses, and the speed-up of each choice over the first.
 
     python bench/_gpu_throughput.py [--flavor 0.8b] [--steps 10] [--seq-len 4096] [--batch 4]
-                                    [--out bench/results/gpu_throughput.json]
+                                    [--out bench/results/gpu_throughput.json] [--dry-run]
 
 Needs a CUDA device; ``fla`` needs fla-core (the ``gpu`` extra) -- a choice that cannot run is
-reported with its error instead of figures. Figures, not assertions.
+reported with its error instead of figures. Figures, not assertions. ``--dry-run`` (the GPU
+script's dry run, on any machine) builds and validates every choice's configuration -- the
+recipe and the fields this bench sets -- and reports the run skipped where there is no CUDA
+device; it writes only to ``--out``.
 """
 
 from __future__ import annotations
@@ -168,6 +171,27 @@ def _ratios(out: dict, kernels: tuple[str, ...]) -> None:
         )
 
 
+def dry_run(flavor: str, kernels: tuple[str, ...], *, steps: int, warmup: int, seq_len: int,
+            batch: int, peak_tflops: float = H200_BF16_PEAK_TFLOPS) -> dict:
+    """Every choice's configuration built and validated (what a real run would train), and
+    the run itself skipped with the reason when there is no CUDA device."""
+    import torch
+
+    out: dict[str, Any] = {"flavor": flavor, "seq_len": seq_len, "batch": batch,
+                           "peak_tflops": peak_tflops, "dry_run": True, "choices": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for choice in kernels:
+            config = recipe_config(flavor, choice, steps=warmup + steps, seq_len=seq_len,
+                                   batch=batch, dump_folder=os.path.join(tmp, choice))
+            out["choices"][choice] = {
+                "config": "valid", "kernels": config.model.kernels,
+                "param_dtype": config.training.mixed_precision_param,
+                "activation_checkpoint": config.activation_checkpoint.mode}
+    if not torch.cuda.is_available():
+        out["skipped"] = "no CUDA: the throughput run needs a CUDA device"
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flavor", default="0.8b")
@@ -178,11 +202,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--peak-tflops", type=float, default=H200_BF16_PEAK_TFLOPS)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "gpu_throughput.json"))
+    parser.add_argument("--dry-run", action="store_true",
+                        help="validate every choice's configuration; run nothing")
     opts = parser.parse_args()
     os.environ.setdefault("HYPER_PARALLEL_DISABLE_TQDM", "1")
-    result = gpu_throughput(opts.flavor, tuple(opts.kernels), steps=opts.steps,
-                            warmup=opts.warmup, seq_len=opts.seq_len, batch=opts.batch,
-                            peak_tflops=opts.peak_tflops)
+    run = dry_run if opts.dry_run else gpu_throughput
+    result = run(opts.flavor, tuple(opts.kernels), steps=opts.steps, warmup=opts.warmup,
+                 seq_len=opts.seq_len, batch=opts.batch, peak_tflops=opts.peak_tflops)
     text = json.dumps(result, indent=2)
     print(text)
     Path(opts.out).parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ LAYOUTS = {"single": {}, "fsdp": {"dp_shard": 2}, "tp": {"tp": 2}}
 ENTRIES = ("legacy", "new")
 
 
-def legacy_args(layout: str, steps: int, output_dir: str):
+def legacy_args(layout: str, steps: int, output_dir: str, seq_len: int = SEQ_LEN):
     """The bench's YAML: debug model, dummy data, constant LR, no checkpoints; logging at the
     legacy defaults (every 10 steps, with throughput), so the trainer does its usual work."""
     from hyper_parallel.trainer.config import HyperTrainerConfig
@@ -54,7 +54,7 @@ def legacy_args(layout: str, steps: int, output_dir: str):
     accelerator = ", ".join(f"{k}: {v}" for k, v in degrees.items())
     text = f"""
 model: {{name: qwen3_5, config_overrides: {{flavor: debugmodel}}}}
-data: {{type: dummy, max_seq_len: {SEQ_LEN}, shuffle: false, pin_memory: false}}
+data: {{type: dummy, max_seq_len: {seq_len}, shuffle: false, pin_memory: false}}
 train:
   max_steps: {steps}
   global_batch_size: {GLOBAL_BATCH}
@@ -69,19 +69,19 @@ train:
     return load_config(HyperTrainerConfig, text, source="bench")
 
 
-def build_trainer(entry: str, layout: str, steps: int, output_dir: str):
+def build_trainer(entry: str, layout: str, steps: int, output_dir: str, seq_len: int = SEQ_LEN):
     """``LLMTrainer`` (the YAML front door) or ``HyperTrainer`` built from the same YAML
     converted by the generated adapter."""
     from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
     from hyper_parallel.models.spec import discover_model_spec
     from hyper_parallel.trainer.llm_trainer import LLMTrainer
 
-    args = legacy_args(layout, steps, output_dir)
+    args = legacy_args(layout, steps, output_dir, seq_len)
     discover_model_spec(args.model.name)
     return LLMTrainer(args) if entry == "legacy" else legacy_to_trainer_config(args).build()
 
 
-def plain_runner(layout: str, wrapped: bool, rank: int, world: int):
+def plain_runner(layout: str, wrapped: bool, rank: int, world: int, seq_len: int = SEQ_LEN):
     """One step of a plain loop: the trainer's model config, init and optimizer settings, with
     ``apply_tp`` (``tp``) or ``apply_fsdp`` (``fsdp``, and ``single`` when ``wrapped``) over all
     ranks; each rank takes its share of the batch under FSDP and the whole batch under TP, like
@@ -111,7 +111,7 @@ def plain_runner(layout: str, wrapped: bool, rank: int, world: int):
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
     shards = world if layout == "fsdp" else 1
     local = GLOBAL_BATCH // shards
-    data = DummyDataset(1 << 16, SEQ_LEN, config.vocab_size)
+    data = DummyDataset(1 << 16, seq_len, config.vocab_size)
     step_index = iter(range(1 << 30))
 
     def step() -> None:
@@ -139,19 +139,20 @@ def plain_runner(layout: str, wrapped: bool, rank: int, world: int):
     return step
 
 
-def measure(entry: str, layout: str, steps: int, warmup: int) -> dict:
+def measure(entry: str, layout: str, steps: int, warmup: int, seq_len: int = SEQ_LEN) -> dict:
     """Per-step seconds of the trainer's loop and of the plain loops run between its steps."""
     import torch.distributed as dist
 
     from hyper_parallel.runtime.callbacks import Callback
 
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = build_trainer(entry, layout, steps + warmup, tmp)
+        trainer = build_trainer(entry, layout, steps + warmup, tmp, seq_len)
         rank, world = dist.get_rank(), dist.get_world_size()
         # On one rank the trainer wraps nothing (fp32, no offload); elsewhere it wraps.
-        plains = {"plain_same_wrapping": plain_runner(layout, layout != "single", rank, world)}
+        plains = {"plain_same_wrapping": plain_runner(layout, layout != "single", rank, world,
+                                                      seq_len)}
         if layout == "single":
-            plains["plain_fsdp_1_rank"] = plain_runner(layout, True, rank, world)
+            plains["plain_fsdp_1_rank"] = plain_runner(layout, True, rank, world, seq_len)
         times: dict[str, list[float]] = {"trainer": [], **{name: [] for name in plains}}
 
         class Interleave(Callback):
@@ -215,11 +216,13 @@ def main() -> None:
     parser.add_argument("--entry", choices=ENTRIES, required=True)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--seq-len", type=int, default=SEQ_LEN,
+                        help=f"tokens a sequence (default {SEQ_LEN}; the smoke run's are fewer)")
     parser.add_argument("--out", required=True)
     opts = parser.parse_args()
     import torch.distributed as dist
 
-    results = measure(opts.entry, opts.layout, opts.steps, opts.warmup)
+    results = measure(opts.entry, opts.layout, opts.steps, opts.warmup, opts.seq_len)
     if dist.get_rank() == 0:
         Path(opts.out).write_text(json.dumps(results))
     dist.destroy_process_group()
@@ -228,3 +231,8 @@ def main() -> None:
 if __name__ == "__main__":
     os.environ.setdefault("HYPER_PARALLEL_DISABLE_TQDM", "1")
     main()
+    from hyper_parallel.utils.process import exit_now
+
+    # Finalization after destroy_process_group can abort with "terminate called without an
+    # active exception" (gloo) and turn a finished measurement into a failed torchrun job.
+    exit_now(0)

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_cli.py [--runs 5] [--warm-iters 50] [--out bench/results/cli.json]
     .venv/bin/python bench/bench_cli.py --setup      # only build bench/.titan-env, then exit
+    .venv/bin/python bench/bench_cli.py --smoke      # ours alone, once: does the bench still run
 
 Both sides parse a registry recipe plus the same three overrides (training length, learning
 rate, tensor-parallel degree):
@@ -70,6 +71,8 @@ import time
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from _smoke import result_path, write_results  # this directory (sys.path[0])
 
 REPO = Path(__file__).resolve().parents[1]
 TITAN_ENV = REPO / "bench" / ".titan-env"
@@ -454,22 +457,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--warmup", type=int, default=3, help="untimed in-process parses per side first"
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results path")
+    parser.add_argument("--out", type=Path, help="JSON results path (default "
+                        f"{DEFAULT_OUT.relative_to(REPO)}; none with --smoke)")
     parser.add_argument(
         "--setup", action="store_true", help="only build bench/.titan-env, then exit"
     )
     parser.add_argument("--force-setup", action="store_true", help="rebuild bench/.titan-env first")
+    parser.add_argument(
+        "--smoke", action="store_true",
+        help="ours alone (torchtitan's environment is neither built nor used), one timed run of "
+        "each figure: proves in a second or two that the bench runs; no file unless --out",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1 or args.warm_iters < 1 or args.warmup < 0:
         parser.error("--runs and --warm-iters must be >= 1, --warmup >= 0")
+    if args.smoke:
+        args.runs, args.warm_iters, args.warmup = 1, 1, 1
 
-    setup_titan_env(force=args.force_setup)
+    if not args.smoke:  # a smoke run never installs anything (the environment is 1.3 GB)
+        setup_titan_env(force=args.force_setup)
     if args.setup:
         print(f"bench_cli: {TITAN_ENV.relative_to(REPO)} is ready")
         return 0
 
     ours, titan = make_sides()
-    sides = (ours, titan)
+    sides = (ours,) if args.smoke else (ours, titan)
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as workdir:
         # Untimed first run per side: page cache, .pyc files, and a clear failure up front.
         try:
@@ -479,51 +491,59 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             _fallback_to_bench_recipe(ours, str(exc).splitlines()[-1])
             whole_process_once(ours, workdir)
-        whole_process_once(titan, workdir)
+        if titan in sides:
+            whole_process_once(titan, workdir)
 
         whole = bench_whole_process(sides, args.runs, workdir)
         warm = bench_warm(sides, args.warm_iters, args.warmup, workdir)
 
     a, b = ours.name, titan.name
-    whole_ratio = whole[a]["median_to_parsed_s"] / whole[b]["median_to_parsed_s"]
-    exit_ratio = whole[a]["median_to_exit_s"] / whole[b]["median_to_exit_s"]
-    warm_ratio = warm[a]["median_s"] / warm[b]["median_s"]
+    ratio = (lambda x, y: x / y) if titan in sides else (lambda x, y: None)
+    theirs = (lambda table, key: table[b][key]) if titan in sides else (lambda table, key: None)
+    whole_ratio = ratio(whole[a]["median_to_parsed_s"], theirs(whole, "median_to_parsed_s"))
+    exit_ratio = ratio(whole[a]["median_to_exit_s"], theirs(whole, "median_to_exit_s"))
+    warm_ratio = ratio(warm[a]["median_s"], theirs(warm, "median_s"))
 
     print(f"\nConfigManager.parse_args, registry recipe + 3 overrides ({os.cpu_count()} CPUs)")
     print(f"  ours:       {' '.join(ours.argv)}")
-    print(f"  torchtitan: {' '.join(titan.argv)}")
+    print(f"  torchtitan: {' '.join(titan.argv) if titan in sides else '(not run: --smoke)'}")
     print(f"\n  {'':<40}{'ours':>12}{'torchtitan':>12}{'ratio':>8}  target")
     rows = (
         (
             f"whole process, to parsed (median of {args.runs})",
             whole[a]["median_to_parsed_s"],
-            whole[b]["median_to_parsed_s"],
+            theirs(whole, "median_to_parsed_s"),
             whole_ratio,
             TARGET_WHOLE,
         ),
         (
             "whole process, to exit (median)",
             whole[a]["median_to_exit_s"],
-            whole[b]["median_to_exit_s"],
+            theirs(whole, "median_to_exit_s"),
             exit_ratio,
             None,
         ),
         (
             f"warm in-process (median of {args.warm_iters})",
             warm[a]["median_s"],
-            warm[b]["median_s"],
+            theirs(warm, "median_s"),
             warm_ratio,
             TARGET_WARM,
         ),
     )
-    for label, x, y, ratio, target in rows:
-        verdict = (
-            "" if target is None else f"<={target:g} {'met' if ratio <= target else 'MISSED'}"
-        )
-        print(f"  {label:<40}{_ms(x)}{_ms(y)}{ratio:7.2f}x  {verdict}")
+    for label, x, y, r, target in rows:
+        if r is None:
+            print(f"  {label:<40}{_ms(x)}{'-':>12}{'-':>8}")
+            continue
+        verdict = "" if target is None else f"<={target:g} {'met' if r <= target else 'MISSED'}"
+        print(f"  {label:<40}{_ms(x)}{_ms(y)}{r:7.2f}x  {verdict}")
+
+    def target(max_ratio: float, r: float | None) -> dict:
+        return {"max_ratio": max_ratio, "met": None if r is None else r <= max_ratio}
 
     result = {
         "benchmark": "ConfigManager.parse_args, registry recipe + three overrides",
+        "mode": "smoke" if args.smoke else "full",
         "machine": _versions(),
         "sides": {
             side.name: {"argv": side.argv, "manager": side.manager_module, "notes": side.notes}
@@ -538,16 +558,11 @@ def main(argv: list[str] | None = None) -> int:
             "warm_in_process": warm_ratio,
         },
         "targets": {
-            "whole_process_to_parsed": {
-                "max_ratio": TARGET_WHOLE,
-                "met": whole_ratio <= TARGET_WHOLE,
-            },
-            "warm_in_process": {"max_ratio": TARGET_WARM, "met": warm_ratio <= TARGET_WARM},
+            "whole_process_to_parsed": target(TARGET_WHOLE, whole_ratio),
+            "warm_in_process": target(TARGET_WARM, warm_ratio),
         },
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {args.out}")
+    print("\n" + write_results(result_path(args.out, DEFAULT_OUT, args.smoke), result))
     return 0
 
 

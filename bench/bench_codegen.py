@@ -4,7 +4,7 @@ and ``ConfigManager.parse_args`` against torchtitan's, side by side with their t
     .venv/bin/python bench/bench_codegen.py [--runs 7] [--out bench/results/codegen.json]
                                              [--yaml examples/yaml/train_qwen3_5_debug.yaml]
                                              [--no-titan] [--fleet-sizes 100,1000]
-                                             [--growth-only]
+                                             [--growth-only] [--smoke]
 
 Every figure is the median wall time of fresh processes (after one untimed warm-up run that fills
 the OS file cache, the bytecode and black's grammar cache); the CPU time (user + sys) of the
@@ -40,6 +40,10 @@ untimed).
 None of these processes imports torch (``tests/test_torch_free.py`` proves it), so torchtitan's
 own parse, which does, is the slow side of the ratio. Figures inflate under machine load: the
 1-minute load average is recorded with them.
+
+``--smoke`` proves in a few seconds that every figure still runs: one timed process each and no
+warm-up run, ours alone (no torchtitan), fleets of 1 and 2 YAMLs, and no file unless ``--out``
+names one.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ import time
 from pathlib import Path
 
 import bench_cli  # this directory (sys.path[0]): the parse_args measurement has one home
+from _smoke import SMOKE_HELP, result_path, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_YAML = REPO / "examples" / "yaml" / "train_qwen3_5_debug.yaml"
@@ -99,8 +104,13 @@ def medians(runs: list[dict[str, float]]) -> dict[str, float]:
     return {key: round(statistics.median(r[key] for r in runs), 4) for key in runs[0]}
 
 
+#: Whether :func:`repeat` runs its untimed warm-up first (not in a smoke run: nothing is kept).
+WARM_UP = True
+
+
 def repeat(runs: int, cmd: list[str], timings: Path | None = None) -> dict:
-    timed(cmd, timings)  # warm-up
+    if WARM_UP:
+        timed(cmd, timings)
     per_run = [timed(cmd, timings) for _ in range(runs)]
     return {**medians(per_run), "wall_min_s": round(min(r["wall_s"] for r in per_run), 4),
             "per_run": [{k: round(v, 4) for k, v in r.items()} for r in per_run]}
@@ -253,7 +263,7 @@ def bench_parse(runs: int, with_titan: bool) -> dict:
     ours, titan = bench_cli.make_sides()
     sides = (ours, titan) if with_titan else (ours,)
     with tempfile.TemporaryDirectory(prefix="bench-codegen-cli-") as workdir:
-        for side in sides:
+        for side in sides if WARM_UP else ():
             bench_cli.whole_process_once(side, workdir)  # warm-up
         whole = bench_cli.bench_whole_process(sides, runs, workdir)
     ours_s = whole[ours.name]["median_to_parsed_s"]
@@ -330,7 +340,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--out", default=None,
                         help="the JSON (default bench/results/codegen.json; with --growth-only "
-                             "bench/results/codegen_growth.json)")
+                             "bench/results/codegen_growth.json; none with --smoke)")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("--yaml", type=Path, default=DEFAULT_YAML,
                         help="the YAML of the --from-yaml figure")
     parser.add_argument("--no-titan", action="store_true",
@@ -343,8 +354,12 @@ def main() -> None:
     opts = parser.parse_args()
     if opts.runs < 1:
         parser.error("--runs must be >= 1")
-    out = Path(opts.out or REPO / "bench" / "results" / (
-        "codegen_growth.json" if opts.growth_only else "codegen.json"))
+    if opts.smoke:
+        global WARM_UP
+        WARM_UP = False
+        opts.runs, opts.no_titan, opts.fleet_sizes = 1, True, [1, 2]
+    out = result_path(opts.out, REPO / "bench" / "results" / (
+        "codegen_growth.json" if opts.growth_only else "codegen.json"), opts.smoke)
     with tempfile.TemporaryDirectory(prefix="bench-codegen-") as tmp_name:
         tmp = Path(tmp_name)
         if opts.growth_only:
@@ -355,9 +370,7 @@ def main() -> None:
     results["cpus"] = os.cpu_count()
     if not opts.growth_only:
         print_summary(results)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwrote {out}")
+    print("\n" + write_results(out, results))
 
 
 def run_all(opts: argparse.Namespace, tmp: Path) -> dict:

@@ -1,7 +1,7 @@
 """Benchmark context parallelism (CP): activation memory per rank at cp = 1, 2, 4, and the
 step time of cp 2 against one rank with the share of its collectives, side by side in one run.
 
-    .venv/bin/python bench/bench_context_parallel.py [--quick] [--seq-len 8192]
+    .venv/bin/python bench/bench_context_parallel.py [--quick | --smoke] [--seq-len 8192]
                                                     [--time-seq-len 4096]
                                                     [--out bench/results/context_parallel.json]
 
@@ -50,7 +50,9 @@ the one-rank mean; backward.
 A layout that fails is reported with its error's last line and skipped. Figures, not
 assertions: nothing here fails on a slow machine. ``other_work_cpu_share`` says whether other
 work shared the cores (as in ``bench_pipeline.py``). The full run takes about 3 to 4 minutes on
-two cores, ``--quick`` under one.
+two cores, ``--quick`` under one. ``--smoke`` proves in seconds that both figures still run: 64
+tokens, cp 1 and its one 2-rank layout, cp 2 with state passing (the form whose fold the GPU
+check measures), one timed step each, and no file unless ``--out`` names one.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ import time
 from pathlib import Path
 
 from _launch import TIMEOUT_S, error_line, launch_env, torchrun_command  # this directory
+from _smoke import SMOKE_HELP, exit_status, result_path, write_results
 from bench_pipeline import _cpu_seconds, _ms, _other_work_share, _share
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,12 +94,18 @@ LAYOUTS = {
 REFUSED = {"cp 4 ulysses / ulysses": (4, "ulysses", "ulysses")}
 
 SETTINGS = {
-    # time_layouts: layout -> the variants timed in it (interleaved step by step).
+    # layouts: those run (the first, cp 1, is the reference); time_layouts: layout -> the
+    # variants timed in it (interleaved step by step).
     "full": {"seq_len": 8192, "time_seq_len": 4096, "warmup": 1, "repeats": 3,
+             "layouts": tuple(LAYOUTS),
              "time_layouts": {"cp 1": ("plain",), "cp 2 ulysses / ulysses": ("fused", "async"),
                               "cp 2 ulysses / p2p": ("fused",)}},
     "quick": {"seq_len": 2048, "time_seq_len": 1024, "warmup": 1, "repeats": 2,
+              "layouts": tuple(LAYOUTS),
               "time_layouts": {"cp 1": ("plain",), "cp 2 ulysses / ulysses": ("fused", "async")}},
+    "smoke": {"seq_len": 64, "time_seq_len": 64, "warmup": 0, "repeats": 1,
+              "layouts": ("cp 1", "cp 2 ulysses / p2p"),
+              "time_layouts": {"cp 1": ("plain",), "cp 2 ulysses / p2p": ("fused",)}},
 }
 
 
@@ -461,26 +470,32 @@ def print_summary(results: dict) -> None:
           "inside the CP collectives, waiting for the other rank included, mean over ranks)")
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="a <1 minute smoke run (2048 / 1024 tokens)")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--quick", action="store_true",
+                       help="a <1 minute run (2048 / 1024 tokens)")
+    modes.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("--seq-len", type=int, help="tokens of the memory figure (default "
                         "8192; quick 2048)")
     parser.add_argument("--time-seq-len", type=int, help="tokens of the step-time figure "
                         "(default 4096; quick 1024)")
-    parser.add_argument("--out", default=str(REPO / "bench" / "results" /
-                                             "context_parallel.json"))
+    parser.add_argument("--out", help="the JSON (default bench/results/context_parallel.json; "
+                                      "none with --smoke)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.worker:
+        from hyper_parallel.utils.process import exit_now
+
         worker(json.loads(opts.worker))
-        return
-    mode = "quick" if opts.quick else "full"
+        # Finalization after destroy_process_group can abort ("terminate called without an
+        # active exception", gloo) and fail a finished layout; leave as the entry points do.
+        exit_now(0)
+    mode = "smoke" if opts.smoke else "quick" if opts.quick else "full"
     settings = dict(SETTINGS[mode])
     settings["seq_len"] = opts.seq_len or settings["seq_len"]
     settings["time_seq_len"] = opts.time_seq_len or settings["time_seq_len"]
-    largest = max(cp for cp, _, _ in LAYOUTS.values())
+    largest = max(LAYOUTS[layout][0] for layout in settings["layouts"])
     for key in ("seq_len", "time_seq_len"):
         if settings[key] % largest:
             parser.error(f"--{key.replace('_', '-')} must divide by {largest} (the largest cp)")
@@ -490,7 +505,8 @@ def main() -> None:
                      "memory_goal_cp2": MEMORY_GOAL_CP2, "loss_rtol": LOSS_RTOL}
     cpu_before, start = _cpu_seconds(), time.perf_counter()
     runs = {}
-    for layout, spec in LAYOUTS.items():
+    for layout in settings["layouts"]:
+        spec = LAYOUTS[layout]
         problems = head_problems(spec)
         runs[layout] = ({"error": "cp_head_problems: " + "; ".join(problems)} if problems
                         else launch(layout, settings))
@@ -505,10 +521,11 @@ def main() -> None:
     results["other_work_cpu_share"] = _other_work_share(cpu_before, results["wall_s"])
     results["cpus"] = os.cpu_count()
     print_summary(results)
-    Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(opts.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwrote {opts.out} ({results['wall_s']} s, {len(runs)} layouts)")
+    written = write_results(result_path(
+        opts.out, REPO / "bench" / "results" / "context_parallel.json", opts.smoke), results)
+    print(f"\n{written} ({results['wall_s']} s, {len(runs)} layouts)")
+    return exit_status(results, opts.smoke)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

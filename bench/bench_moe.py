@@ -1,7 +1,8 @@
 """Benchmark the Qwen3.5 MoE model: our training step against transformers', grouped GEMM against
 the per-expert loop, and expert parallelism over 2 ranks against 1, side by side in one run.
 
-    .venv/bin/python bench/bench_moe.py [--quick] [--threads N] [--out bench/results/moe.json]
+    .venv/bin/python bench/bench_moe.py [--quick | --smoke] [--threads N]
+                                        [--out bench/results/moe.json]
                                         [--skip train_step experts expert_parallel]
 
 Prints and writes to JSON:
@@ -30,14 +31,17 @@ Prints and writes to JSON:
    each, in mirrored order; one with ``--quick``); each layout's losses are checked against
    the one-rank run's. A layout that fails is reported with its error's last line and skipped.
 
-Figures, not assertions: nothing here fails on a slow machine. ``--quick`` is a ~30 s smoke run.
+Figures, not assertions: nothing here fails on a slow machine. ``--quick`` is a ~30 s run;
+``--smoke`` proves in seconds that every section still runs (a batch of 2 x 32, one round, the
+debug layer's experts alone, the 1-rank trainer run for 2 steps: the same code as EP 2's, whose
+recipe ``tests/bench`` parses, without its two ranks' processes) and writes no file unless
+``--out`` names one.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import statistics
 import sys
@@ -46,6 +50,7 @@ import time
 from pathlib import Path
 
 from _launch import run_trainer  # this directory (sys.path[0])
+from _smoke import SMOKE_HELP, exit_status, result_path, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -66,12 +71,21 @@ EXPERT_SHAPES = (
 LAYOUTS = {"1 rank": ("moe_1_rank", 1), "EP 2": ("moe_ep2", 2), "FSDP 2": ("moe_fsdp2", 2)}
 
 SETTINGS = {
-    # rounds/warmup: train_step; expert_reps/expert_tokens: experts; ep_*: expert_parallel.
-    "full": {"warmup": 3, "rounds": 15, "expert_reps": 15, "expert_tokens": BATCH * SEQ_LEN,
-             "ep_steps": 20, "ep_warmup": 5, "ep_processes": 2,
+    # batch/rounds/warmup: train_step; expert_*: experts; ep_*: expert_parallel (ep_seq_len:
+    # None keeps the recipe's SEQ_LEN).
+    "full": {"batch": (BATCH, SEQ_LEN), "warmup": 3, "rounds": 15, "expert_reps": 15,
+             "expert_tokens": BATCH * SEQ_LEN, "expert_shapes": len(EXPERT_SHAPES),
+             "ep_steps": 20, "ep_warmup": 5, "ep_processes": 2, "ep_seq_len": None,
              "ep_layouts": ("1 rank", "EP 2", "FSDP 2")},
-    "quick": {"warmup": 1, "rounds": 4, "expert_reps": 4, "expert_tokens": 256,
-              "ep_steps": 6, "ep_warmup": 2, "ep_processes": 1, "ep_layouts": ("1 rank", "EP 2")},
+    "quick": {"batch": (BATCH, SEQ_LEN), "warmup": 1, "rounds": 4, "expert_reps": 4,
+              "expert_tokens": 256, "expert_shapes": len(EXPERT_SHAPES), "ep_steps": 6,
+              "ep_warmup": 2, "ep_processes": 1, "ep_seq_len": None,
+              "ep_layouts": ("1 rank", "EP 2")},
+    # Every section's code at its smallest; the trainer run on one rank (EP 2 runs the same
+    # code, in two torchrun ranks: 4-5 CPU seconds more).
+    "smoke": {"batch": (2, 32), "warmup": 1, "rounds": 1, "expert_reps": 1, "expert_tokens": 64,
+              "expert_shapes": 1, "ep_steps": 2, "ep_warmup": 1, "ep_processes": 1,
+              "ep_seq_len": 32, "ep_layouts": ("1 rank",)},
 }
 
 
@@ -135,7 +149,8 @@ def bench_train_step(settings: dict) -> dict:
     models = build_models()
     vocab = _hf_config().vocab_size
     gen = torch.Generator().manual_seed(1)
-    batches = [torch.randint(0, vocab, (BATCH, SEQ_LEN), generator=gen) for _ in range(4)]
+    batch, seq_len = settings["batch"]
+    batches = [torch.randint(0, vocab, (batch, seq_len), generator=gen) for _ in range(4)]
 
     # Same function: every model's first logits against HF eager's (same weights, same batch).
     with torch.no_grad():
@@ -160,12 +175,12 @@ def bench_train_step(settings: dict) -> dict:
 
     median = {name: statistics.median(t) for name, t in times.items()}
     hf_best = min((n for n in names if n.startswith("transformers")), key=median.get)
-    out = {"batch": [BATCH, SEQ_LEN], "flavor": FLAVOR, "rounds": settings["rounds"],
+    out = {"batch": [batch, seq_len], "flavor": FLAVOR, "rounds": settings["rounds"],
            "warmup_steps": settings["warmup"], "fastest_transformers": hf_best, "entries": {}}
     for name in names:
         out["entries"][name] = {
             "median_step_ms": _ms(median[name]), "min_step_ms": _ms(min(times[name])),
-            "tokens_per_s": round(BATCH * SEQ_LEN / median[name], 1),
+            "tokens_per_s": round(batch * seq_len / median[name], 1),
             "over_fastest_transformers": round(median[name] / median[hf_best], 4),
             "max_abs_logits_diff_vs_hf_eager": max_diff[name],
         }
@@ -204,7 +219,7 @@ def bench_experts(settings: dict) -> dict:
 
     tokens, reps = settings["expert_tokens"], settings["expert_reps"]
     out = {}
-    for label, experts, top_k, hidden, inter in EXPERT_SHAPES:
+    for label, experts, top_k, hidden, inter in EXPERT_SHAPES[:settings["expert_shapes"]]:
         torch.manual_seed(0)
         module = GroupedExperts(experts, hidden, inter, "grouped_mm")
         # The rows a softmax router over random logits routes (roughly balanced, not exactly).
@@ -212,8 +227,10 @@ def bench_experts(settings: dict) -> dict:
         order, counts = permute_by_expert(indices, experts)
         x = torch.randn(tokens, hidden)[order // top_k].contiguous().requires_grad_(True)
         grad = torch.randn(x.shape[0], hidden)
-        if not module._grouped_mm_aligned(x):
-            out[label] = {"skipped": "rows not 16-byte aligned: grouped_mm falls back to loop"}
+        if not module._grouped_mm_runs(x):  # the module's own rule for taking the kernel
+            out[label] = {"skipped": "torch._grouped_mm does not take these operands (a row "
+                                     "stride not a multiple of 16 bytes): grouped_mm would run "
+                                     "the loop"}
             continue
 
         run = _experts_runner(module, x, counts, grad)
@@ -256,12 +273,13 @@ def _experts_runner(module, x, counts, grad):
 # --------------------------------------------------------------------------- 3. expert parallelism
 
 
-def run_layout(layout: str, steps: int, threads: int) -> dict:
+def run_layout(layout: str, steps: int, threads: int, seq_len: int | None = None) -> dict:
     """One training run of ``layout`` under ``torchrun``; its ``metrics.jsonl`` rows."""
     recipe, nproc = LAYOUTS[layout]
+    shorter = [] if seq_len is None else ["--training.seq_len", str(seq_len)]
     with tempfile.TemporaryDirectory(prefix="bench-moe-") as tmp:
         return run_trainer(["--module", "bench._moe_recipes", "--config", recipe,
-                            "--training.steps", str(steps), "--dump_folder", tmp],
+                            "--training.steps", str(steps), "--dump_folder", tmp, *shorter],
                            nproc, Path(tmp) / "outputs" / "metrics.jsonl",
                            threads=threads if nproc == 1 else 1)
 
@@ -276,8 +294,9 @@ def bench_expert_parallel(settings: dict, threads: int) -> dict:
     for layout in order:
         if runs[layout] and "error" in runs[layout][-1]:
             continue  # failed once: do not wait for it to fail again
-        runs[layout].append(run_layout(layout, steps, threads))
-    out = {"steps": steps, "warmup_steps": warmup, "batch": [BATCH, SEQ_LEN],
+        runs[layout].append(run_layout(layout, steps, threads, settings["ep_seq_len"]))
+    out = {"steps": steps, "warmup_steps": warmup,
+           "batch": [BATCH, settings["ep_seq_len"] or SEQ_LEN],
            "threads_1_rank": threads, "threads_per_rank_2_ranks": 1, "layouts": {}}
     base_losses = None
     for layout in layouts:
@@ -324,7 +343,8 @@ def print_summary(results: dict) -> None:
               "columns and per-process figures show how much)")
     ts = results.get("train_step")
     if ts:
-        print(f"\n1. training step (fwd + bwd + AdamW), batch {BATCH} x {SEQ_LEN}, median of "
+        print(f"\n1. training step (fwd + bwd + AdamW), batch {ts['batch'][0]} x "
+              f"{ts['batch'][1]}, median of "
               f"{ts['rounds']} interleaved rounds")
         width = max(map(len, ts["entries"]))
         print(f"  {'':<{width}}  {'step ms':>9}  {'min ms':>9}  {'tokens/s':>9}  "
@@ -352,7 +372,8 @@ def print_summary(results: dict) -> None:
     ep = results.get("expert_parallel")
     if ep:
         print(f"\n3. trainer step time (metrics.jsonl step_time, median past step "
-              f"{ep['warmup_steps']} of {ep['steps']}), global batch {BATCH} x {SEQ_LEN}")
+              f"{ep['warmup_steps']} of {ep['steps']}), global batch {ep['batch'][0]} x "
+              f"{ep['batch'][1]}")
         for layout, e in ep["layouts"].items():
             if "error" in e:
                 print(f"  {layout} ({e['ranks']} ranks): FAILED, skipped: {e['error']}")
@@ -366,14 +387,17 @@ def print_summary(results: dict) -> None:
                   f"{', '.join(f'{m:.1f}' for m in e['per_process_median_step_ms'])}){extra}")
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a ~30 s smoke run")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--quick", action="store_true", help="a ~30 s run")
+    modes.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("--threads", type=int,
                         default=int(os.environ.get("OMP_NUM_THREADS", "0")) or os.cpu_count(),
                         help="torch threads in this process and of the 1-rank trainer run "
                              "(default: OMP_NUM_THREADS, else every CPU)")
-    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "moe.json"))
+    parser.add_argument("--out", help="the JSON (default bench/results/moe.json; none with "
+                                      "--smoke)")
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["train_step", "experts", "expert_parallel"])
     opts = parser.parse_args()
@@ -382,7 +406,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(opts.threads)
-    mode = "quick" if opts.quick else "full"
+    mode = "smoke" if opts.smoke else "quick" if opts.quick else "full"
     settings = SETTINGS[mode]
     results: dict = {"mode": mode, "threads": opts.threads, "settings": settings,
                      "torch": torch.__version__}
@@ -407,11 +431,12 @@ def main() -> None:
     results["load_average_1min"] = round(os.getloadavg()[0], 2)
     results["cpus"] = os.cpu_count()
     print_summary(results)
-    Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(opts.out).write_text(json.dumps(results, indent=2) + "\n")
+    written = write_results(
+        result_path(opts.out, REPO / "bench" / "results" / "moe.json", opts.smoke), results)
     per_section = ", ".join(f"{k} {v} s" for k, v in results["section_wall_s"].items())
-    print(f"\nwrote {opts.out} ({results['wall_s']} s: {per_section})")
+    print(f"\n{written} ({results['wall_s']} s: {per_section})")
+    return exit_status(results, opts.smoke)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Benchmark pipeline parallelism: the bubble of GPipe and 1F1B against the ideal, and PP 2
 against DP 2 and one rank, side by side in one run.
 
-    .venv/bin/python bench/bench_pipeline.py [--quick] [--steps N] [--seq-len 64]
+    .venv/bin/python bench/bench_pipeline.py [--quick | --smoke] [--steps N] [--seq-len 64]
                                              [--flavor debugmodel|tiny]
                                              [--out bench/results/pipeline.json]
 
@@ -42,13 +42,15 @@ assertions: nothing here fails on a slow machine. ``other_work_cpu_share`` says 
 work shared the cores: the CPU time the machine spent or had stolen by its hypervisor
 (``/proc/stat``) less this process's and its trainers', over the run's wall time times the CPUs
 (a load average would count the bench's own two ranks). ``--quick`` (4 steps, 5 trainer runs)
-takes about a minute; the full run (8 steps, 11 runs) about two and a half.
+takes about a minute; the full run (8 steps, 11 runs) about two and a half. ``--smoke`` proves
+in seconds that both figures still run: the ``tiny`` flavor at 16 tokens, 2 steps (1 timed), 1F1B
+at m = 2 against one rank (its one 2-rank run), ``pp_vs_dp`` on those two runs without DP 2; it
+writes no file unless ``--out`` names one.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -57,6 +59,7 @@ import time
 from pathlib import Path
 
 from _launch import run_trainer  # this directory (sys.path[0])
+from _smoke import SMOKE_HELP, exit_status, result_path, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,8 +73,18 @@ BUBBLE_FORMULA = "1 - (T_1 / p) / T_pp"
 IDEAL_FORMULA = "(p - 1) / (m + p - 1)"
 
 SETTINGS = {
-    "full": {"steps": 8, "micro_batches": (2, 4, 8)},
-    "quick": {"steps": 4, "micro_batches": (PP_VS_DP_MICRO,)},
+    # pp_vs_dp_micro: m of pp_vs_dp's PP 2 run; one_rank_micro: the accumulation micro-batches
+    # of its 1-rank run (1: all the rows at once); with_dp: whether it runs DP 2.
+    "full": {"steps": 8, "warmup": WARMUP_STEPS, "micro_batches": (2, 4, 8),
+             "schedules": SCHEDULES, "pp_vs_dp_micro": PP_VS_DP_MICRO, "one_rank_micro": 1,
+             "with_dp": True},
+    "quick": {"steps": 4, "warmup": WARMUP_STEPS, "micro_batches": (PP_VS_DP_MICRO,),
+              "schedules": SCHEDULES, "pp_vs_dp_micro": PP_VS_DP_MICRO, "one_rank_micro": 1,
+              "with_dp": True},
+    # Both figures' code on two runs (one of them the one 2-rank run), reused by pp_vs_dp.
+    "smoke": {"steps": 2, "warmup": 1, "micro_batches": (2,), "schedules": ("1F1B",),
+              "pp_vs_dp_micro": 2, "one_rank_micro": 2, "with_dp": False,
+              "flavor": "tiny", "seq_len": 16},
 }
 
 
@@ -103,8 +116,9 @@ class Trainer:
     """Runs the real trainer, one layout at a time, each layout once (asking again for a layout
     gets the figures of its first run)."""
 
-    def __init__(self, flavor: str, seq_len: int, steps: int) -> None:
-        self.flavor, self.seq_len, self.steps = flavor, seq_len, steps
+    def __init__(self, flavor: str, seq_len: int, steps: int, warmup: int = WARMUP_STEPS
+                 ) -> None:
+        self.flavor, self.seq_len, self.steps, self.warmup = flavor, seq_len, steps, warmup
         self.done: dict[str, dict] = {}
 
     def one_rank(self, micro: int) -> dict:
@@ -133,7 +147,8 @@ class Trainer:
         return self.done[label]
 
     def _train(self, nproc: int, overrides: list[str]) -> dict:
-        """One ``torchrun``: the median step time past the warm-up and the per-step losses."""
+        """One ``torchrun`` (one rank: a plain process): the median step time past the
+        warm-up and the per-step losses."""
         flavor = [] if self.flavor == "debugmodel" else [
             f"--model.config_overrides={{flavor: {self.flavor}}}"]
         with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as out:
@@ -148,7 +163,7 @@ class Trainer:
         if "error" in run:
             return {"error": run["error"]}
         steps = run["rows"]
-        timed = [r["step_time"] for r in steps if r["step"] > WARMUP_STEPS]
+        timed = [r["step_time"] for r in steps if r["step"] > self.warmup]
         return {"step_s": statistics.median(timed), "min_step_s": min(timed),
                 "losses": [r["loss"] for r in steps], "process_wall_s": run["process_wall_s"]}
 
@@ -162,11 +177,12 @@ def _failed(*runs: dict) -> dict | None:
     return {"error": errors[0]} if errors else None
 
 
-def bench_bubble(trainer: Trainer, micro_batches: tuple[int, ...]) -> list[dict]:
+def bench_bubble(trainer: Trainer, micro_batches: tuple[int, ...],
+                 schedules: tuple[str, ...] = SCHEDULES) -> list[dict]:
     rows = []
     for m in micro_batches:
         one = trainer.one_rank(m)
-        for schedule in SCHEDULES:
+        for schedule in schedules:
             pp = trainer.pipeline(schedule, m)
             row = {"schedule": schedule, "micro_batches": m, "rows_per_micro_batch": ROWS // m,
                    "ideal_bubble": round((STAGES - 1) / (m + STAGES - 1), 4)}
@@ -180,10 +196,12 @@ def bench_bubble(trainer: Trainer, micro_batches: tuple[int, ...]) -> list[dict]
     return rows
 
 
-def bench_pp_vs_dp(trainer: Trainer) -> dict:
-    one = trainer.one_rank(1)
-    layouts = {"1 rank": one, f"PP 2 (1F1B, m={PP_VS_DP_MICRO})": trainer.pipeline(
-        "1F1B", PP_VS_DP_MICRO), "DP 2 (FSDP)": trainer.data_parallel()}
+def bench_pp_vs_dp(trainer: Trainer, micro: int = PP_VS_DP_MICRO, one_rank_micro: int = 1,
+                   with_dp: bool = True) -> dict:
+    one = trainer.one_rank(one_rank_micro)
+    layouts = {"1 rank": one, f"PP 2 (1F1B, m={micro})": trainer.pipeline("1F1B", micro)}
+    if with_dp:
+        layouts["DP 2 (FSDP)"] = trainer.data_parallel()
     out: dict = {"layouts": {}}
     for name, run in layouts.items():
         entry = _failed(run) or {"step_ms": _ms(run["step_s"]),
@@ -192,7 +210,7 @@ def bench_pp_vs_dp(trainer: Trainer) -> dict:
             entry["over_1_rank"] = round(run["step_s"] / one["step_s"], 4)
             entry["max_loss_rel_diff_vs_1_rank"] = max_relative_diff(run["losses"], one["losses"])
         out["layouts"][name] = entry
-    pp, dp = (out["layouts"][name] for name in list(layouts)[1:])
+    pp, dp = out["layouts"][f"PP 2 (1F1B, m={micro})"], out["layouts"].get("DP 2 (FSDP)", {})
     if "step_ms" in pp and "step_ms" in dp:
         out["pp2_over_dp2"] = round(pp["step_ms"] / dp["step_ms"], 4)
     return out
@@ -208,7 +226,8 @@ def _share(share: float | None) -> str:
 
 def print_summary(results: dict) -> None:
     print(f"\nqwen3_5 {results['flavor']}, global batch {ROWS} x {results['seq_len']} tokens, "
-          f"1 thread a rank, median step_time past step {WARMUP_STEPS} of {results['steps']} "
+          f"1 thread a rank, median step_time past step {results['warmup_steps']} of "
+          f"{results['steps']} "
           f"({results['mode']} run on {results['cpus']} CPUs; other processes and the "
           f"hypervisor took {_share(results['other_work_cpu_share'])} of their time)")
     if (results["other_work_cpu_share"] or 0) > 0.1:
@@ -225,7 +244,8 @@ def print_summary(results: dict) -> None:
               f"(ideal {row['ideal_bubble']:.3f}); max rel. loss diff "
               f"{row['max_loss_rel_diff_vs_1_rank']:.1e}")
     pvd = results["pp_vs_dp"]
-    print("\n2. PP 2 against DP 2 and one rank, the same global batch")
+    others = "DP 2 and one rank" if "DP 2 (FSDP)" in pvd["layouts"] else "one rank"
+    print(f"\n2. PP 2 against {others}, the same global batch")
     for name, entry in pvd["layouts"].items():
         if "error" in entry:
             print(f"  {name}: FAILED, skipped: {entry['error']}")
@@ -239,36 +259,46 @@ def print_summary(results: dict) -> None:
         print(f"  PP 2 / DP 2: {pvd['pp2_over_dp2']:.3f}")
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a ~1 minute smoke run (m = 4)")
-    parser.add_argument("--steps", type=int, help="trainer steps a run (default 8; quick 4)")
-    parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--flavor", choices=("debugmodel", "tiny"), default="debugmodel")
-    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "pipeline.json"))
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--quick", action="store_true", help="a ~1 minute run (m = 4)")
+    modes.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    parser.add_argument("--steps", type=int,
+                        help="trainer steps a run (default 8; quick 4; smoke 2)")
+    parser.add_argument("--seq-len", type=int, help="default 64; smoke 16")
+    parser.add_argument("--flavor", choices=("debugmodel", "tiny"),
+                        help="default debugmodel; smoke tiny")
+    parser.add_argument("--out", help="the JSON (default bench/results/pipeline.json; none "
+                                      "with --smoke)")
     opts = parser.parse_args()
-    mode = "quick" if opts.quick else "full"
+    mode = "smoke" if opts.smoke else "quick" if opts.quick else "full"
     settings = dict(SETTINGS[mode])
     settings["steps"] = opts.steps or settings["steps"]
-    if settings["steps"] <= WARMUP_STEPS:
-        parser.error(f"--steps must exceed the {WARMUP_STEPS} warm-up steps")
-    results: dict = {"mode": mode, "flavor": opts.flavor, "seq_len": opts.seq_len, "rows": ROWS,
-                     "stages": STAGES, "steps": settings["steps"], "warmup_steps": WARMUP_STEPS,
+    flavor = opts.flavor or settings.get("flavor", "debugmodel")
+    seq_len = opts.seq_len or settings.get("seq_len", 64)
+    warmup = settings["warmup"]
+    if settings["steps"] <= warmup:
+        parser.error(f"--steps must exceed the {warmup} warm-up steps")
+    results: dict = {"mode": mode, "flavor": flavor, "seq_len": seq_len, "rows": ROWS,
+                     "stages": STAGES, "steps": settings["steps"], "warmup_steps": warmup,
                      "bubble_formula": BUBBLE_FORMULA, "ideal_bubble_formula": IDEAL_FORMULA}
     cpu_before, start = _cpu_seconds(), time.perf_counter()
-    trainer = Trainer(opts.flavor, opts.seq_len, settings["steps"])
-    results["bubble"] = bench_bubble(trainer, settings["micro_batches"])
-    results["pp_vs_dp"] = bench_pp_vs_dp(trainer)
+    trainer = Trainer(flavor, seq_len, settings["steps"], warmup)
+    results["bubble"] = bench_bubble(trainer, settings["micro_batches"], settings["schedules"])
+    results["pp_vs_dp"] = bench_pp_vs_dp(trainer, settings["pp_vs_dp_micro"],
+                                         settings["one_rank_micro"], settings["with_dp"])
     results["process_wall_s"] = {label: run.get("process_wall_s")
                                  for label, run in trainer.done.items()}
     results["wall_s"] = round(time.perf_counter() - start, 1)
     results["other_work_cpu_share"] = _other_work_share(cpu_before, results["wall_s"])
     results["cpus"] = os.cpu_count()
     print_summary(results)
-    Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(opts.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwrote {opts.out} ({results['wall_s']} s, {len(trainer.done)} trainer runs)")
+    written = write_results(
+        result_path(opts.out, REPO / "bench" / "results" / "pipeline.json", opts.smoke), results)
+    print(f"\n{written} ({results['wall_s']} s, {len(trainer.done)} trainer runs)")
+    return exit_status(results, opts.smoke)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

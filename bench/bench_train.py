@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_train.py [--steps 40] [--warmup 3] [--out bench/results/train.json]
                                           [--skip throughput two_ranks startup memory] [--gpu]
+                                          [--smoke]
 
 Prints and writes to JSON:
 
@@ -24,7 +25,10 @@ Prints and writes to JSON:
    rank, ``model.kernels`` torch and fla interleaved: tokens/s, MFU and the speed-up
    (``bench/_gpu_throughput.py``).
 
-Figures, not assertions: nothing here fails on a slow machine.
+Figures, not assertions: nothing here fails on a slow machine. ``--smoke`` proves in seconds
+that the sections still run, each once at its smallest: 1. for the legacy entry in one process
+(2 timed steps), 3. for the recipe entry, 4. on the debug flavor; 2. (two ranks) is left out --
+the same ``bench_layout`` with two ranks -- and it writes no file unless ``--out`` names one.
 """
 
 from __future__ import annotations
@@ -42,13 +46,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _launch import launcher_command  # this directory (sys.path[0])
+from _smoke import SMOKE_HELP, exit_status, result_path, write_results
+
 TARGETS = {"trainer_over_same_wrapping_1_rank": 0.99, "trainer_over_same_wrapping_2_ranks": 0.98}
 
 
-def bench_layout(layout: str, steps: int, warmup: int) -> dict:
-    """Both entries on one layout, each in ``torchrun`` processes of its own (one rank for
-    ``single``, with this process's thread count; two ranks of one thread each otherwise), in
-    the order legacy, new, new, legacy.
+def bench_layout(layout: str, steps: int, warmup: int, entries: tuple[str, ...] | None = None,
+                 mirrored: bool = True, seq_len: int | None = None) -> dict:
+    """Both entries (or ``entries``) on one layout, each in ``torchrun`` processes of its own
+    (one rank for ``single``, with this process's thread count, a plain process; two ranks of
+    one thread each otherwise), in the order legacy, new, new, legacy (unless not
+    ``mirrored``: legacy, new).
 
     One process per measurement: an entry measured second in a process starts with the first
     one's warm allocator and caches, which moved its ratio by 3-4 %. Two per entry, mirrored:
@@ -59,16 +68,17 @@ def bench_layout(layout: str, steps: int, warmup: int) -> dict:
 
     nproc = 1 if layout == "single" else 2
     threads = os.environ.get("OMP_NUM_THREADS", "2") if nproc == 1 else "1"
-    runs: dict[str, list[dict]] = {entry: [] for entry in overhead.ENTRIES}
+    entries = entries or overhead.ENTRIES
+    seq_len = seq_len or overhead.SEQ_LEN
+    runs: dict[str, list[dict]] = {entry: [] for entry in entries}
     errors: dict[str, str] = {}
-    for entry in (*overhead.ENTRIES, *reversed(overhead.ENTRIES)):
+    for entry in (*entries, *(reversed(entries) if mirrored else ())):
         with tempfile.TemporaryDirectory() as tmp:
             out_file = Path(tmp) / "result.json"
             cmd = [
-                sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc_per_node", str(nproc), str(REPO / "bench" / "_trainer_overhead.py"),
+                *launcher_command(nproc), str(REPO / "bench" / "_trainer_overhead.py"),
                 "--layout", layout, "--entry", entry, "--steps", str(steps),
-                "--warmup", str(warmup), "--out", str(out_file),
+                "--warmup", str(warmup), "--seq-len", str(seq_len), "--out", str(out_file),
             ]
             env = {**os.environ, "OMP_NUM_THREADS": threads, "HYPER_PARALLEL_DISABLE_TQDM": "1"}
             proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
@@ -86,7 +96,7 @@ def bench_layout(layout: str, steps: int, warmup: int) -> dict:
         out[entry] = {
             "mean_step_s": step_s, **overhead.ratios(step_s),
             "per_process": [overhead.ratios(m)["trainer_over_same_wrapping"] for m in measured],
-            "tokens_per_s": overhead.GLOBAL_BATCH * overhead.SEQ_LEN / step_s["trainer"],
+            "tokens_per_s": overhead.GLOBAL_BATCH * seq_len / step_s["trainer"],
         }
     return out
 
@@ -129,7 +139,7 @@ def bench_startup(entry: str) -> dict:
 
 
 _MEMORY_CODE = """
-import json, torch
+import json, sys, torch
 from hyper_parallel.models.qwen3_5 import FLAVORS, Qwen3_5ForCausalLM
 
 def hwm_kib():
@@ -141,7 +151,7 @@ def hwm_kib():
 
 base = hwm_kib()
 with torch.device("meta"):
-    model = Qwen3_5ForCausalLM(FLAVORS["0.8b"])
+    model = Qwen3_5ForCausalLM(FLAVORS[sys.argv[1]])
 meta = hwm_kib()
 model.to_empty(device="cpu")
 model.init_weights()
@@ -153,9 +163,10 @@ print(json.dumps({"params": params, "param_bytes_fp32": params * 4,
 """
 
 
-def bench_memory() -> dict:
+def bench_memory(flavor: str = "0.8b") -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", _MEMORY_CODE], cwd=REPO, capture_output=True, text=True, check=True
+        [sys.executable, "-c", _MEMORY_CODE, flavor], cwd=REPO, capture_output=True, text=True,
+        check=True,
     ).stdout
     info = json.loads(out.strip().splitlines()[-1])
     growth = (info["peak_rss_kib"] - info["rss_before_build_kib"]) * 1024
@@ -164,11 +175,13 @@ def bench_memory() -> dict:
     return info
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "train.json"))
+    parser.add_argument("--steps", type=int, help="timed steps (default 40; smoke 2)")
+    parser.add_argument("--warmup", type=int, help="untimed steps first (default 3; smoke 1)")
+    parser.add_argument("--out", help="the JSON (default bench/results/train.json; none with "
+                                      "--smoke)")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["throughput", "two_ranks", "startup", "memory"])
     parser.add_argument("--layouts", nargs="+", default=["fsdp", "tp"], choices=["fsdp", "tp"],
@@ -177,27 +190,36 @@ def main() -> None:
                         help="also the 0.8b kernel comparison on CUDA (bench/_gpu_throughput.py)")
     opts = parser.parse_args()
     os.environ.setdefault("HYPER_PARALLEL_DISABLE_TQDM", "1")
-    results: dict = {"threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
+    steps = opts.steps or (2 if opts.smoke else 40)
+    warmup = opts.warmup if opts.warmup is not None else (1 if opts.smoke else 3)
+    skip = set(opts.skip) | ({"two_ranks"} if opts.smoke else set())
+    results: dict = {"mode": "smoke" if opts.smoke else "full", "steps": steps, "warmup": warmup,
+                     "threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
                      "targets": TARGETS}
-    if "throughput" not in opts.skip:
-        results["one_rank"] = bench_layout("single", opts.steps, opts.warmup)
-    if "two_ranks" not in opts.skip:
+    if "throughput" not in skip:
+        # The smoke run: one entry (the legacy front door; the recipe's starts in 3.), once.
+        results["one_rank"] = bench_layout("single", steps, warmup,
+                                           ("legacy",) if opts.smoke else None, not opts.smoke,
+                                           32 if opts.smoke else None)
+    if "two_ranks" not in skip:
         results["two_ranks"] = {
-            layout: bench_layout(layout, opts.steps, opts.warmup) for layout in opts.layouts
+            layout: bench_layout(layout, steps, warmup) for layout in opts.layouts
         }
-    if "startup" not in opts.skip:
-        results["startup"] = {entry: bench_startup(entry) for entry in ENTRY_POINTS}
-    if "memory" not in opts.skip:
-        results["memory_0_8b"] = bench_memory()
+    if "startup" not in skip:
+        entries = [e for e in ENTRY_POINTS if not opts.smoke or e.startswith("recipe")]
+        results["startup"] = {entry: bench_startup(entry) for entry in entries}
+    if "memory" not in skip:
+        flavor = "debugmodel" if opts.smoke else "0.8b"
+        results[f"memory_{flavor.replace('.', '_')}"] = bench_memory(flavor)
     if opts.gpu:
         from bench._gpu_throughput import gpu_throughput
 
         results["gpu_0_8b"] = gpu_throughput("0.8b")
     print(json.dumps(results, indent=2))
     _print_ratios(results)
-    Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(opts.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {opts.out}")
+    print(write_results(result_path(opts.out, REPO / "bench" / "results" / "train.json",
+                                    opts.smoke), results))
+    return exit_status(results, opts.smoke)
 
 
 def _print_ratios(results: dict) -> None:
@@ -233,4 +255,4 @@ def _print_ratios(results: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,30 +1,56 @@
 #!/usr/bin/env bash
-# The GPU check of the Gated DeltaNet kernels, in one go (sized for < 8 minutes on one H200):
+# The GPU checks on one GPU, in one go (an H200: about 10 minutes, not yet measured -- see
+# docs/architecture.md, "GPU checks"). Each numbered item is a step (bench/_gpu_steps.sh): its
+# own process and time limit, its log and report under $OUT, pass / fail / skipped / partial in
+# $OUT/summary.json; a failed step does not stop the next ones, it fails the script.
 #
-#   1. the parity tests, kernel path vs torch path, forward and backward, fp32 and bf16
-#      (tests/torch/ut/models/test_qwen3_5_kernels.py, with the CPU dispatch tests), -rs so a
-#      skip shows its reason; every measured error ratio goes to parity_ratios.json;
-#   2. the throughput of the 0.8b flavor through the real trainer (bf16 mixed precision, FSDP on
-#      one rank), model.kernels=torch and =fla interleaved: tokens/s, MFU, the speed-up.
+#   env            the device, torch, CUDA, fla-core, causal-conv1d (env.txt)
+#   parity         the kernel parity tests, fla vs torch path, forward and backward, fp32 and
+#                  bf16 (tests/torch/ut/models/test_qwen3_5_kernels.py, with the CPU dispatch
+#                  tests), -rs so a skip shows its reason; every error ratio to parity_ratios.json
+#   throughput     the 0.8b flavor through the real trainer (bf16, FSDP on one rank),
+#                  model.kernels torch and fla interleaved: tokens/s, MFU, the speed-up
+#                  (gpu_throughput.json)
+#   state_passing  (a) context parallelism's state-passing Gated DeltaNet on the fla kernels and
+#                  the torch path, fp32 and bf16, against the one-rank torch path; the bf16 read
+#                  matrix's error shown apart (bench/_check_state_passing.py)
+#   grouped_mm     (b) torch._grouped_mm experts in bf16 against the per-expert loop
+#                  (bench/_check_grouped_mm.py)
+#   compile_fla    (c) torch.compile of the debug model on the fla kernels against eager
+#                  (bench/_check_compile.py)
+#   deterministic  (d) debug.deterministic: two trainer runs, losses bit-identical
+#                  (bench/_check_determinism.py)
+#   fake_pg_fsdp8  (e) one real trainer step of rank 0 of FSDP 8 (the 0.8b recipe) and of EP 8
+#   fake_pg_ep8        (the MoE debug recipe), the other 7 ranks a fake process group: the rank's
+#                      real memory (bench/_check_fake_pg.py)
 #
-# Two phases, because the GPU machine reaches no package index:
+# Three phases; the GPU machine reaches no package index:
 #
 #   bash bench/gpu_check.sh prepare   # where pip reaches PyPI: the wheels the GPU image lacks
 #                                     # (fla-core, torchdata) into .whl/ (git-ignored)
 #   bash bench/gpu_check.sh run       # on the GPU machine, from the repository root: installs
-#                                     # .whl/*.whl when present, then 1. and 2.
+#                                     # .whl/*.whl when present, then every step
+#   bash bench/gpu_check.sh dry       # anywhere (also: smoke, or DRY=1 ... run): every step's
+#                                     # Python on the CPU in its cheapest form, what needs CUDA
+#                                     # skipped with the reason; seconds (tests/bench runs it)
 #
-# `run` writes under $OUT (default bench/results/gpu_check): env.txt, parity.log, parity.xml,
-# parity_ratios.json, bench.log, gpu_throughput.json and summary.json (fla-core there or not,
-# the tests' counts, the figures). It says plainly when fla-core is missing: the parity tests are
-# then skipped with that reason and the bench reports the fla choice's error.
+# STEPS="state_passing grouped_mm" runs only those steps (a device budget's subset). $OUT:
+# default bench/results/gpu_check (a dry run: a new temporary folder). Exit status: 0 all
+# passed (a dry run: nothing failed), 1 a step failed, 3 (run) a step was skipped or partial --
+# fla-core missing, say: the script says so plainly, and which checks did not happen.
 set -uo pipefail
 
 PHASE="${1:-run}"
+case "$PHASE" in smoke) PHASE=dry ;; esac
+[ "${DRY:-0}" = 1 ] && [ "$PHASE" = run ] && PHASE=dry
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO" || exit 1
 WHEELS="${WHEELS:-.whl}"
-PY="${PYTHON:-python3}"
+# A real run: the image's python3 (a GPU image has torch with CUDA); a dry run: the project's
+# .venv where there is one.
+DEFAULT_PY=python3
+[ "$PHASE" = dry ] && [ -x "$REPO/.venv/bin/python" ] && DEFAULT_PY="$REPO/.venv/bin/python"
+PY="${PYTHON:-$DEFAULT_PY}"
 FLA_CORE_VERSION="${FLA_CORE_VERSION:-0.6.0}"
 TORCHDATA_VERSION="${TORCHDATA_VERSION:-0.11.0}"
 
@@ -39,101 +65,87 @@ if [ "$PHASE" = "prepare" ]; then
     echo "carry '$WHEELS' to the GPU machine and run: bash bench/gpu_check.sh run"
     exit 0
 fi
-if [ "$PHASE" != "run" ]; then
-    echo "usage: bash bench/gpu_check.sh [prepare|run]" >&2
+if [ "$PHASE" != "run" ] && [ "$PHASE" != "dry" ]; then
+    echo "usage: bash bench/gpu_check.sh [prepare|run|dry]" >&2
     exit 2
 fi
 
-OUT="${OUT:-$REPO/bench/results/gpu_check}"
+if [ "$PHASE" = dry ]; then
+    OUT="${OUT:-$(mktemp -d -t gpu_check_dry.XXXXXX)}"
+else
+    OUT="${OUT:-$REPO/bench/results/gpu_check}"
+fi
 mkdir -p "$OUT"
+rm -f "$OUT/steps.jsonl" "$OUT/summary.json"
 export PYTHONUNBUFFERED=1 HYPER_PARALLEL_DISABLE_TQDM=1
+# shellcheck source=bench/_gpu_steps.sh
+source "$REPO/bench/_gpu_steps.sh"
 SECONDS=0
+echo "gpu_check ($PHASE): results under $OUT"
 
-# ---- 0. the wheels, when carried (the `gpu` extra cannot be fetched there) -----------------
-if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/gpu_check_site "$WHEELS"/*.whl \
-        && export PYTHONPATH="/tmp/gpu_check_site${PYTHONPATH:+:$PYTHONPATH}" \
-        || echo "WARNING: installing $WHEELS/*.whl failed" >&2
-else
-    echo "no $WHEELS/*.whl: using what the image has (run 'bash bench/gpu_check.sh prepare' where pip works, and carry $WHEELS)" >&2
-fi
-
-{
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
-    "$PY" - <<'EOF'
-import importlib, torch
-print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())
-for name in ("triton", "fla", "causal_conv1d", "torchdata", "einops"):
-    try:
-        module = importlib.import_module(name)
-        print(name, getattr(module, "__version__", "?"))
-    except Exception as exc:  # noqa: BLE001
-        print(name, "MISSING:", type(exc).__name__, exc)
-from hyper_parallel.models.qwen3_5 import kernels
-fla = kernels._load_fla()
-print("fla-core kernels:", "MISSING: " + fla if isinstance(fla, str) else "importable")
-print("causal-conv1d:", "importable" if kernels._load_causal_conv1d() else "not installed (fla-core's conv is used)")
-EOF
-} > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
-grep -q "fla-core kernels: MISSING" "$OUT/env.txt" \
-    && echo "FLA-CORE IS MISSING: the parity tests will be skipped and the fla bench will fail; carry the wheels (see the header of this script)" >&2
-
-# ---- 1. parity tests --------------------------------------------------------------------------
-HYPER_PARALLEL_KERNEL_REPORT="$OUT/parity_ratios.json" timeout 200 "$PY" -m pytest -q -rs \
-    -p no:randomly -p no:cacheprovider --junitxml="$OUT/parity.xml" \
-    tests/torch/ut/models/test_qwen3_5_kernels.py \
-    tests/torch/ut/models/test_qwen3_5_kernel_dispatch.py 2>&1 | tee "$OUT/parity.log"
-PARITY_RC=${PIPESTATUS[0]}
-echo "parity tests: rc=$PARITY_RC after ${SECONDS}s"
-
-# ---- 2. throughput, kernels on and off ---------------------------------------------------------
-if grep -q -- "--gpu" bench/bench_train.py 2>/dev/null; then
-    BENCH=(bench/bench_train.py --gpu --out "$OUT/gpu_throughput.json")
-else
-    BENCH=(bench/_gpu_throughput.py --out "$OUT/gpu_throughput.json")
-fi
-timeout 240 "$PY" "${BENCH[@]}" 2>&1 | tee "$OUT/bench.log"
-BENCH_RC=${PIPESTATUS[0]}
-echo "bench: rc=$BENCH_RC after ${SECONDS}s"
-
-# ---- summary ------------------------------------------------------------------------------------
-PARITY_RC=$PARITY_RC BENCH_RC=$BENCH_RC ELAPSED=$SECONDS "$PY" - "$OUT" <<'EOF'
-import json, os, sys, xml.etree.ElementTree as ET
-from pathlib import Path
-
-out = Path(sys.argv[1])
-env = (out / "env.txt").read_text() if (out / "env.txt").exists() else ""
-summary = {
-    "fla_core_available": "fla-core kernels: importable" in env,
-    "causal_conv1d_available": "causal-conv1d: importable" in env,
-    "parity_rc": int(os.environ["PARITY_RC"]),
-    "bench_rc": int(os.environ["BENCH_RC"]),
-    "elapsed_s": int(os.environ["ELAPSED"]),
+# STEPS limits the run to the steps it names (unnamed steps are neither run nor recorded).
+wanted() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
+# The checks' cheapest CPU form in a dry run, even on a machine with CUDA.
+CPU=()
+[ "$PHASE" = dry ] && CPU=(--cpu)
+check() {  # check STEP LIMIT_S CHECK [ARGS...]: a step of bench/_gpu_checks.py
+    local name="$1" limit="$2" what="$3"
+    shift 3
+    wanted "$name" && step "$name" "$limit" "$PY" bench/_gpu_checks.py "$what" \
+        ${CPU[@]+"${CPU[@]}"} --out "$OUT/$name.json" "$@"
 }
-try:
-    suite = ET.parse(out / "parity.xml").getroot()
-    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-    summary["parity_tests"] = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
-except Exception as exc:  # noqa: BLE001
-    summary["parity_tests"] = f"no junit report: {exc}"
-try:
-    ratios = json.loads((out / "parity_ratios.json").read_text())
-    summary["worst_ratio_over_tol"] = max(r["ratio"] / r["tol"] for r in ratios)
-except Exception:  # noqa: BLE001
-    pass
-try:
-    bench = json.loads((out / "gpu_throughput.json").read_text())
-    summary["bench"] = {
-        name: {k: rec.get(k) for k in ("tokens_per_s", "mfu", "median_step_s", "error") if k in rec}
-        for name, rec in bench.get("choices", {}).items()
-    }
-    summary["bench"].update({k: v for k, v in bench.items() if k.startswith(("speedup", "max_loss"))})
-except Exception as exc:  # noqa: BLE001
-    summary["bench"] = f"no bench result: {exc}"
-text = json.dumps(summary, indent=2)
-(out / "summary.json").write_text(text + "\n")
-print(text)
-EOF
-[ "$PARITY_RC" -eq 0 ] && [ "$BENCH_RC" -eq 0 ]
+
+# ---- the wheels, when carried (the `gpu` extra cannot be fetched there) ---------------------
+if [ "$PHASE" = run ]; then
+    if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target /tmp/gpu_check_site "$WHEELS"/*.whl \
+            && export PYTHONPATH="/tmp/gpu_check_site${PYTHONPATH:+:$PYTHONPATH}" \
+            || echo "WARNING: installing $WHEELS/*.whl failed" >&2
+    else
+        echo "no $WHEELS/*.whl: using what the image has (run 'bash bench/gpu_check.sh prepare' where pip works, and carry $WHEELS)" >&2
+    fi
+fi
+
+# ---- env ------------------------------------------------------------------------------------
+if wanted env; then
+    step env 120 "$PY" bench/_gpu_env.py
+    cp "$OUT/env.log" "$OUT/env.txt"
+    [ "$PHASE" = run ] && grep -q "fla-core kernels: MISSING" "$OUT/env.txt" \
+        && echo "FLA-CORE IS MISSING: the fla halves of the checks will be skipped and the fla bench will fail; carry the wheels (see the header of this script)" >&2
+fi
+
+# ---- parity ---------------------------------------------------------------------------------
+if wanted parity; then
+    if [ "$PHASE" = run ]; then
+        export HYPER_PARALLEL_KERNEL_REPORT="$OUT/parity_ratios.json"
+        step parity 300 "$PY" -m pytest \
+            -q -rs -p no:randomly -p no:cacheprovider --junitxml="$OUT/parity.xml" \
+            tests/torch/ut/models/test_qwen3_5_kernels.py \
+            tests/torch/ut/models/test_qwen3_5_kernel_dispatch.py
+    else
+        # Every test of the file needs CUDA; the suite collects it and runs the dispatch tests.
+        skip_step parity "no CUDA in a dry run: the parity tests need a CUDA device"
+    fi
+fi
+
+# ---- throughput -----------------------------------------------------------------------------
+if wanted throughput; then
+    if [ "$PHASE" = run ]; then
+        step throughput 300 "$PY" bench/_gpu_throughput.py --out "$OUT/gpu_throughput.json"
+    else
+        step throughput 120 "$PY" bench/_gpu_throughput.py --dry-run \
+            --out "$OUT/gpu_throughput.json"
+    fi
+fi
+
+# ---- (a)-(e) --------------------------------------------------------------------------------
+check state_passing 240 state_passing
+check grouped_mm 180 grouped_mm
+check compile_fla 420 compile_fla
+check deterministic 360 deterministic
+check fake_pg_fsdp8 300 fake_pg --layout fsdp8_0_8b
+check fake_pg_ep8 240 fake_pg --layout ep8_moe_debugmodel
+
+# ---- summary --------------------------------------------------------------------------------
+summarize gpu_check "$PHASE"

@@ -66,6 +66,10 @@ STARTERS = (
     "tests/codegen/test_fuzz_from_yaml.py::test_from_yaml_converts_or_refuses",
     _UT + "config/test_fuzz_cli.py::",
     _UT + "models/test_qwen3_5_model.py::test_init_weights_on_dtensor_params_matches_unsharded",
+    # The bench smoke runs: 10-25 s each, every one its own processes (no shared job).
+    "tests/bench/test_bench_smoke.py::test_gpu_check_dry_run",
+    "tests/bench/test_bench_smoke.py::test_bench_smoke_run[bench_moe]",
+    "tests/bench/test_bench_smoke.py::test_bench_smoke_run[bench_train]",
 )
 #: Modules whose other tests read a starter's job: they go last, when it is likely done (a
 #: worker that asks for a job still running waits for it, idle).
