@@ -16,17 +16,19 @@ What it stands in for, and so cannot check (the rest of the path is the product'
 * values: a fake group moves no data and fake tensors hold none. A scalar read back on the
   host (``.item()``, ``.tolist()``, ``bool(t)``) is answered by :func:`_host_scalar`: a
   constant's own value, else 1.0 for floats, ``False`` for booleans, 0 for int32 (the stop
-  flag: no signal), 1 for other integers (token counts: never zero).
+  flag: no signal), 1 for other integers (token counts: never zero); the integers that size
+  the experts' tensors as balanced routing gives them (:func:`_patch_expert_sizes`).
 * object collectives (``all_gather_object`` ..., ``send_object_list``) and barriers: torch
   picks their device itself; here the simulated ranks, each a process, exchange the objects
   through files (:class:`Mailbox`), so what they carry is real.
-* DCP's data path (``dcp.save`` / ``dcp.load``): its planning exchanges objects whose
-  symmetric stand-in no global plan would validate; a save writes the step folder's marker
-  and a load checks it. ``torch.save`` and the Hugging Face export's files hold zeros of the
-  fake tensors' shapes.
-* CUDA streams and events (``torch.cuda.Stream`` ...) are no-ops; the device is ``cuda:0``.
-* Kernels that only exist on CUDA (fla-core, ``torch._grouped_mm``) do not run: the model's
-  torch path does. Those are for ``bench/gpu_check.sh`` on a real GPU.
+* DCP's data path (``dcp.save`` / ``dcp.load``: its planning and writes): a save writes an
+  empty DCP metadata file, which the checkpoint's own checks parse, and a load checks it.
+  ``torch.save`` and the Hugging Face export's files hold zeros of the fake tensors' shapes.
+* CUDA streams and events (``torch.cuda.Stream`` ...) are no-ops, the generator's state is
+  16 zero bytes; the device is ``cuda:0``.
+* Kernels that only exist on CUDA do not run: fla-core is never chosen (no Triton) and
+  ``torch._grouped_mm`` runs its meta kernel's checks, not its arithmetic. Those are for
+  ``bench/gpu_check.sh`` on a real GPU.
 
 The device mesh is built outside the fake mode (its coordinates are real integer tensors).
 Loading the device hooks is process-wide and cannot be undone: use this in a process of its

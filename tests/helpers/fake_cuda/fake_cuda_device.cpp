@@ -16,7 +16,7 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/FakeGuardImpl.h>
-#include <torch/extension.h>
+#include <pybind11/pybind11.h>
 
 #include <cstring>
 

@@ -48,10 +48,9 @@ LAYOUTS: dict[str, tuple[list[str], set[str], bool]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def simulated_jobs(tmp_path_factory) -> dict[str, dict[int, dict]]:
-    """Every layout, both ranks: ``{layout: {rank: the worker's record}}`` (one launch)."""
-    root = tmp_path_factory.mktemp("fake_cuda")
+def _simulate(root: Path) -> dict[str, dict[str, dict]]:
+    """Every layout, both ranks, in one launch: ``{layout: {rank: the worker's record}}``."""
+    root.mkdir(parents=True)
     valid = root / "valid.jsonl"
     corpus = REPO / "hyper_parallel" / "assets" / "corpus" / "valid.jsonl"
     valid.write_text("".join(corpus.read_text().splitlines(keepends=True)[:6]))
@@ -76,11 +75,17 @@ def simulated_jobs(tmp_path_factory) -> dict[str, dict[int, dict]]:
     spawn_ranks(WORKER, [str(plan)], nproc=2, timeout=600)
     return {
         case["name"]: {
-            rank: json.loads((Path(case["out"]) / f"rank{rank}.json").read_text())
+            str(rank): json.loads((Path(case["out"]) / f"rank{rank}.json").read_text())
             for rank in (0, 1)
         }
         for case in cases
     }
+
+
+@pytest.fixture
+def simulated_jobs(run_once) -> dict[str, dict[str, dict]]:
+    """The one launch, shared by the session's xdist workers."""
+    return run_once.get(("fake_cuda layouts", sorted(LAYOUTS)), _simulate)
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
@@ -94,7 +99,7 @@ def test_every_collective_gets_a_tensor_nccl_serves(simulated_jobs, layout):
             assert record["resume"]["steps"] == 2, (rank, record)
             assert record["resume"]["collectives"], (rank, record)
     if resume:
-        folder = Path(simulated_jobs[layout][0]["train"]["folder"])
+        folder = Path(simulated_jobs[layout]["0"]["train"]["folder"])
         for step in (1, 2):
             index = json.loads((folder / f"step_{step}" / "hf_ckpt" /
                                 "model.safetensors.index.json").read_text())
