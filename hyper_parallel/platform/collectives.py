@@ -13,28 +13,29 @@ serves. Object collectives (``all_gather_object`` ...) choose their device insid
 
 The device is read off the group (``ProcessGroup._device_types``, what its backends were
 registered for), so a ``"cpu:gloo,cuda:nccl"`` group keeps small host values on the host, and
-the CPU check of ``tests/torch/ut/runtime/test_fake_cuda_collectives.py`` -- a fake process
+the CPU check of ``tests/torch/st/qwen3_5/test_gpu_collectives.py`` -- a fake process
 group registered for ``cuda`` alone -- refuses any tensor that skipped this module.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 
-def _group_or_world(group: Optional[dist.ProcessGroup]) -> dist.ProcessGroup:
+def _group_or_world(group: dist.ProcessGroup | None) -> dist.ProcessGroup:
     return group if group is not None else dist.group.WORLD
 
 
-def _served_device_types(group: Optional[dist.ProcessGroup]) -> list[str]:
+def _served_device_types(group: dist.ProcessGroup | None) -> list[str]:
     devices = getattr(_group_or_world(group), "_device_types", None) or []
     return [torch.device(d).type for d in devices]
 
 
-def comm_device(group: Optional[dist.ProcessGroup] = None) -> torch.device:
+def comm_device(group: dist.ProcessGroup | None = None) -> torch.device:
     """The device a tensor collective over ``group`` (the world by default) takes.
 
     The host when the group's backend serves it (gloo: cheapest for the step's few scalars),
@@ -51,13 +52,13 @@ def comm_device(group: Optional[dist.ProcessGroup] = None) -> torch.device:
 
 
 def comm_tensor(
-    data: Any, *, dtype: torch.dtype, group: Optional[dist.ProcessGroup] = None
+    data: Any, *, dtype: torch.dtype, group: dist.ProcessGroup | None = None
 ) -> torch.Tensor:
     """``torch.tensor(data, dtype=dtype)`` on the device ``group``'s backend serves."""
     return torch.tensor(data, dtype=dtype, device=comm_device(group))
 
 
-def on_comm_device(tensor: torch.Tensor, group: Optional[dist.ProcessGroup] = None) -> torch.Tensor:
+def on_comm_device(tensor: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
     """``tensor`` itself when ``group``'s backend serves its device, else a copy on a device it
     serves (the caller reduces the copy and reads the result from it)."""
     served = _served_device_types(group) if dist.is_available() and dist.is_initialized() else []
@@ -66,14 +67,14 @@ def on_comm_device(tensor: torch.Tensor, group: Optional[dist.ProcessGroup] = No
     return tensor.to(comm_device(group))
 
 
-def _active(group: Optional[dist.ProcessGroup]) -> bool:
+def _active(group: dist.ProcessGroup | None) -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
 
 
 def all_reduce(
     tensor: torch.Tensor,
-    group: Optional[dist.ProcessGroup],
-    op: "dist.ReduceOp.RedOpType" = dist.ReduceOp.SUM,
+    group: dist.ProcessGroup | None,
+    op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM,
 ) -> torch.Tensor:
     """Reduce ``tensor`` over ``group`` and return the result (no-op without a group or on a
     group of one). The result is ``tensor`` itself, reduced in place, when the backend serves
@@ -85,19 +86,19 @@ def all_reduce(
     return served
 
 
-def all_reduce_sum(tensor: torch.Tensor, group: Optional[dist.ProcessGroup]) -> torch.Tensor:
+def all_reduce_sum(tensor: torch.Tensor, group: dist.ProcessGroup | None) -> torch.Tensor:
     """:func:`all_reduce` with ``SUM``."""
     return all_reduce(tensor, group, dist.ReduceOp.SUM)
 
 
-def sum_counts(counts: Sequence[int], group: Optional[dist.ProcessGroup]) -> list[int]:
+def sum_counts(counts: Sequence[int], group: dist.ProcessGroup | None) -> list[int]:
     """Integer counts summed element-wise over ``group`` (one all-reduce), as Python ints."""
     if group is None or not _active(group):
         return [int(c) for c in counts]
     return all_reduce_sum(comm_tensor(list(counts), dtype=torch.int64, group=group), group).tolist()
 
 
-def barrier(group: Optional[dist.ProcessGroup] = None) -> None:
+def barrier(group: dist.ProcessGroup | None = None) -> None:
     """``dist.barrier`` over ``group`` (no-op without a process group), on the device its
     backend serves: NCCL is told the current device instead of guessing one from the rank."""
     if not (dist.is_available() and dist.is_initialized()):

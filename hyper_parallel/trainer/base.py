@@ -210,8 +210,6 @@ class BaseTrainer:
         checkpoint is written. An exception propagates at once, with no further collective: the
         caller exits, and the peers' collectives fail instead of waiting out the timeout.
         """
-        import torch.distributed as dist
-
         from hyper_parallel.platform.collectives import barrier
         from hyper_parallel.runtime.faults import StopSignal, TrainingStopped
 

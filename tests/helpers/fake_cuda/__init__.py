@@ -145,13 +145,13 @@ class _Stream:
     def query(self) -> bool:
         return True
 
-    def record_event(self, event: Any = None) -> "_Event":
+    def record_event(self, event: Any = None) -> _Event:
         return _Event()
 
-    def __enter__(self) -> "_Stream":
+    def __enter__(self) -> _Stream:
         return self
 
-    def __exit__(self, *exc: Any) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
 
 
 class _Event:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/helpers
 
-from fake_cuda import fake_cuda_rank  # noqa: E402
+from fake_cuda import fake_cuda_rank
 
 
 def _groups_by_name(trainer) -> dict[str, list[str]]:
