@@ -12,19 +12,23 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
+from hyper_parallel.utils.hf_layout import (
+    INDEX_FILE,
+    SHARD_FILE_RE,
+    SINGLE_FILE,
+    cut_files,
+    file_names,
+)
+
 from .configuration import Qwen3_5Config
 
-SINGLE_FILE = "model.safetensors"
-INDEX_FILE = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
-_SHARD_RE = re.compile(r"^model-\d{5}-of-\d{5}\.safetensors$")
 # Keys of our own (un-fused) layout: passing them here means the adapter was not applied.
 _NATIVE_MARKERS = (".linear_attn.in_proj_q.weight", ".linear_attn.conv_q_weight")
 
@@ -83,19 +87,9 @@ def _plan_shards(
     state_dict: Mapping[str, torch.Tensor], max_shard_bytes: int | None
 ) -> list[list[str]]:
     """Greedy, order-preserving split into shards of at most ``max_shard_bytes`` (a tensor larger
-    than the limit gets a shard of its own)."""
-    if not max_shard_bytes:
-        return [list(state_dict)]
-    shards: list[list[str]] = [[]]
-    size = 0
-    for name, tensor in state_dict.items():
-        nbytes = _nbytes(tensor)
-        if shards[-1] and size + nbytes > max_shard_bytes:
-            shards.append([])
-            size = 0
-        shards[-1].append(name)
-        size += nbytes
-    return shards
+    than the limit gets a shard of its own; ``utils.hf_layout.cut_files``)."""
+    return cut_files(((name, _nbytes(t), None) for name, t in state_dict.items()),
+                     max_shard_bytes) or [[]]
 
 
 def _dtype_name(state_dict: Mapping[str, torch.Tensor]) -> str | None:
@@ -125,7 +119,7 @@ def save_hf_checkpoint(
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)
     for old in root.iterdir():
-        if old.name in (SINGLE_FILE, INDEX_FILE) or _SHARD_RE.match(old.name):
+        if old.name in (SINGLE_FILE, INDEX_FILE) or SHARD_FILE_RE.match(old.name):
             old.unlink()
 
     # safetensors needs contiguous CPU tensors that do not share storage with each other.
@@ -148,8 +142,7 @@ def save_hf_checkpoint(
         written.append(target)
     else:
         weight_map: dict[str, str] = {}
-        for i, names in enumerate(shards, start=1):
-            fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        for fname, names in zip(file_names(len(shards)), shards):
             st.save_file({n: tensors[n] for n in names}, str(root / fname), metadata=metadata)
             weight_map.update({n: fname for n in names})
             written.append(root / fname)

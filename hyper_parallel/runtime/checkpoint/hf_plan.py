@@ -7,11 +7,12 @@ A safetensors file's header lists every tensor of the file with its offsets befo
 tensors' names, dtypes and shapes alone (the adapter run on ``meta`` tensors), before the first
 weight is gathered. Pure data, no torch, no process group.
 
-Files are cut as ``huggingface_hub.split_torch_state_dict_into_shards`` (what transformers'
-``save_pretrained`` calls) cuts them -- greedily in tensor order, a new file when the next tensor
-would take the current one past ``max_shard_bytes``, a tensor larger than that alone in its own
-file -- with two differences that streaming needs: the order of the tensors is kept (the hub
-keeps an open file open past an oversized tensor, which puts that tensor's file first), and a new
+Files are cut and named as the models' HF writer cuts them (``utils.hf_layout``, after
+``huggingface_hub.split_torch_state_dict_into_shards``, what transformers' ``save_pretrained``
+calls) -- greedily in tensor order, a new file when the next tensor would take the current one
+past ``max_shard_bytes``, a tensor larger than that alone in its own file -- with two
+differences from the hub that streaming needs: the order of the tensors is kept (the hub keeps
+an open file open past an oversized tensor, which puts that tensor's file first), and a new
 file starts where the writer changes (under pipeline parallelism each stage's first
 data-parallel rank writes that stage's files; see :mod:`.hf_export`). One file is
 ``model.safetensors`` with no index, as ``save_pretrained`` writes it.
@@ -23,10 +24,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .errors import CheckpointError
+from hyper_parallel.utils.hf_layout import INDEX_FILE, cut_files, file_names
 
-SINGLE_FILE = "model.safetensors"
-INDEX_FILE = "model.safetensors.index.json"
+from .errors import CheckpointError
 
 #: Bytes per element of every safetensors dtype code this export writes.
 DTYPE_BYTES = {
@@ -37,13 +37,11 @@ DTYPE_BYTES = {
 __all__ = [
     "DTYPE_BYTES",
     "INDEX_FILE",
-    "SINGLE_FILE",
     "ExportPlan",
     "ShardFile",
     "TensorSpec",
     "UnitSpec",
     "plan_export",
-    "shard_file_name",
 ]
 
 
@@ -129,20 +127,13 @@ class ExportPlan:
         return max(set(codes), key=codes.count) if codes else None
 
 
-def shard_file_name(index: int, count: int) -> str:
-    """``model-00001-of-00003.safetensors`` (``index`` from 1), as ``save_pretrained`` names
-    its files."""
-    return f"model-{index:05d}-of-{count:05d}.safetensors"
-
-
 def plan_export(units: Sequence[UnitSpec], max_shard_bytes: int) -> ExportPlan:
     """The files of ``units`` (in model order) at most ``max_shard_bytes`` each (see the module
     docstring). A name that two tensors share is a ``CheckpointError``."""
     if max_shard_bytes < 1:
         raise ValueError(f"max_shard_bytes must be at least 1, got {max_shard_bytes}")
     seen: dict[str, str] = {}
-    files: list[ShardFile] = []
-    size = 0
+    specs: dict[int, tuple[TensorSpec, int]] = {}  # position -> (tensor, writer)
     for unit in units:
         for tensor in unit.tensors:
             if tensor.name in seen:
@@ -151,21 +142,12 @@ def plan_export(units: Sequence[UnitSpec], max_shard_bytes: int) -> ExportPlan:
                     f"{tensor.name!r}; the state-dict adapter must give every weight one name"
                 )
             seen[tensor.name] = unit.unit
-            current = files[-1] if files else None
-            if (
-                current is None
-                or current.writer != unit.writer
-                # (an oversized tensor fills its file: the next one starts another)
-                or (current.tensors and size + tensor.nbytes > max_shard_bytes)
-            ):
-                current = ShardFile(name="", writer=unit.writer)
-                files.append(current)
-                size = 0
-            current.tensors.append(tensor)
-            size += tensor.nbytes
-    if len(files) == 1:
-        files[0].name = SINGLE_FILE
-    for i, shard in enumerate(files, start=1):
-        if len(files) > 1:
-            shard.name = shard_file_name(i, len(files))
+            specs[len(specs)] = (tensor, unit.writer)
+    cut = cut_files(((i, t.nbytes, writer) for i, (t, writer) in specs.items()),
+                    max_shard_bytes)
+    files = [
+        ShardFile(name=name, writer=specs[positions[0]][1],
+                  tensors=[specs[i][0] for i in positions])
+        for name, positions in zip(file_names(len(cut)), cut)
+    ]
     return ExportPlan(files=files, units=list(units))
