@@ -7,7 +7,23 @@
 # from the step's own report $OUT/NAME.json where it writes one) and sets the script's exit
 # status: 1 when a step failed, 3 (a real run only) when a step was skipped or partial.
 #
-# Needs: OUT (the results folder, created), PY (the interpreter).
+# Needs: REPO, PHASE and PY (the interpreter); open_results sets OUT.
+
+# open_results NAME: OUT, the results folder (a new temporary one in a dry run, else
+# bench/results/NAME; $OUT when set), without an earlier run's records; the environment of
+# every step; the clock.
+open_results() {
+    if [ "$PHASE" = dry ]; then
+        OUT="${OUT:-$(mktemp -d -t "$1_dry.XXXXXX")}"
+    else
+        OUT="${OUT:-$REPO/bench/results/$1}"
+    fi
+    mkdir -p "$OUT"
+    rm -f "$OUT/steps.jsonl" "$OUT/summary.json"
+    export PYTHONUNBUFFERED=1 HYPER_PARALLEL_DISABLE_TQDM=1
+    SECONDS=0
+    echo "$1 ($PHASE): results under $OUT"
+}
 
 # step NAME LIMIT_S COMMAND...
 step() {

@@ -70,18 +70,9 @@ if [ "$PHASE" != "run" ] && [ "$PHASE" != "dry" ]; then
     exit 2
 fi
 
-if [ "$PHASE" = dry ]; then
-    OUT="${OUT:-$(mktemp -d -t gpu_check_dry.XXXXXX)}"
-else
-    OUT="${OUT:-$REPO/bench/results/gpu_check}"
-fi
-mkdir -p "$OUT"
-rm -f "$OUT/steps.jsonl" "$OUT/summary.json"
-export PYTHONUNBUFFERED=1 HYPER_PARALLEL_DISABLE_TQDM=1
 # shellcheck source=bench/_gpu_steps.sh
 source "$REPO/bench/_gpu_steps.sh"
-SECONDS=0
-echo "gpu_check ($PHASE): results under $OUT"
+open_results gpu_check
 
 # STEPS limits the run to the steps it names (unnamed steps are neither run nor recorded).
 wanted() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }

@@ -38,18 +38,9 @@ cd "$REPO" || exit 1
 DEFAULT_PY=python3
 [ "$PHASE" = dry ] && [ -x "$REPO/.venv/bin/python" ] && DEFAULT_PY="$REPO/.venv/bin/python"
 PY="${PYTHON:-$DEFAULT_PY}"
-if [ "$PHASE" = dry ]; then
-    OUT="${OUT:-$(mktemp -d -t gpu_multi_check_dry.XXXXXX)}"
-else
-    OUT="${OUT:-$REPO/bench/results/gpu_multi_check}"
-fi
-mkdir -p "$OUT"
-rm -f "$OUT/steps.jsonl" "$OUT/summary.json"
-export PYTHONUNBUFFERED=1 HYPER_PARALLEL_DISABLE_TQDM=1
 # shellcheck source=bench/_gpu_steps.sh
 source "$REPO/bench/_gpu_steps.sh"
-SECONDS=0
-echo "gpu_multi_check ($PHASE): results under $OUT"
+open_results gpu_multi_check
 # Carried wheels installed by a gpu_check.sh run on this machine (fla-core for model.kernels).
 [ -d /tmp/gpu_check_site ] && export PYTHONPATH="/tmp/gpu_check_site${PYTHONPATH:+:$PYTHONPATH}"
 
