@@ -44,13 +44,27 @@ class _StepRecorder:
         trainer.add_callback(Record(trainer))
 
 
+def _gather_stage_states(state: dict, group) -> dict:
+    """The pipeline stages' full state dicts merged on the first rank of ``group`` (empty
+    elsewhere; collective). For comparing small test models only: it pickles every tensor of a
+    stage through ``gather_object``, so the first rank holds the whole model."""
+    import torch.distributed as dist
+
+    local = {k: v.detach().cpu() for k, v in state.items()}
+    first = dist.get_group_rank(group, dist.get_rank()) == 0
+    gathered = [None] * dist.get_world_size(group) if first else None
+    dist.gather_object(local, gathered, group=group, group_dst=0)
+    merged: dict = {}
+    for stage_state in gathered or []:
+        merged.update(stage_state)
+    return merged
+
+
 def _full_parameters(trainer) -> dict:
     """Every parameter and buffer of the model as a full tensor on the CPU (DTensor shards
     gathered; under pipeline parallelism every stage's, on the first rank of each pipeline);
     the names are the checkpoint's (no wrapper prefixes)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    from hyper_parallel.runtime.checkpoint import gather_stage_states
 
     pipeline = trainer.pipeline
     state = {}
@@ -58,7 +72,7 @@ def _full_parameters(trainer) -> dict:
         state.update(get_model_state_dict(part, options=StateDictOptions(
             full_state_dict=True, cpu_offload=pipeline is None)))
     if pipeline is not None:
-        state = gather_stage_states(state, pipeline.group)
+        state = _gather_stage_states(state, pipeline.group)
     # A copy of each: tied weights share storage, which safetensors refuses to write twice.
     return {name: tensor.detach().clone().contiguous() for name, tensor in state.items()}
 

@@ -30,7 +30,6 @@ import checkpoint as ckpt``; ``ckpt.save_checkpoint(...)``):
 * :mod:`.hf_export`    :func:`export_hf_weights` (Hugging Face safetensors, streamed unit by unit;
                        its file plan in :mod:`.hf_plan`, its file writer in
                        :mod:`.safetensors_stream`)
-* :mod:`.stage_states` :func:`gather_stage_states` (the stages' states on one rank, for tests)
 * :mod:`.errors`       :class:`CheckpointError` and the wording of its messages
 
 ``optimizer`` may be a torch optimizer or an optimizer container, ``lr_scheduler`` and
@@ -64,7 +63,6 @@ from .load import DATA_RANKS_KEY, load_checkpoint
 from .resume import resolve_resume_path
 from .retention import purge_old_checkpoints
 from .save import save_checkpoint
-from .stage_states import gather_stage_states
 
 __all__ = [
     "DATA_RANKS_KEY",
@@ -84,7 +82,6 @@ __all__ = [
     "complete_checkpoints",
     "dataloader_file",
     "export_hf_weights",
-    "gather_stage_states",
     "get_rng_state",
     "is_complete_checkpoint",
     "latest_checkpoint",
