@@ -128,7 +128,9 @@ def main(plan_file: str) -> None:
     import torch.distributed as dist
 
     from hyper_parallel.utils.logging import init_logger
+    from tests.helpers.numerics import apply_in_process
 
+    apply_in_process()  # a golden case's pinned numerics, before its first tensor operation
     init_logger()
     plan = json.loads(Path(plan_file).read_text())
     rank = int(os.environ.get("RANK", "0"))  # torchrun's; the group forms with the first trainer

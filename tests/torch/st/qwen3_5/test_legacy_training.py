@@ -44,7 +44,7 @@ UPDATE_GOLDEN = os.environ.get("HYPER_PARALLEL_UPDATE_GOLDEN") == "1"
 NO_SIDE_WORK = ("--train.eval.eval_steps=0", "--train.eval.eval_dataset=null",
                 "--train.checkpoint.save_steps=0")
 #: They run on the pinned kernel paths of :mod:`tests.helpers.numerics`, where the files hold on
-#: any x86-64 CPU with AVX2.
+#: any x86-64 CPU.
 PINNED = tuple(PORTABLE_NUMERICS.items())
 GOLDEN_RUNS = {
     "train_qwen3_5_debug": Case((str(EXAMPLES / "train_qwen3_5_debug.yaml"),), ONE_RANK, True,
