@@ -53,7 +53,7 @@ BENCHES = {
     "bench_moe": ([r"ours grouped_mm\s+\d+\.\d", r"grouped_mm / loop \d\.\d{3}",
                    r"1 rank \(1 rank\): \d+\.\d ms"],
                   ("train_step", "experts", "expert_parallel"), ()),
-    "bench_pipeline": ([r"1F1B\s+m=2: PP\s+\d+\.\d ms .* bubble \d\.\d{3}",
+    "bench_pipeline": ([r"1F1B\s+m=2: PP\s+\d+\.\d ms .* bubble -?\d\.\d{3}",
                         r"PP 2 \(1F1B, m=2\): \d+\.\d ms"],
                        ("bubble", "pp_vs_dp"), ()),
     "bench_context_parallel": ([r"cp 2 ulysses / p2p\s+\d+\.\d\s+\d\.\d{3}",
