@@ -1,0 +1,203 @@
+"""One rank of a job at its real world size, simulated in this process without its peers.
+
+The process group is torch's fake backend (``FakeStore``: every collective returns at once and
+moves nothing), so rank 57 of 128 builds its real mesh, process groups and DTensor placements on
+one CPU. Tensors are ``FakeTensorMode`` tensors: shapes, dtypes and devices without storage, so
+a 397B model's rank builds, steps and is measured with no memory of its own.
+
+What the fake world answers, because nothing computes it:
+
+* a scalar read back on the host (``.item()``, ``.tolist()``, ``bool(t)``): a constant's own
+  value, else 1.0 for floats, ``False`` for booleans, 0 for int32 (the stop flag: no signal) and
+  1 for other integers (token counts: never zero), except
+* the row counts a mixture-of-experts layer sizes its tensors by (:func:`expert_sizes`): the
+  rows each expert-parallel rank sends and receives and each local expert's rows, as balanced
+  routing gives them, with this rank receiving ``imbalance`` times its share (the busiest rank:
+  what a memory budget must hold).
+
+The device mesh computes coordinates with real integer tensors and the engine builds its model on
+``meta``: both run outside the fake mode (:func:`on_host`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch._subclasses import fake_impls
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+
+#: Integer reads that size tensors, consumed in order (see :func:`expert_sizes`).
+_SIZE_ANSWERS: list[int] = []
+
+
+def host_scalar(fake_mode: FakeTensorMode, func: Any, arg: Any) -> Any:
+    """The value a fake tensor reads back on the host (see the module docstring)."""
+    if arg.constant is not None:
+        return arg.constant.item()
+    if _SIZE_ANSWERS and not arg.dtype.is_floating_point and arg.dtype != torch.bool:
+        return _SIZE_ANSWERS.pop(0)
+    if arg.dtype.is_floating_point:
+        return 1.0
+    if arg.dtype == torch.bool:
+        return False
+    return 0 if arg.dtype == torch.int32 else 1
+
+
+def balanced(total: int, parts: int) -> list[int]:
+    """``total`` rows over ``parts`` as even as integers allow, the remainder to the first."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+@contextlib.contextmanager
+def size_answers(values: list[int]) -> Iterator[None]:
+    """The next integer host reads answer ``values``, in order; all must be read."""
+    _SIZE_ANSWERS[:] = values
+    try:
+        yield
+    finally:
+        left = len(_SIZE_ANSWERS)
+        _SIZE_ANSWERS.clear()
+        if left:
+            raise AssertionError(f"fake world: {left} expected size reads did not happen")
+
+
+class Patches:
+    """Attribute replacements, undone in reverse order. A class's own ``__dict__`` entry is
+    what is saved (``getattr`` would unwrap a staticmethod and lose it)."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[Any, str, bool, Any]] = []
+
+    def set(self, owner: Any, name: str, value: Any) -> None:
+        if isinstance(owner, type):
+            own = name in vars(owner)
+            previous = vars(owner).get(name)
+        else:
+            own, previous = True, getattr(owner, name)
+        self._saved.append((owner, name, own, previous))
+        setattr(owner, name, value)
+
+    def undo(self) -> None:
+        while self._saved:
+            owner, name, own, previous = self._saved.pop()
+            if own:
+                setattr(owner, name, previous)
+            else:
+                delattr(owner, name)
+
+
+def on_host(fn):
+    """``fn`` run outside any fake mode (its tensors are real, or on ``meta``)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with unset_fake_temporarily():
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def patch_device_mesh(patches: Patches) -> None:
+    """DeviceMesh computes coordinates with real integer tensors: keep it off the fake mode."""
+    from torch.distributed import device_mesh
+
+    patches.set(device_mesh, "init_device_mesh", on_host(device_mesh.init_device_mesh))
+    cls = device_mesh.DeviceMesh
+    for name, attr in list(vars(cls).items()):
+        if isinstance(attr, staticmethod):
+            patches.set(cls, name, staticmethod(on_host(attr.__func__)))
+        elif isinstance(attr, classmethod):
+            patches.set(cls, name, classmethod(on_host(attr.__func__)))
+        elif isinstance(attr, property):
+            patches.set(cls, name, property(on_host(attr.fget), attr.fset and on_host(attr.fset)))
+        elif isinstance(attr, types.FunctionType):
+            patches.set(cls, name, on_host(attr))
+
+
+def patch_stage_cut(patches: Patches) -> None:
+    """A pipeline stage is a deep copy of the meta model's units: a meta copy too (a fake meta
+    parameter could not be swapped for its materialized self)."""
+    from hyper_parallel.models import pipelining
+
+    patches.set(pipelining, "cut_stage", on_host(pipelining.cut_stage))
+
+
+def patch_expert_sizes(patches: Patches, imbalance: float) -> None:
+    """The mixture-of-experts sizes its tensors by routing: the rows each expert-parallel rank
+    sends and receives (``AllToAllDispatcher.dispatch`` reads them once, as ``2 x ep``
+    integers) and the rows of each local expert (the experts' loop reads ``counts``). This rank
+    sends ``1/ep`` of its rows to each rank and receives ``imbalance`` times its own row count
+    (from every rank alike); each local expert gets an even share of what it received."""
+    from hyper_parallel.models.qwen3_5_moe.expert_parallel import AllToAllDispatcher
+    from hyper_parallel.models.qwen3_5_moe.moe import GroupedExperts
+
+    dispatch = AllToAllDispatcher.dispatch
+    loop = GroupedExperts._loop
+
+    @functools.wraps(dispatch)
+    def hot_dispatch(self, tokens, counts):
+        rows = tokens.shape[0]
+        received = max(1, round(rows * imbalance))
+        with size_answers(balanced(rows, self.ep) + balanced(received, self.ep)):
+            return dispatch(self, tokens, counts)
+
+    @functools.wraps(loop)
+    def balanced_loop(x, counts, gate_up, down):
+        with size_answers(balanced(x.shape[0], counts.numel())):
+            return loop(x, counts, gate_up, down)
+
+    patches.set(AllToAllDispatcher, "dispatch", hot_dispatch)
+    patches.set(GroupedExperts, "_loop", staticmethod(balanced_loop))
+
+
+@contextlib.contextmanager
+def scalar_answers() -> Iterator[None]:
+    """Host reads of fake tensors answered by :func:`host_scalar` until the block ends."""
+    ops = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
+    saved = {op: fake_impls.op_implementations_dict[op] for op in ops}
+    for op in ops:
+        fake_impls.op_implementations_dict[op] = host_scalar
+    try:
+        yield
+    finally:
+        fake_impls.op_implementations_dict.update(saved)
+
+
+@contextlib.contextmanager
+def fake_process_group(rank: int, world_size: int) -> Iterator[None]:
+    """Be ``rank`` of a ``world_size``-rank job on torch's fake backend until the block ends."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if dist.is_initialized():
+        raise RuntimeError("a process group exists already: preflight simulates its own")
+    dist.init_process_group("fake", rank=rank, world_size=world_size, store=FakeStore())
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def fake_world(imbalance: float = 1.0) -> Iterator[FakeTensorMode]:
+    """The fake mode and the patches the simulated rank's engine code runs under (the process
+    group comes from :func:`fake_process_group`)."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    patches = Patches()
+    try:
+        patch_device_mesh(patches)
+        patch_stage_cut(patches)
+        patch_expert_sizes(patches, imbalance)
+        with scalar_answers(), mode:
+            yield mode
+    finally:
+        patches.undo()
+
+
+__all__ = ["Patches", "balanced", "fake_process_group", "fake_world", "host_scalar", "on_host",
+           "size_answers"]

@@ -1,0 +1,123 @@
+"""Preflight's output: a table a person reads, and one JSON object for tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hyper_parallel.preflight.flops import MFU_RANGE, step_seconds
+from hyper_parallel.preflight.gpus import (
+    CUDA_CONTEXT_BYTES,
+    FRAGMENTATION,
+    GIB,
+    NCCL_BYTES_PER_GROUP,
+)
+from hyper_parallel.preflight.run import Preflight
+
+
+def _ranks(ranks: list[int]) -> str:
+    """``0-127``, or ``1, 5, ..., 125`` (a pipeline position's ranks, a stride apart)."""
+    if len(ranks) == 1:
+        return str(ranks[0])
+    step = ranks[1] - ranks[0]
+    if step == 1:
+        return f"{ranks[0]}-{ranks[-1]}"
+    if len(ranks) <= 3:
+        return ", ".join(map(str, ranks))
+    return f"{ranks[0]}, {ranks[1]}, ..., {ranks[-1]}"
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.2f}"
+
+
+def to_json(report: Preflight, origin: str = "") -> dict[str, Any]:
+    """The ``--json`` object (figures in bytes)."""
+    seconds = step_seconds(report.flops_per_token, report.tokens_per_step, report.world_size,
+                           report.gpu.bf16_tflops)
+    return {
+        "config": origin,
+        "world_size": report.world_size,
+        "gpu": report.gpu.name,
+        "gpu_bytes": report.gpu.memory_bytes,
+        "roles": [
+            {
+                "ranks": role.ranks,
+                "rank": role.rank,
+                "params_bytes": role.memory.params_bytes,
+                "grads_bytes": role.memory.grads_bytes,
+                "optimizer_bytes": role.memory.optimizer_bytes,
+                "activations_bytes": role.memory.activations_bytes,
+                "buffers_bytes": role.memory.buffers_bytes,
+                "allowances_bytes": role.overheads,
+                "total_bytes": role.total_bytes,
+                "headroom_bytes": report.gpu.memory_bytes - role.total_bytes,
+                "verdict": role.verdict,
+                "in_flight_microbatches": role.memory.in_flight,
+                "measured_depth": role.memory.depth,
+                "tracked_kinds_bytes": role.memory.detail,
+                "seconds": round(role.seconds, 2),
+            }
+            for role in report.roles
+        ],
+        "problems": report.problems,
+        "suggestions": report.suggestions,
+        "flops_per_token": report.flops_per_token,
+        "tokens_per_step": report.tokens_per_step,
+        "step_seconds_range": list(seconds) if seconds else None,
+        "mfu_range": list(MFU_RANGE),
+        "expert_imbalance": report.imbalance,
+        "seconds": round(report.seconds, 2),
+    }
+
+
+_COLUMNS = ("ranks", "params", "grads", "optimizer", "buffers", "activations", "allowances",
+            "total", "headroom", "verdict")
+
+
+def to_text(report: Preflight, origin: str = "") -> str:
+    """The table (GiB) and what it assumed."""
+    gpu = report.gpu
+    lines = [(f"preflight of {origin or 'the configuration'}: {report.world_size} ranks on "
+             f"{gpu.name} ({gpu.memory_bytes / GIB:.1f} GiB){'' if report.roles else ''}")]
+    rows = [_COLUMNS]
+    for role in report.roles:
+        m = role.memory
+        rows.append((
+            _ranks(role.ranks), _gib(m.params_bytes), _gib(m.grads_bytes),
+            _gib(m.optimizer_bytes), _gib(m.buffers_bytes), _gib(m.activations_bytes),
+            _gib(sum(role.overheads.values())), _gib(role.total_bytes),
+            _gib(gpu.memory_bytes - role.total_bytes), role.verdict))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    for row in rows:
+        lines.append("  " + "  ".join(
+            cell.ljust(w) if i in (0, len(row) - 1) else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths))))
+    for role in report.roles:
+        m = role.memory
+        flight = f", {m.in_flight} micro-batches in flight" if m.in_flight > 1 else ""
+        lines.append(f"  rank {role.rank}: step measured at {m.depth or 'whole'} depth"
+                     f"{flight}, {m.process_groups} process groups, {role.seconds:.1f} s")
+    lines.append(
+        f"allowances: CUDA context {CUDA_CONTEXT_BYTES / GIB:g} GiB, NCCL "
+        f"{NCCL_BYTES_PER_GROUP / 2**20:g} MiB per process group, fragmentation "
+        f"{FRAGMENTATION:.0%} of the allocated peak; routed-expert load {report.imbalance:g}x "
+        "the balanced share on the busiest rank")
+    seconds = step_seconds(report.flops_per_token, report.tokens_per_step, report.world_size,
+                           gpu.bf16_tflops)
+    compute = (f"; step {seconds[0]:.2f}-{seconds[1]:.2f} s at {MFU_RANGE[0]:.0%}-"
+               f"{MFU_RANGE[1]:.0%} MFU of {gpu.bf16_tflops:g} bf16 TFLOPs" if seconds else "")
+    lines.append(f"{report.flops_per_token / 1e9:.2f} GFLOPs per token (training), "
+                 f"{report.tokens_per_step} tokens per step{compute}")
+    for problem in report.problems:
+        lines.append(f"problem: {problem}")
+    if report.suggestions:
+        lines.append("would fit (each preflighted):")
+        lines.extend(f"  {s}" for s in report.suggestions)
+    elif not report.fits and report.roles:
+        lines.append("no change preflight tries makes it fit at this world size: more GPUs, "
+                     "pipeline parallelism or a shorter sequence")
+    lines.append(f"({report.seconds:.1f} s)")
+    return "\n".join(lines)
+
+
+__all__ = ["to_json", "to_text"]

@@ -1,0 +1,196 @@
+"""Preflight one configuration: its rank roles, each built and measured, judged against a GPU.
+
+A *role* is a set of ranks that hold the same shapes. Data, FSDP, tensor, context and expert
+parallel ranks differ only in which shard or which experts they hold, never in how much (the
+representative is rank 0, whose FSDP shards are the largest when a dimension does not divide);
+pipeline ranks hold different stages, so each pipeline rank is a role (its representative: the
+rank at that pipeline position with every other coordinate 0, which is the pipeline position
+itself, ``pp`` being the mesh's innermost axis).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from hyper_parallel.preflight.fake_world import fake_process_group, fake_world
+from hyper_parallel.preflight.flops import flops_per_token
+from hyper_parallel.preflight.gpus import Gpu, overhead_bytes, verdict
+from hyper_parallel.preflight.simulate import (
+    ACTIVATION_KINDS,
+    BUFFER_KINDS,
+    RoleBuild,
+    RoleMemory,
+    create_optimizer_state,
+    layer_period,
+    optimizer_bytes,
+    parameter_bytes,
+    process_groups,
+    simulation_config,
+    stage_peak,
+    step_peak,
+)
+
+#: The busiest expert-parallel rank receives this many times its balanced share of routed
+#: tokens (what the memory of a mixture-of-experts step must hold; ``--imbalance``).
+DEFAULT_IMBALANCE = 1.25
+
+
+@dataclass
+class Role:
+    """One role's figures and verdict."""
+
+    ranks: list[int]
+    rank: int
+    """The representative rank that was built and stepped."""
+    memory: RoleMemory
+    overheads: dict[str, int]
+    total_bytes: int
+    verdict: str
+    seconds: float
+
+
+@dataclass
+class Preflight:
+    """A configuration's preflight."""
+
+    world_size: int
+    gpu: Gpu
+    roles: list[Role] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    flops_per_token: float = 0.0
+    tokens_per_step: int = 0
+    imbalance: float = DEFAULT_IMBALANCE
+    seconds: float = 0.0
+    suggestions: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return not self.problems and all(r.verdict != "oom" for r in self.roles)
+
+
+def world_size_of(config: Any, world: int | None = None) -> int:
+    """The job's world size: ``world``, else the product of the recipe's degrees (expert
+    parallelism is an axis of its own here; an unset or ``-1`` FSDP degree, "the rest",
+    counts as 1 without ``world``)."""
+    if world is not None:
+        return world
+    p = config.parallelism
+    size = 1
+    for degree in (p.data_parallel_replicate_degree, p.data_parallel_shard_degree,
+                   p.context_parallel_degree, p.tensor_parallel_degree,
+                   p.pipeline_parallel_degree, p.expert_parallel_degree):
+        size *= degree if degree and degree > 1 else 1
+    return size
+
+
+def role_ranks(config: Any, world: int) -> list[list[int]]:
+    """The ranks of each role (see the module docstring)."""
+    pp = max(1, config.parallelism.pipeline_parallel_degree)
+    if pp == 1:
+        return [list(range(world))]
+    return [list(range(r, world, pp)) for r in range(pp)]
+
+
+def measure_role(config: Any, rank: int, world: int,
+                 imbalance: float) -> tuple[RoleMemory, float]:
+    """Build ``rank`` of a ``world``-rank job of ``config`` and measure it (see
+    :mod:`~hyper_parallel.preflight.simulate`); also the model's training FLOPs per token."""
+    with fake_process_group(rank, world):
+        build = RoleBuild(config)
+        flops = flops_per_token(build.model, build.model_config, config.training.seq_len)
+        depth = build.model_config.num_hidden_layers
+        period = layer_period(config, build.model_config)
+        if period is not None and depth > 2 * period:
+            build.parallelize_on_meta()
+            params, grads = parameter_bytes(build)
+            groups = process_groups(build)
+        else:
+            period = None
+            with fake_world(imbalance):
+                build.parallelize()
+                groups = process_groups(build)
+                flight = 1
+                if build.parallel_dims.pp_enabled:
+                    kinds, flight = stage_peak(build)
+                    create_optimizer_state(build)
+                else:
+                    kinds = step_peak(build)
+                params, grads = parameter_bytes(build)
+                optimizer = optimizer_bytes(build)
+        del build
+    how = "whole"
+    if period is not None:
+        flight = 1
+        periods = depth // period
+        short = _short_role(config, rank, world, imbalance, period)
+        double = _short_role(config, rank, world, imbalance, 2 * period)
+
+        def extrapolate(one: int, two: int) -> int:
+            return one + (two - one) * (periods - 1)
+
+        kinds = {k: extrapolate(short[1].get(k, 0), double[1].get(k, 0))
+                 for k in set(short[1]) | set(double[1])}
+        optimizer = extrapolate(short[0][2], double[0][2])
+        # The premise, checked: the parameters the short builds extrapolate to are the whole
+        # build's, to the byte (else a period is not what it seemed).
+        if (extrapolate(short[0][0], double[0][0]), extrapolate(short[0][1], double[0][1])) != (
+                params, grads):
+            raise RuntimeError(
+                f"preflight: the layers of rank {rank} do not repeat every {period} (the "
+                "parameters of 1 and 2 periods do not extrapolate to the whole model's); "
+                "this model needs a whole-depth step")
+        how = f"{period} + {2 * period} layers -> {depth}"
+    activations = sum(kinds.get(k, 0) for k in ACTIVATION_KINDS)
+    buffers = sum(kinds.get(k, 0) for k in BUFFER_KINDS)
+    return RoleMemory(
+        params_bytes=params,
+        grads_bytes=grads,
+        optimizer_bytes=optimizer,
+        buffers_bytes=buffers,
+        activations_bytes=activations,
+        process_groups=groups,
+        in_flight=flight,
+        depth=how,
+        detail={k: v for k, v in sorted(kinds.items()) if v and k != "Total"},
+    ), flops
+
+
+def _short_role(config: Any, rank: int, world: int, imbalance: float,
+                layers: int) -> tuple[tuple[int, int, int], dict[str, int]]:
+    """``((params, grads, optimizer) bytes, the step's peak kinds)`` of the role built
+    ``layers`` deep."""
+    with fake_process_group(rank, world):
+        build = RoleBuild(config, layers=layers)
+        with fake_world(imbalance):
+            build.parallelize()
+            kinds = step_peak(build)
+            params, grads = parameter_bytes(build)
+            return (params, grads, optimizer_bytes(build)), kinds
+
+
+def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
+              imbalance: float = DEFAULT_IMBALANCE) -> Preflight:
+    """Preflight ``config`` (a ``HyperTrainer.Config``) at its world size on ``gpu``.
+    A ``ConfigError`` propagates (the caller names the fields in its entry's names)."""
+    start = time.perf_counter()
+    sim = simulation_config(config)
+    size = world_size_of(config, world)
+    report = Preflight(world_size=size, gpu=gpu, imbalance=imbalance,
+                       tokens_per_step=config.training.global_batch_size
+                       * config.training.seq_len)
+    for ranks in role_ranks(config, size):
+        t = time.perf_counter()
+        memory, report.flops_per_token = measure_role(sim, ranks[0], size, imbalance)
+        overheads = overhead_bytes(memory.allocated_bytes, memory.process_groups)
+        total = memory.allocated_bytes + sum(overheads.values())
+        report.roles.append(Role(ranks=ranks, rank=ranks[0], memory=memory, overheads=overheads,
+                                 total_bytes=total, verdict=verdict(total, gpu),
+                                 seconds=time.perf_counter() - t))
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+__all__ = ["DEFAULT_IMBALANCE", "Preflight", "Role", "measure_role", "preflight", "role_ranks",
+           "world_size_of"]

@@ -1,0 +1,382 @@
+"""One rank role, built and stepped by the engine's own code in the fake world, and measured.
+
+:class:`RoleBuild` is ``HyperTrainer`` without what reads or writes files: it resolves the spec,
+joins the (fake) process group, builds the real ``ParallelDims`` and mesh, the model on ``meta``,
+the loss, the real parallelize / pipelining / expert- and context-parallel code, and the real
+optimizer, by the engine's own methods.
+
+What one rank holds between steps is read off the real sharded shapes (exact): its parameters,
+their gradients, and the optimizer's state after one real optimizer step. What a step adds on
+top is measured on fake tensors of the real micro-batch shape by torch's memory tracker
+(``torch.distributed._tools``), which files every live tensor under a kind: activations and
+temporaries, and the communication buffers (FSDP's unsharded parameters and gradients, its
+all-gather and reduce-scatter buffers at the prefetch depth). The role's figure is the
+composition at the step's peak instant.
+
+**Depth.** A decoder's layers repeat a period (Qwen3.5: three Gated DeltaNet layers and one
+gated attention layer), and every period adds the same tensors to a step: what it saves for the
+backward, and the same transients at the same point of the step. So a step's memory is affine in
+the number of periods, and the peak of the whole depth is extrapolated from two steps of the
+same role built one and two periods deep: exact for identical periods, and what makes a 60-layer
+397B rank a few seconds of work. Roles this cannot hold for step at their whole depth: a
+pipeline stage, activation checkpointing limited to the first layers (``num_layers``), a layer
+pattern with no period.
+
+**Pipeline stages** run their parts' forward and backward directly (the schedule's shape
+inference would exchange metadata with peers that do not exist here) and hold as many
+micro-batches' saved activations as their schedule keeps in flight (:func:`in_flight`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from hyper_parallel.trainer.base import TrainerState
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
+
+#: The memory tracker's kinds, by what preflight reports them as.
+ACTIVATION_KINDS = ("ACT", "TEMP", "INP", "OTH")
+BUFFER_KINDS = ("BUFFER", "UNSHARDED_PARAM", "UNSHARDED_GRAD", "ALL_GATHER", "REDUCE_SCATTER")
+
+
+class RoleBuild(HyperTrainer):
+    """The engine's build steps for one simulated rank: everything but data, checkpoints,
+    metrics and callbacks (see the module docstring). ``layers`` builds the model that many
+    decoder layers deep (the depth extrapolation's short models)."""
+
+    def __init__(self, config: HyperTrainer.Config, layers: int | None = None) -> None:
+        from hyper_parallel.data import grad_accum_steps
+
+        self.config = config
+        self.state = TrainerState(max_steps=config.training.steps)
+        self.last_global_tokens = 0
+        self.eval_dataloader = None
+        self._resolve_spec()
+        if layers is not None:
+            self.model_config = self.spec.model = truncated(self.model_config, layers)
+        self._setup()
+        self.parallel_dims.validate_training(config.training)
+        self.grad_accum = grad_accum_steps(
+            config.training.global_batch_size, config.training.local_batch_size,
+            self.dist.dp_size)
+        self._build_model()
+        self.loss_fn = self._build_loss()
+
+    def parallelize_on_meta(self) -> None:
+        """The real parallelize code at the role's whole size, the model staying on ``meta``
+        (call outside the fake mode): its sharded shapes without a tensor op on them, which is
+        what a 397B rank's shapes cost in seconds. Not for pipeline stages, whose cut
+        materializes them."""
+        from hyper_parallel.preflight.fake_world import Patches
+        from hyper_parallel.runtime import model_setup
+
+        patches = Patches()
+        patches.set(model_setup, "materialize_and_init", lambda model, device: None)
+        try:
+            self._parallelize_and_materialize()
+        finally:
+            patches.undo()
+
+    def parallelize(self) -> None:
+        """Parallelize, materialize (as fake tensors: call inside the fake mode) and build the
+        optimizer and schedule, as the engine does."""
+        from hyper_parallel.runtime.callbacks import CallbackHandler
+
+        c = self.config
+        self._parallelize_and_materialize()
+        self._build_optimizer()
+        self.lr_scheduler = c.lr_scheduler.build(
+            optimizers=self.optimizer, training_steps=c.training.steps)
+        self.callbacks = CallbackHandler(self)
+        self.model_fwd_context = self.model_bwd_context = contextlib.nullcontext
+
+
+def truncated(model_config: Any, layers: int) -> Any:
+    """``model_config`` with its first ``layers`` decoder layers."""
+    types = list(model_config.layer_types)
+    if getattr(model_config, "_layer_types_derived", False):
+        return model_config.replace(num_hidden_layers=layers)
+    return model_config.replace(num_hidden_layers=layers, layer_types=types[:layers])
+
+
+def layer_period(config: HyperTrainer.Config, model_config: Any) -> int | None:
+    """The number of layers after which the decoder repeats (see the module docstring), or
+    ``None`` when a step of this run cannot be extrapolated from fewer layers."""
+    if config.parallelism.pipeline_parallel_degree > 1:
+        return None
+    if config.activation_checkpoint.num_layers is not None:
+        return None
+    types = list(getattr(model_config, "layer_types", None) or [])
+    n = len(types)
+    for p in range(1, n // 2 + 1):
+        if n % p == 0 and all(types[i] == types[i % p] for i in range(n)):
+            return p
+    return None
+
+
+def simulation_config(config: HyperTrainer.Config) -> HyperTrainer.Config:
+    """What the simulation runs of ``config``: the same run, built on ``meta``, without
+    pretrained weights (they change no shape), uncompiled and on the torch kernels (fla-core's
+    run on CUDA only; docs/preflight.md says what that leaves out)."""
+    model = config.model
+    changes: dict[str, Any] = {}
+    if getattr(model, "kernels", "auto") != "auto":
+        changes["kernels"] = "auto"
+    if getattr(model, "weights_path", None):
+        changes["weights_path"] = None
+    return dataclasses.replace(
+        config,
+        model=dataclasses.replace(model, **changes) if changes else model,
+        training=dataclasses.replace(config.training, init_device="meta"),
+        compile=dataclasses.replace(config.compile, enable=False),
+    )
+
+
+# ----------------------------------------------------------------------- held bytes
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    local = _local(t)
+    return local.numel() * local.element_size()
+
+
+def _unique_parameters(parts: list[torch.nn.Module]) -> list[torch.nn.Parameter]:
+    seen: set[int] = set()
+    out = []
+    for part in parts:
+        for p in part.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                out.append(p)
+    return out
+
+
+def _inner_optimizers(optimizer: Any) -> list[torch.optim.Optimizer]:
+    return list(getattr(optimizer, "optimizers", [optimizer]))
+
+
+def parameter_bytes(build: RoleBuild) -> tuple[int, int]:
+    """The bytes of the role's parameters and of their gradients (the trainable ones), from
+    their local (sharded) shapes: exact, on ``meta`` as on fake tensors."""
+    params = _unique_parameters(build.model_parts)
+    return (sum(_nbytes(p) for p in params),
+            sum(_nbytes(p) for p in params if p.requires_grad))
+
+
+def optimizer_bytes(build: RoleBuild) -> int:
+    """The bytes of the state the role's optimizer holds now (after a step has created it)."""
+    return sum(
+        _nbytes(v)
+        for opt in _inner_optimizers(build.optimizer)
+        for state in opt.state.values()
+        for v in state.values()
+        if isinstance(v, torch.Tensor)
+    )
+
+
+def create_optimizer_state(build: RoleBuild) -> None:
+    """One real optimizer step on zero gradients: the state it keeps from then on exists."""
+    for p in _unique_parameters(build.model_parts):
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)
+    for opt in _inner_optimizers(build.optimizer):
+        opt.step()
+    build.optimizer.zero_grad(set_to_none=True)
+
+
+def process_groups(build: RoleBuild) -> int:
+    """The mesh's axes of size > 1, and its flattened aliases over two or more of them."""
+    dims = build.parallel_dims
+    names, sizes = dims.mesh_dims()
+    wide = {n for n, s in zip(names, sizes) if s > 1}
+    aliases = [a for a in dims.alias_dims().values() if len(wide.intersection(a)) > 1]
+    return len(wide) + len(aliases)
+
+
+# ----------------------------------------------------------------------- one step
+#: Tokens of a warm-up row per unit of the run's sequence divisor (a chunk of the Gated
+#: DeltaNet's chunked recurrence, 64, or more).
+WARM_UP_TOKENS = 64
+
+
+def _micro_batch(build: RoleBuild, warm_up: bool = False) -> dict:
+    """One micro-batch of the run's shape, as the data loader would give this rank (its rows
+    and positions split the way the engine splits them); or one short row to warm up on."""
+    c = build.config.training
+    rows, seq = c.local_batch_size, c.seq_len
+    if warm_up:
+        dims = build.parallel_dims
+        rows, seq = dims.batch_split, min(seq, dims.seq_divisor * WARM_UP_TOKENS)
+    ids = torch.zeros(rows, seq, dtype=torch.long)
+    return build._own_part({"input_ids": ids, "labels": ids.clone()})
+
+
+def _kinds(snapshot: dict) -> dict[str, int]:
+    """The tracker's per-device snapshot as ``{kind name: bytes}`` (every device summed)."""
+    out: dict[str, int] = {}
+    for per_device in snapshot.values():
+        for kind, nbytes in per_device.items():
+            name = getattr(kind, "name", str(kind))
+            out[name] = out.get(name, 0) + int(nbytes)
+    return out
+
+
+def _tracker(build: RoleBuild):
+    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+    from torch.distributed._tools.mem_tracker import MemTracker
+    from torch.distributed.fsdp import FSDPModule
+
+    parts = build.model_parts
+    optimizers = _inner_optimizers(build.optimizer)
+    if len(parts) == 1 and isinstance(parts[0], FSDPModule) and len(optimizers) == 1:
+        # FSDP sets up its parameter groups at the first forward; the tracker hooks them on
+        # entry, so they must exist by then (as after a warm-up step).
+        parts[0]._get_fsdp_state()._lazy_init()
+        return FSDPMemTracker(parts[0], optimizers[0])
+    tracker = MemTracker()
+    tracker.track_external(*parts, *optimizers)
+    return tracker
+
+
+def step_peak(build: RoleBuild) -> dict[str, int]:
+    """The kinds of live bytes at the peak instant of one steady-state training step. A
+    warm-up step first, on one short row: it makes the optimizer's state and what FSDP
+    allocates once (its unsharded parameters' storage), at a fraction of a full step's time
+    (one short row per rank that splits the rows)."""
+    build.train_step([_micro_batch(build, warm_up=True)])
+    build.optimizer.zero_grad(set_to_none=True)
+    micro_batch = _micro_batch(build)
+    tracker = _tracker(build)
+    with tracker:
+        build.train_step([micro_batch])
+    return _kinds(tracker.get_tracker_snapshot("peak"))
+
+
+def in_flight(schedule: str, n_micro: int, pp: int, pp_rank: int, stages_per_rank: int) -> int:
+    """Micro-batches (per stage of this rank) whose forward activations the schedule holds at
+    once at its peak: GPipe and the breadth-first looped schedule run every forward before the
+    first backward; 1F1B holds ``pp - rank`` in its warm-up; interleaved 1F1B holds its warm-up
+    chunks (torch's ``(v - 1) * pp + 2 (pp - 1 - rank)``) plus one, over its ``v`` stages."""
+    if schedule in ("GPipe", "LoopedBFS"):
+        return n_micro
+    if schedule == "1F1B":
+        return min(n_micro, pp - pp_rank)
+    v = stages_per_rank
+    chunks = min(n_micro * v, (v - 1) * pp + 2 * (pp - 1 - pp_rank) + 1)
+    return max(1, math.ceil(chunks / v))
+
+
+def _live_bytes(tracker) -> int:
+    return sum(_kinds(tracker.get_tracker_snapshot("current")).get(k, 0)
+               for k in ACTIVATION_KINDS)
+
+
+def stage_peak(build: RoleBuild) -> tuple[dict[str, int], int]:
+    """A pipeline rank's step: each of its stages' forward and backward on one micro-batch of
+    the schedule's shape, its saved activations counted once per micro-batch in flight. Returns
+    the peak's kinds (activations as the schedule holds them) and the micro-batches in flight."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    c = build.config
+    pipeline = build.pipeline
+    micro_rows = max(1, c.training.local_batch_size // pipeline.num_microbatches)
+    mb = _micro_batch(build)
+    ids = mb["input_ids"][:micro_rows]
+    labels = mb["labels"][:micro_rows]
+    pp = build.parallel_dims.pp
+    pp_rank = build.parallel_dims.get_mesh("pp").get_local_rank()
+    n_flight = in_flight(pipeline.schedule_name, pipeline.num_microbatches, pp, pp_rank,
+                         len(pipeline.parts))
+    hidden = build.model_config.hidden_size
+    dtype = _compute_dtype(c)
+    held_extra = 0
+    peak_kinds: dict[str, int] = {}
+    for part, stage_index in zip(pipeline.parts, pipeline.stage_indices):
+        first, last = stage_index == 0, stage_index == pipeline.num_stages - 1
+        tracker = MemTracker()
+        tracker.track_external(part)
+        with tracker:
+            x = ids if first else torch.zeros(
+                ids.shape[0], ids.shape[1], hidden, dtype=dtype, requires_grad=True)
+            out = part(x)
+            saved = _live_bytes(tracker)
+            loss = build.loss_fn(out, labels) if last else out.float().sum()
+            loss = loss if loss.dim() == 0 else loss.sum()
+            loss.backward()
+            kinds = _kinds(tracker.get_tracker_snapshot("peak"))
+        del out, loss, x
+        held_extra += (n_flight - 1) * saved
+        if sum(kinds.values()) > sum(peak_kinds.values()):
+            peak_kinds = kinds
+    for p in _unique_parameters(pipeline.parts):
+        p.grad = None
+    peak_kinds["ACT"] = peak_kinds.get("ACT", 0) + held_extra
+    return peak_kinds, n_flight
+
+
+def _compute_dtype(config: HyperTrainer.Config) -> torch.dtype:
+    name = getattr(config.training, "mixed_precision_param", "float32") or "float32"
+    return getattr(torch, name)
+
+
+# ----------------------------------------------------------------------- the role
+@dataclass
+class RoleMemory:
+    """Bytes one rank of a role holds on its accelerator (see the module docstring)."""
+
+    params_bytes: int
+    """Its parameters between steps (sharded; in their storage dtype: fp32 masters under mixed
+    precision, whose low-precision copies are FSDP's unsharded parameters, in the buffers)."""
+    grads_bytes: int
+    """Their gradients (sharded like the parameters), all of them: counted whole at the peak."""
+    optimizer_bytes: int
+    """The optimizer's state (AdamW: two moments per trainable parameter, and its step)."""
+    buffers_bytes: int
+    """At the step's peak: FSDP's unsharded (low-precision) parameters and gradients and its
+    all-gather / reduce-scatter buffers at the prefetch depth, and the modules' buffers."""
+    activations_bytes: int
+    """At the step's peak: saved activations, temporaries and the micro-batch's inputs, times
+    the micro-batches a pipeline schedule holds in flight."""
+    process_groups: int = 0
+    in_flight: int = 1
+    """Micro-batches whose activations the role holds at its peak (1 without a pipeline)."""
+    depth: str = ""
+    """How the step was measured: ``"whole"``, or the extrapolation (``"4 + 8 layers -> 60"``)."""
+    detail: dict[str, int] = field(default_factory=dict)
+    """The peak's kinds as the tracker filed them (bytes, at the role's whole depth)."""
+
+    @property
+    def allocated_bytes(self) -> int:
+        return (self.params_bytes + self.grads_bytes + self.optimizer_bytes
+                + self.buffers_bytes + self.activations_bytes)
+
+
+def _peak_parts(kinds: dict[str, int]) -> tuple[int, int]:
+    return (sum(kinds.get(k, 0) for k in ACTIVATION_KINDS),
+            sum(kinds.get(k, 0) for k in BUFFER_KINDS))
+
+
+__all__ = [
+    "ACTIVATION_KINDS",
+    "BUFFER_KINDS",
+    "RoleBuild",
+    "RoleMemory",
+    "create_optimizer_state",
+    "in_flight",
+    "layer_period",
+    "optimizer_bytes",
+    "parameter_bytes",
+    "process_groups",
+    "simulation_config",
+    "stage_peak",
+    "step_peak",
+    "truncated",
+]

@@ -1,0 +1,87 @@
+"""What would make a rank role fit, each change checked by preflighting it.
+
+The changes keep the job's world size and its global batch, and go from the one that costs
+least to the one that costs most: recompute more (activation checkpointing off -> selective ->
+full), a smaller local batch (more gradient-accumulation steps), then move a factor of two of
+FSDP into expert parallelism (mixture-of-experts models) or tensor parallelism. A change the
+configuration's own rules refuse (2 key/value heads over 4 tensor-parallel ranks) is not
+suggested. Pipeline parallelism is not tried: a new stage cut is a layout decision the user
+makes (preflight it with ``--parallelism.pipeline_parallel_degree``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from hyper_parallel.utils.errors import ConfigError
+
+Change = tuple[str, Callable[[Any], None]]
+
+
+def _copy(config: Any) -> Any:
+    spec = config.model_spec
+    return copy.deepcopy(config, {id(spec): spec} if spec is not None else None)
+
+
+def candidates(config: Any) -> Iterator[Change]:
+    """The changes worth trying for ``config``, cheapest first: ``(flags, apply)``."""
+    ac = config.activation_checkpoint.mode
+    if ac in ("off", "none"):
+        yield ("--activation_checkpoint.mode=selective",
+               lambda c: setattr(c.activation_checkpoint, "mode", "selective"))
+    if ac != "full":
+        yield ("--activation_checkpoint.mode=full",
+               lambda c: setattr(c.activation_checkpoint, "mode", "full"))
+    t = config.training
+    local = t.local_batch_size
+    while local > 1 and local % 2 == 0:
+        local //= 2
+
+        def smaller(c: Any, n: int = local) -> None:
+            c.training.local_batch_size = n
+
+        yield f"--training.local_batch_size={local}", smaller
+    p = config.parallelism
+    shard = p.data_parallel_shard_degree or 1
+    if shard >= 2 and shard % 2 == 0:
+        if getattr(config.model_spec.model, "num_experts", 0):
+            ep = p.expert_parallel_degree * 2
+
+            def more_ep(c: Any, ep: int = ep) -> None:
+                c.parallelism.expert_parallel_degree = ep
+                c.parallelism.data_parallel_shard_degree = shard // 2
+
+            yield ((f"--parallelism.expert_parallel_degree={ep} "
+                   f"--parallelism.data_parallel_shard_degree={shard // 2}"), more_ep)
+        tp = p.tensor_parallel_degree * 2
+
+        def more_tp(c: Any, tp: int = tp) -> None:
+            c.parallelism.tensor_parallel_degree = tp
+            c.parallelism.data_parallel_shard_degree = shard // 2
+
+        yield ((f"--parallelism.tensor_parallel_degree={tp} "
+               f"--parallelism.data_parallel_shard_degree={shard // 2}"), more_tp)
+
+
+def suggest(config: Any, check: Callable[[Any], Any], limit: int = 2) -> list[str]:
+    """Up to ``limit`` changes after which ``check(changed config)`` (a preflight) fits, each
+    as ``"flags: the figure"``; every problem a change meets is skipped."""
+    found: list[str] = []
+    for flags, apply in candidates(config):
+        changed = _copy(config)
+        apply(changed)
+        try:
+            result = check(changed)
+        except ConfigError:
+            continue
+        if result.fits:
+            worst = max(result.roles, key=lambda r: r.total_bytes)
+            found.append(f"{flags}: {worst.total_bytes / 2**30:.1f} GiB, {worst.verdict}")
+            if len(found) >= limit:
+                break
+    return found
+
+
+__all__ = ["candidates", "suggest"]
