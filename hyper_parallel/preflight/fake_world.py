@@ -156,6 +156,21 @@ def patch_expert_sizes(patches: Patches, imbalance: float) -> None:
     patches.set(GroupedExperts, "_loop", staticmethod(balanced_loop))
 
 
+def patch_experts_kernel(patches: Patches) -> None:
+    """The routed experts choose their kernel as on a GPU: ``torch._grouped_mm`` in bf16,
+    the loop otherwise (the fake tensors sit on the CPU, where ``_grouped_mm`` would also take
+    fp32, which its meta kernel -- what a fake tensor runs -- refuses)."""
+    from hyper_parallel.models.qwen3_5_moe.moe import GroupedExperts
+
+    runs = GroupedExperts._grouped_mm_runs
+
+    @functools.wraps(runs)
+    def as_on_cuda(self, x):
+        return x.dtype == torch.bfloat16 and runs(self, x)
+
+    patches.set(GroupedExperts, "_grouped_mm_runs", as_on_cuda)
+
+
 @contextlib.contextmanager
 def scalar_answers() -> Iterator[None]:
     """Host reads of fake tensors answered by :func:`host_scalar` until the block ends."""
@@ -193,6 +208,7 @@ def fake_world(imbalance: float = 1.0) -> Iterator[FakeTensorMode]:
         patch_device_mesh(patches)
         patch_stage_cut(patches)
         patch_expert_sizes(patches, imbalance)
+        patch_experts_kernel(patches)
         with scalar_answers(), mode:
             yield mode
     finally:

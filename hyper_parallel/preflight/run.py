@@ -93,16 +93,17 @@ def role_ranks(config: Any, world: int) -> list[list[int]]:
     return [list(range(r, world, pp)) for r in range(pp)]
 
 
-def measure_role(config: Any, rank: int, world: int,
-                 imbalance: float) -> tuple[RoleMemory, float]:
+def measure_role(config: Any, rank: int, world: int, imbalance: float,
+                 extrapolate_depth: bool = True) -> tuple[RoleMemory, float]:
     """Build ``rank`` of a ``world``-rank job of ``config`` and measure it (see
-    :mod:`~hyper_parallel.preflight.simulate`); also the model's training FLOPs per token."""
+    :mod:`~hyper_parallel.preflight.simulate`; ``extrapolate_depth=False`` steps the whole
+    depth always); also the model's training FLOPs per token."""
     with fake_process_group(rank, world):
         build = RoleBuild(config)
         flops = flops_per_token(build.model, build.model_config, config.training.seq_len)
         depth = build.model_config.num_hidden_layers
         period = layer_period(config, build.model_config)
-        if period is not None and depth > 2 * period:
+        if extrapolate_depth and period is not None and depth > 2 * period:
             build.parallelize_on_meta()
             params, grads = parameter_bytes(build)
             groups = process_groups(build)
@@ -143,7 +144,10 @@ def measure_role(config: Any, rank: int, world: int,
                 "this model needs a whole-depth step")
         how = f"{period} + {2 * period} layers -> {depth}"
     activations = sum(kinds.get(k, 0) for k in ACTIVATION_KINDS)
-    buffers = sum(kinds.get(k, 0) for k in BUFFER_KINDS)
+    # The tracker files what the optimizer's step allocates under its state: above the state
+    # it keeps, that is the step's working memory (foreach AdamW's temporaries), a buffer.
+    optimizer_step = max(0, kinds.get("OPT", 0) - optimizer)
+    buffers = sum(kinds.get(k, 0) for k in BUFFER_KINDS) + optimizer_step
     return RoleMemory(
         params_bytes=params,
         grads_bytes=grads,

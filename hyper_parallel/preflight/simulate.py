@@ -341,7 +341,8 @@ class RoleMemory:
     """The optimizer's state (AdamW: two moments per trainable parameter, and its step)."""
     buffers_bytes: int
     """At the step's peak: FSDP's unsharded (low-precision) parameters and gradients and its
-    all-gather / reduce-scatter buffers at the prefetch depth, and the modules' buffers."""
+    all-gather / reduce-scatter buffers at the prefetch depth, the optimizer step's working
+    memory when the peak is in it, and the modules' buffers."""
     activations_bytes: int
     """At the step's peak: saved activations, temporaries and the micro-batch's inputs, times
     the micro-batches a pipeline schedule holds in flight."""
