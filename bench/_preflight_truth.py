@@ -1,14 +1,17 @@
 """What a real training step of a layout holds, on CPU ranks with gloo: the ground truth that
 preflight's figures are held against (``bench/bench_preflight.py``, ``tests/preflight``).
 
-    torchrun --nproc_per_node N bench/_preflight_truth.py OUT.json --module M --config C [...]
+    torchrun --nproc_per_node N bench/_preflight_truth.py OUT.json --module M --config C [...] \
+        [--next --module M --config C [...] ...]
 
 Each rank builds the run with the engine's own build steps on real tensors (preflight's
 ``RoleBuild``, on ``cpu``), takes one warm-up step on its real micro-batch (random tokens),
-then a second step under ``torch.profiler`` with ``profile_memory=True``: the allocator's total
+then two steps under ``torch.profiler`` with ``profile_memory=True``: the allocator's total
 at every allocation and free it records ("Total Allocated"), an independent measure of the
-step's peak. Rank 0 writes, for every rank: its parameters', gradients' and optimizer state's
-bytes (after the steps) and the step's peak above what the rank held before it.
+step's peak (the lower of the two). Rank 0 writes, for every rank: its parameters', gradients' and optimizer state's
+bytes (after the steps) and the step's peak above what the rank held before it; one list per
+layout (``--next`` separates them: one launch measures several layouts of its world size, the
+process group made afresh for each).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ os.environ.setdefault("HYPER_PARALLEL_PLATFORM", "torch")
 def _profiled_peak(step) -> int:
     """The highest allocator total the profiler recorded during ``step()``, above the total
     at its start."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -38,11 +40,11 @@ def _profiled_peak(step) -> int:
     memory.sort(key=lambda e: (e["ts"], e.get("id", 0)))
     totals = [int(e["args"]["Total Allocated"]) - int(e["args"]["Bytes"]) for e in memory[:1]]
     totals += [int(e["args"]["Total Allocated"]) for e in memory]
-    del torch
     return max(totals) - totals[0] if totals else 0
 
 
-def main(argv: list[str]) -> int:
+def measure(args: list[str]) -> list[dict]:
+    """Every rank's figures for one layout (see the module docstring)."""
     import torch
     import torch.distributed as dist
 
@@ -55,7 +57,6 @@ def main(argv: list[str]) -> int:
     )
     from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
-    out, args = argv[0], argv[1:]
     config = ConfigManager(root_type=HyperTrainer.Config).parse_args(args)
     config = dataclasses.replace(
         config, training=dataclasses.replace(config.training, init_device="meta"))
@@ -72,16 +73,33 @@ def main(argv: list[str]) -> int:
     build.train_step([batch()])
     build.optimizer.zero_grad(set_to_none=True)
     real = batch()
-    peak = _profiled_peak(lambda: build.train_step([real]))
+    # The lower of two profiled steps: an asynchronous gloo collective's buffers are freed
+    # when its work is waited on, which moves a step's peak by a few percent from run to run.
+    peak = min(_profiled_peak(lambda: build.train_step([real])) for _ in range(2))
     params, grads = parameter_bytes(build)
     mine = {"rank": dist.get_rank(), "params_bytes": params, "grads_bytes": grads,
             "optimizer_bytes": optimizer_bytes(build), "step_peak_bytes": peak}
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
-    if dist.get_rank() == 0:
-        with open(out, "w") as f:
-            json.dump(everyone, f, indent=1)
+    del build
+    return everyone
+
+
+def main(argv: list[str]) -> int:
+    out, rest = argv[0], argv[1:]
+    layouts: list[list[str]] = [[]]
+    for arg in rest:
+        if arg == "--next":
+            layouts.append([])
+        else:
+            layouts[-1].append(arg)
+    results = [measure(args) for args in layouts]
+    import torch.distributed as dist
+
     dist.destroy_process_group()
+    if int(os.environ.get("RANK", "0")) == 0:
+        with open(out, "w") as f:
+            json.dump(results, f, indent=1)
     return 0
 
 

@@ -70,14 +70,19 @@ class Preflight:
         return not self.problems and all(r.verdict != "oom" for r in self.roles)
 
 
+#: The world a recipe whose FSDP degree is ``-1`` ("every rank") is preflighted at without
+#: ``--world``: one node of 8 GPUs times its other degrees.
+GPUS_PER_NODE = 8
+
+
 def world_size_of(config: Any, world: int | None = None) -> int:
     """The job's world size: ``world``, else the product of the recipe's degrees (expert
-    parallelism is an axis of its own here; an unset or ``-1`` FSDP degree, "the rest",
-    counts as 1 without ``world``)."""
+    parallelism is an axis of its own here); an FSDP degree of ``-1`` counts as
+    :data:`GPUS_PER_NODE`."""
     if world is not None:
         return world
     p = config.parallelism
-    size = 1
+    size = GPUS_PER_NODE if p.data_parallel_shard_degree == -1 else 1
     for degree in (p.data_parallel_replicate_degree, p.data_parallel_shard_degree,
                    p.context_parallel_degree, p.tensor_parallel_degree,
                    p.pipeline_parallel_degree, p.expert_parallel_degree):
@@ -196,5 +201,5 @@ def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
     return report
 
 
-__all__ = ["DEFAULT_IMBALANCE", "Preflight", "Role", "measure_role", "preflight", "role_ranks",
+__all__ = ["DEFAULT_IMBALANCE", "GPUS_PER_NODE", "Preflight", "Role", "measure_role", "preflight", "role_ranks",
            "world_size_of"]

@@ -360,9 +360,17 @@ class RoleMemory:
                 + self.buffers_bytes + self.activations_bytes)
 
 
-def _peak_parts(kinds: dict[str, int]) -> tuple[int, int]:
-    return (sum(kinds.get(k, 0) for k in ACTIVATION_KINDS),
-            sum(kinds.get(k, 0) for k in BUFFER_KINDS))
+#: Kinds a rank holds before a step begins (the optimizer's state aside, see below).
+HELD_KINDS = ("PARAM", "SHARDED_PARAM", "BUFFER", "Total")
+
+
+def step_added_bytes(memory: RoleMemory) -> int:
+    """What the step adds at its peak instant to what the rank held before it: activations,
+    temporaries, communication buffers, the gradients made so far and the optimizer step's
+    working memory (what an allocator's peak during the step shows above its start)."""
+    kinds = memory.detail
+    added = sum(v for k, v in kinds.items() if k not in HELD_KINDS)
+    return added - min(memory.optimizer_bytes, kinds.get("OPT", 0))
 
 
 __all__ = [
@@ -377,6 +385,7 @@ __all__ = [
     "parameter_bytes",
     "process_groups",
     "simulation_config",
+    "step_added_bytes",
     "stage_peak",
     "step_peak",
     "truncated",

@@ -52,6 +52,7 @@ class MoEBalancer:
         self._imbalance: float | None = None
         for block in blocks:
             block.gate.use_expert_bias = load_balance_coeff is not None
+            block.router_stats_need_grad = bool(router_aux_loss_coef)
 
     def auxiliary_loss(self) -> torch.Tensor | None:
         """``router_aux_loss_coef x`` the load-balancing loss of the forward that just ran

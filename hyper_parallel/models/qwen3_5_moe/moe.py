@@ -273,6 +273,12 @@ class SparseMoeBlock(nn.Module):
     """
 
     dispatcher = None
+    #: Whether ``last_router_stats`` keeps the router probabilities' graph (an auxiliary loss
+    #: differentiates them: :class:`~hyper_parallel.runtime.moe_balance.MoEBalancer` sets it).
+    #: Kept without a consumer, that graph holds the layer's forward -- under activation
+    #: checkpointing its whole recomputation -- until the next forward: every layer's
+    #: activations live through the backward (preflight measured 2.25 GB a layer at 122B).
+    router_stats_need_grad = False
 
     def __init__(
         self,
@@ -329,7 +335,8 @@ class SparseMoeBlock(nn.Module):
 
     def _record_stats(self, probs: torch.Tensor, counts: torch.Tensor, num_tokens: int) -> None:
         selected = counts.float()
-        self.last_router_stats = RouterStats(probs.sum(dim=0), selected, num_tokens)
+        probs_sum = probs.sum(dim=0) if self.router_stats_need_grad else probs.detach().sum(0)
+        self.last_router_stats = RouterStats(probs_sum, selected, num_tokens)
         # A graph task is running only inside backward, i.e. when checkpointing recomputes us.
         if torch._C._current_graph_task_id() == -1:
             self.tokens_per_expert.add_(selected)
