@@ -114,6 +114,7 @@ bench: install
 	$(PY) bench/bench_moe.py
 	$(PY) bench/bench_context_parallel.py
 	$(PY) bench/bench_pipeline.py
+	$(PY) bench/bench_preflight.py
 	$(PY) bench/bench_hf_export.py
 
 # ConfigManager.parse_args against torchtitan 0.3.0; builds bench/.titan-env on first use.

@@ -1,5 +1,5 @@
 """What a real training step of a layout holds, on CPU ranks with gloo: the ground truth that
-preflight's figures are held against (``bench/bench_preflight.py``, ``tests/preflight``).
+preflight's figures are held against (``bench/bench_preflight.py``, ``tests/torch/st/preflight``).
 
     torchrun --nproc_per_node N bench/_preflight_truth.py OUT.json --module M --config C [...] \
         [--next --module M --config C [...] ...]
@@ -8,10 +8,10 @@ Each rank builds the run with the engine's own build steps on real tensors (pref
 ``RoleBuild``, on ``cpu``), takes one warm-up step on its real micro-batch (random tokens),
 then two steps under ``torch.profiler`` with ``profile_memory=True``: the allocator's total
 at every allocation and free it records ("Total Allocated"), an independent measure of the
-step's peak (the lower of the two). Rank 0 writes, for every rank: its parameters', gradients' and optimizer state's
-bytes (after the steps) and the step's peak above what the rank held before it; one list per
-layout (``--next`` separates them: one launch measures several layouts of its world size, the
-process group made afresh for each).
+step's peak (the lower of the two). Rank 0 writes, for every rank: its parameters',
+gradients' and optimizer state's bytes (after the steps) and the step's peak above what the
+rank held before it; one list per layout (``--next`` separates them: one launch measures
+several layouts of its world size, in one process group).
 """
 
 from __future__ import annotations
@@ -81,7 +81,6 @@ def measure(args: list[str]) -> list[dict]:
             "optimizer_bytes": optimizer_bytes(build), "step_peak_bytes": peak}
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
-    del build
     return everyone
 
 

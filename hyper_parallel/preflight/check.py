@@ -55,6 +55,7 @@ def preflight_config(config: Any, gpu: Gpu, *, world: int | None = None,
         report.problems.append(f"{type(exc).__name__}: {exc}")
         return report
     if suggest and not report.fits:
+        report.suggestions_tried = True
         report.suggestions = suggestions_for(
             config, lambda changed: preflight(changed, gpu, world=world, imbalance=imbalance))
     return report

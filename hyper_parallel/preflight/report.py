@@ -78,7 +78,7 @@ def to_text(report: Preflight, origin: str = "") -> str:
     """The table (GiB) and what it assumed."""
     gpu = report.gpu
     lines = [(f"preflight of {origin or 'the configuration'}: {report.world_size} ranks on "
-             f"{gpu.name} ({gpu.memory_bytes / GIB:.1f} GiB){'' if report.roles else ''}")]
+             f"{gpu.name} ({gpu.memory_bytes / GIB:.1f} GiB)")]
     rows = [_COLUMNS]
     for role in report.roles:
         m = role.memory
@@ -113,7 +113,7 @@ def to_text(report: Preflight, origin: str = "") -> str:
     if report.suggestions:
         lines.append("would fit (each preflighted):")
         lines.extend(f"  {s}" for s in report.suggestions)
-    elif not report.fits and report.roles:
+    elif report.suggestions_tried and not report.fits and report.roles:
         lines.append("no change preflight tries makes it fit at this world size: more GPUs, "
                      "pipeline parallelism or a shorter sequence")
     lines.append(f"({report.seconds:.1f} s)")

@@ -10,6 +10,7 @@ itself, ``pp`` being the mesh's innermost axis).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,7 @@ class Preflight:
     imbalance: float = DEFAULT_IMBALANCE
     seconds: float = 0.0
     suggestions: list[str] = field(default_factory=list)
+    suggestions_tried: bool = False
 
     @property
     def fits(self) -> bool:
@@ -103,6 +105,12 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
     """Build ``rank`` of a ``world``-rank job of ``config`` and measure it (see
     :mod:`~hyper_parallel.preflight.simulate`; ``extrapolate_depth=False`` steps the whole
     depth always); also the model's training FLOPs per token."""
+    period = layer_period(config, config.model_spec.model) if config.model_spec else None
+    depth = getattr(config.model_spec.model, "num_hidden_layers", 0) if config.model_spec else 0
+    # The deeper short build runs in a second process while this one builds the whole role
+    # and the shallower one: the two are independent, and the machine has the cores.
+    deeper = (_spawn(_short_role, config, rank, world, imbalance, 2 * period)
+              if extrapolate_depth and period is not None and depth > 2 * period else None)
     with fake_process_group(rank, world):
         build = RoleBuild(config)
         flops = flops_per_token(build.model, build.model_config, config.training.seq_len)
@@ -131,7 +139,8 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
         flight = 1
         periods = depth // period
         short = _short_role(config, rank, world, imbalance, period)
-        double = _short_role(config, rank, world, imbalance, 2 * period)
+        double = (deeper.result() if deeper is not None
+                  else _short_role(config, rank, world, imbalance, 2 * period))
 
         def extrapolate(one: int, two: int) -> int:
             return one + (two - one) * (periods - 1)
@@ -164,6 +173,21 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
         depth=how,
         detail={k: v for k, v in sorted(kinds.items()) if v and k != "Total"},
     ), flops
+
+
+def _spawn(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a fresh process (its own fake process group and fake mode) when this
+    machine has a second core; else later, here."""
+    if (os.cpu_count() or 1) < 2:
+        return None
+    import concurrent.futures
+    import multiprocessing
+
+    pool = concurrent.futures.ProcessPoolExecutor(
+        max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    future = pool.submit(fn, *args)
+    pool.shutdown(wait=False)
+    return future
 
 
 def _short_role(config: Any, rank: int, world: int, imbalance: float,

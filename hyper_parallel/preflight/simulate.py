@@ -385,8 +385,8 @@ __all__ = [
     "parameter_bytes",
     "process_groups",
     "simulation_config",
-    "step_added_bytes",
     "stage_peak",
+    "step_added_bytes",
     "step_peak",
     "truncated",
 ]

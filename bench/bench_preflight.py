@@ -1,0 +1,152 @@
+"""Preflight's speed and accuracy, side by side in one run.
+
+    .venv/bin/python bench/bench_preflight.py [--smoke] [--out bench/results/preflight.json]
+
+1. **Speed**: ``python -m hyper_parallel.preflight`` of the shipped MoE recipes at their world
+   sizes (``qwen3_5_moe_397b_a17b``: 128 ranks; the issue's bar: under 30 s on the 2-core
+   machine), the time per rank role and in all, and each role's figures (GiB).
+2. **Accuracy**: preflight's rank-0 figures against a real step of the same layout on CPU ranks
+   with gloo (``bench/_preflight_truth.py``: the profiler's allocator totals): the parameter,
+   gradient and optimizer bytes (equal or not) and the step's peak, predicted / measured (the
+   bar: within 10 %), for the layouts of ``tests/torch/st/preflight/test_preflight_accuracy.py``.
+
+``--smoke``: the debug recipe's preflight and one one-rank layout, seconds long.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _smoke import SMOKE_HELP, exit_status, result_path, write_results
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("HYPER_PARALLEL_PLATFORM", "torch")
+
+GIB = 1 << 30
+SPEED = {
+    "full": [("qwen3_5_moe", "qwen3_5_moe_397b_a17b"), ("qwen3_5_moe", "qwen3_5_moe_122b_a10b"),
+             ("qwen3_5_moe", "qwen3_5_moe_35b_a3b")],
+    "smoke": [("qwen3_5_v2", "qwen3_5_v2_debugmodel")],
+}
+
+
+def bench_speed(recipes: list[tuple[str, str]]) -> list[dict]:
+    from hyper_parallel.preflight.check import run_preflight
+
+    out = []
+    for module, config in recipes:
+        start = time.perf_counter()
+        try:
+            result = run_preflight(["--module", module, "--config", config], suggest=False)
+        except Exception as exc:  # noqa: BLE001 - a bench reports a part that failed
+            out.append({"recipe": config, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        report = result.json
+        out.append({
+            "recipe": config,
+            "world_size": report["world_size"],
+            "seconds": round(time.perf_counter() - start, 1),
+            "roles": [{"ranks": f"{r['ranks'][0]}-{r['ranks'][-1]}", "seconds": r["seconds"],
+                       "total_gib": round(r["total_bytes"] / GIB, 2), "verdict": r["verdict"],
+                       "measured_depth": r["measured_depth"]} for r in report["roles"]],
+        })
+    return out
+
+
+def _truth(world: int, layouts: list[list[str]]) -> list[dict]:
+    args: list[str] = []
+    for layout in layouts:
+        args += [*(["--next"] if args else []), *layout]
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "truth.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
+               "--standalone", str(REPO / "bench" / "_preflight_truth.py"), str(out), *args]
+        subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO)
+        return [ranks[0] for ranks in json.loads(out.read_text())]
+
+
+def bench_accuracy(layouts: dict[str, tuple[int, tuple[str, ...]]]) -> list[dict]:
+    from hyper_parallel.config.manager import ConfigManager
+    from hyper_parallel.preflight.run import measure_role
+    from hyper_parallel.preflight.simulate import simulation_config, step_added_bytes
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
+
+    rows = []
+    for world in sorted({w for w, _ in layouts.values()}):
+        names = [n for n, (w, _) in layouts.items() if w == world]
+        try:
+            truths = _truth(world, [list(layouts[n][1]) for n in names])
+        except subprocess.CalledProcessError as exc:
+            rows += [{"layout": n, "error": exc.stderr[-2000:]} for n in names]
+            continue
+        for name, real in zip(names, truths):
+            config = ConfigManager(root_type=HyperTrainer.Config).parse_args(
+                list(layouts[name][1]))
+            memory, _ = measure_role(simulation_config(config), 0, world, 1.0)
+            added = step_added_bytes(memory)
+            rows.append({
+                "layout": name, "ranks": world,
+                "held_bytes_equal": (memory.params_bytes, memory.grads_bytes,
+                                     memory.optimizer_bytes) == (
+                    real["params_bytes"], real["grads_bytes"], real["optimizer_bytes"]),
+                "params_bytes": memory.params_bytes,
+                "step_peak_predicted_bytes": added,
+                "step_peak_measured_bytes": real["step_peak_bytes"],
+                "ratio": round(added / real["step_peak_bytes"], 4),
+            })
+    return rows
+
+
+def print_summary(results: dict) -> None:
+    print("1. preflight time (suggestions off)")
+    for row in results["speed"]:
+        if "error" in row:
+            print(f"  {row['recipe']}: FAILED {row['error']}")
+            continue
+        roles = ", ".join(f"ranks {r['ranks']} {r['seconds']:.1f} s {r['total_gib']} GiB "
+                          f"{r['verdict']}" for r in row["roles"])
+        print(f"  {row['recipe']} at {row['world_size']} ranks: {row['seconds']:.1f} s ({roles})")
+    print("\n2. preflight / a real CPU step (gloo, profiler), rank 0")
+    for row in results["accuracy"]:
+        if "error" in row:
+            print(f"  {row['layout']}: FAILED")
+            continue
+        print(f"  {row['layout']:<22} bytes {'equal' if row['held_bytes_equal'] else 'DIFFER'}"
+              f"  step peak {row['step_peak_predicted_bytes'] / 2**20:8.2f} MiB / "
+              f"{row['step_peak_measured_bytes'] / 2**20:8.2f} MiB = {row['ratio']:.3f}")
+
+
+def main() -> int:
+    sys.path.insert(0, str(REPO / "tests" / "torch" / "st" / "preflight"))
+    from test_preflight_accuracy import LAYOUTS
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    parser.add_argument("--out", help="the JSON (default bench/results/preflight.json; none "
+                                      "with --smoke)")
+    opts = parser.parse_args()
+    mode = "smoke" if opts.smoke else "full"
+    layouts = ({"1 rank, selective AC": LAYOUTS["1 rank, selective AC"]} if opts.smoke
+               else LAYOUTS)
+    start = time.perf_counter()
+    results = {"mode": mode, "cpus": os.cpu_count(), "speed": bench_speed(SPEED[mode]),
+               "accuracy": bench_accuracy(layouts)}
+    results["wall_s"] = round(time.perf_counter() - start, 1)
+    print_summary(results)
+    written = write_results(
+        result_path(opts.out, REPO / "bench" / "results" / "preflight.json", opts.smoke),
+        results)
+    print(f"\n{written} ({results['wall_s']} s)")
+    return exit_status(results, opts.smoke)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
