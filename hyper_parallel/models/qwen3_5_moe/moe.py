@@ -274,11 +274,12 @@ class SparseMoeBlock(nn.Module):
 
     dispatcher = None
     #: Whether ``last_router_stats`` keeps the router probabilities' graph (an auxiliary loss
-    #: differentiates them: :class:`~hyper_parallel.runtime.moe_balance.MoEBalancer` sets it).
-    #: Kept without a consumer, that graph holds the layer's forward -- under activation
-    #: checkpointing its whole recomputation -- until the next forward: every layer's
-    #: activations live through the backward (preflight measured 2.25 GB a layer at 122B).
-    router_stats_need_grad = False
+    #: differentiates them). :class:`~hyper_parallel.runtime.moe_balance.MoEBalancer` turns it
+    #: off when the run has no auxiliary loss: kept without a consumer, that graph holds the
+    #: layer's forward -- under activation checkpointing its whole recomputation -- until the
+    #: next forward, so every layer's activations lived through the backward (preflight
+    #: measured 2.25 GB a layer at 122B).
+    router_stats_need_grad = True
 
     def __init__(
         self,
