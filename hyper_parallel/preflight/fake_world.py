@@ -143,7 +143,7 @@ def patch_expert_sizes(patches: Patches, imbalance: float) -> None:
     @functools.wraps(dispatch)
     def hot_dispatch(self, tokens, counts):
         rows = tokens.shape[0]
-        received = max(1, round(rows * imbalance))
+        received = round(rows * imbalance)
         with size_answers(balanced(rows, self.ep) + balanced(received, self.ep)):
             return dispatch(self, tokens, counts)
 

@@ -46,23 +46,17 @@ def candidates(config: Any) -> Iterator[Change]:
     p = config.parallelism
     shard = p.data_parallel_shard_degree or 1
     if shard >= 2 and shard % 2 == 0:
-        if getattr(config.model_spec.model, "num_experts", 0):
-            ep = p.expert_parallel_degree * 2
+        axes = ["expert_parallel_degree"] if getattr(config.model_spec.model, "num_experts",
+                                                     0) else []
+        for axis in [*axes, "tensor_parallel_degree"]:
+            degree = getattr(p, axis) * 2
 
-            def more_ep(c: Any, ep: int = ep) -> None:
-                c.parallelism.expert_parallel_degree = ep
+            def from_fsdp(c: Any, axis: str = axis, degree: int = degree) -> None:
+                setattr(c.parallelism, axis, degree)
                 c.parallelism.data_parallel_shard_degree = shard // 2
 
-            yield ((f"--parallelism.expert_parallel_degree={ep} "
-                   f"--parallelism.data_parallel_shard_degree={shard // 2}"), more_ep)
-        tp = p.tensor_parallel_degree * 2
-
-        def more_tp(c: Any, tp: int = tp) -> None:
-            c.parallelism.tensor_parallel_degree = tp
-            c.parallelism.data_parallel_shard_degree = shard // 2
-
-        yield ((f"--parallelism.tensor_parallel_degree={tp} "
-               f"--parallelism.data_parallel_shard_degree={shard // 2}"), more_tp)
+            yield ((f"--parallelism.{axis}={degree} "
+                   f"--parallelism.data_parallel_shard_degree={shard // 2}"), from_fsdp)
 
 
 def suggest(config: Any, check: Callable[[Any], Any], limit: int = 2) -> list[str]:

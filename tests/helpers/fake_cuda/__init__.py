@@ -14,7 +14,7 @@ the pipeline schedule, the optimizer and autograd run their real code on shapes 
 What it stands in for, and so cannot check (the rest of the path is the product's own code):
 
 * values: a fake group moves no data and fake tensors hold none. A scalar read back on the
-  host (``.item()``, ``.tolist()``, ``bool(t)``) is answered by :func:`_host_scalar`: a
+  host (``.item()``, ``.tolist()``, ``bool(t)``) is answered by :func:`hyper_parallel.preflight.fake_world.host_scalar`: a
   constant's own value, else 1.0 for floats, ``False`` for booleans, 0 for int32 (the stop
   flag: no signal), 1 for other integers (token counts: never zero); the integers that size
   the experts' tensors as balanced routing gives them (:func:`_patch_expert_sizes`).
@@ -38,10 +38,8 @@ own (``tests/helpers/fake_cuda/worker.py``).
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sysconfig
-import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +48,14 @@ import torch
 import torch.distributed as dist
 from torch._subclasses import fake_impls, fake_tensor
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+
+from hyper_parallel.preflight.fake_world import (
+    Patches,
+    host_scalar,
+    on_host,
+    patch_device_mesh,
+    patch_expert_sizes,
+)
 
 HERE = Path(__file__).resolve().parent
 CUDA0 = torch.device("cuda", 0)
@@ -110,28 +116,6 @@ def _group_name(func: Any, args: tuple, kwargs: dict) -> str | None:
     return None
 
 
-# Integer reads that size tensors, answered as balanced routing gives them (see
-# :func:`_patch_expert_sizes`); consumed in order, one per scalar read.
-_SIZE_ANSWERS: list[int] = []
-
-
-def _balanced(total: int, parts: int) -> list[int]:
-    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
-
-
-def _host_scalar(fake_mode: FakeTensorMode, func: Any, arg: Any) -> Any:
-    """The value a fake tensor reads back on the host (see the module docstring)."""
-    if arg.constant is not None:
-        return arg.constant.item()
-    if _SIZE_ANSWERS and not arg.dtype.is_floating_point and arg.dtype != torch.bool:
-        return _SIZE_ANSWERS.pop(0)
-    if arg.dtype.is_floating_point:
-        return 1.0
-    if arg.dtype == torch.bool:
-        return False
-    return 0 if arg.dtype == torch.int32 else 1
-
-
 # ------------------------------------------------------------------------- stand-ins
 class _Stream:
     """``torch.cuda.Stream`` without a device: every wait and record is immediate."""
@@ -163,46 +147,12 @@ class _Event:
         return True
 
 
-class _Patches:
-    """Attribute replacements, undone in reverse order. A class's own ``__dict__`` entry is
-    what is saved (``getattr`` would unwrap a staticmethod and lose it)."""
-
-    def __init__(self) -> None:
-        self._saved: list[tuple[Any, str, bool, Any]] = []
-
-    def set(self, owner: Any, name: str, value: Any) -> None:
-        if isinstance(owner, type):
-            own = name in vars(owner)
-            previous = vars(owner).get(name)
-        else:
-            own, previous = True, getattr(owner, name)
-        self._saved.append((owner, name, own, previous))
-        setattr(owner, name, value)
-
-    def undo(self) -> None:
-        while self._saved:
-            owner, name, own, previous = self._saved.pop()
-            if own:
-                setattr(owner, name, previous)
-            else:
-                delattr(owner, name)
-
-
-def _on_host(fn):
-    @functools.wraps(fn)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        with unset_fake_temporarily():
-            return fn(*args, **kwargs)
-
-    return wrapped
-
-
 def _host_rng_state(device: Any = "cuda") -> torch.Tensor:
     with unset_fake_temporarily():
         return torch.zeros(16, dtype=torch.uint8)
 
 
-def _patch_torch_cuda(patches: _Patches) -> None:
+def _patch_torch_cuda(patches: Patches) -> None:
     cuda = torch.cuda
     patches.set(cuda, "is_available", lambda: True)
     patches.set(cuda, "device_count", lambda: 1)
@@ -224,7 +174,7 @@ def _patch_torch_cuda(patches: _Patches) -> None:
     patches.set(cuda, "manual_seed_all", lambda seed: None)
 
 
-def _patch_host_copies(patches: _Patches, mode: FakeTensorMode) -> None:
+def _patch_host_copies(patches: Patches, mode: FakeTensorMode) -> None:
     """A host tensor reaching the device: ``torch.tensor(data, device="cuda")`` builds its
     data in C++ below the fake mode, so it is built on the host and lifted."""
     original = torch.tensor
@@ -239,33 +189,16 @@ def _patch_host_copies(patches: _Patches, mode: FakeTensorMode) -> None:
     patches.set(torch, "tensor", tensor)
 
 
-def _patch_device_mesh(patches: _Patches) -> None:
-    """DeviceMesh computes coordinates with real integer tensors: keep it off the fake mode."""
-    from torch.distributed import device_mesh
-
-    patches.set(device_mesh, "init_device_mesh", _on_host(device_mesh.init_device_mesh))
-    cls = device_mesh.DeviceMesh
-    for name, attr in list(vars(cls).items()):
-        if isinstance(attr, staticmethod):
-            patches.set(cls, name, staticmethod(_on_host(attr.__func__)))
-        elif isinstance(attr, classmethod):
-            patches.set(cls, name, classmethod(_on_host(attr.__func__)))
-        elif isinstance(attr, property):
-            patches.set(cls, name, property(_on_host(attr.fget), attr.fset and _on_host(attr.fset)))
-        elif isinstance(attr, types.FunctionType):
-            patches.set(cls, name, _on_host(attr))
-
-
-def _patch_model_build(patches: _Patches) -> None:
+def _patch_model_build(patches: Patches) -> None:
     """The engine builds the model on ``meta``: outside the fake mode those are plain meta
     tensors, which materialize to fake CUDA ones like a real job's do (a fake meta parameter
     would have to be swapped, and the fake mode's own weak references forbid the swap)."""
     from hyper_parallel.models import pipelining
     from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
-    patches.set(HyperTrainer, "_build_model", _on_host(HyperTrainer._build_model))
+    patches.set(HyperTrainer, "_build_model", on_host(HyperTrainer._build_model))
     # A pipeline stage is a deep copy of the meta model's units: a meta copy too.
-    patches.set(pipelining, "cut_stage", _on_host(pipelining.cut_stage))
+    patches.set(pipelining, "cut_stage", on_host(pipelining.cut_stage))
 
 
 def _realize(obj: Any) -> Any:
@@ -281,7 +214,7 @@ def _realize(obj: Any) -> Any:
     return tree_map(one, obj)
 
 
-def _patch_storage(patches: _Patches) -> None:
+def _patch_storage(patches: Patches) -> None:
     import torch.distributed.checkpoint as dcp
 
     original_save = torch.save
@@ -305,7 +238,7 @@ def _patch_storage(patches: _Patches) -> None:
 
     patches.set(torch, "save", save)
     # What a checkpoint holds in small files (RNG states, positions) comes back as host data.
-    patches.set(torch, "load", _on_host(torch.load))
+    patches.set(torch, "load", on_host(torch.load))
     patches.set(dcp, "save", dcp_save)
     patches.set(dcp, "load", dcp_load)
     # The Hugging Face export streams each gathered tensor's bytes into its file.
@@ -319,44 +252,6 @@ def _patch_storage(patches: _Patches) -> None:
             return original_write(self, name, host)
 
     patches.set(StreamedSafetensorsFile, "write", write)
-
-
-@contextlib.contextmanager
-def _size_answers(values: list[int]) -> Iterator[None]:
-    _SIZE_ANSWERS[:] = values
-    try:
-        yield
-    finally:
-        left = len(_SIZE_ANSWERS)
-        _SIZE_ANSWERS.clear()
-        if left:
-            raise AssertionError(f"fake_cuda: {left} expected size reads did not happen")
-
-
-def _patch_expert_sizes(patches: _Patches) -> None:
-    """The mixture-of-experts sizes its tensors by routing: the rows each expert-parallel rank
-    sends and receives (``AllToAllDispatcher.dispatch`` reads them once, as ``2 x ep`` integers) and
-    the rows of each local expert (the experts' loop reads ``counts``). Balanced routing: every
-    rank sends ``1/ep`` of its rows to each rank and receives as many; each local expert gets
-    ``1/E_local`` of them."""
-    from hyper_parallel.models.qwen3_5_moe.expert_parallel import AllToAllDispatcher
-    from hyper_parallel.models.qwen3_5_moe.moe import GroupedExperts
-
-    dispatch = AllToAllDispatcher.dispatch
-    loop = GroupedExperts._loop
-
-    @functools.wraps(dispatch)
-    def balanced_dispatch(self, tokens, counts):
-        with _size_answers(_balanced(tokens.shape[0], self.ep) * 2):
-            return dispatch(self, tokens, counts)
-
-    @functools.wraps(loop)
-    def balanced_loop(x, counts, gate_up, down):
-        with _size_answers(_balanced(x.shape[0], counts.numel())):
-            return loop(x, counts, gate_up, down)
-
-    patches.set(AllToAllDispatcher, "dispatch", balanced_dispatch)
-    patches.set(GroupedExperts, "_loop", staticmethod(balanced_loop))
 
 
 class Mailbox:
@@ -414,7 +309,7 @@ def _global_rank(group: Any, rank: int | None, group_rank: int | None) -> int:
     return int(rank or 0)
 
 
-def _patch_object_collectives(patches: _Patches, mailbox: Mailbox) -> None:
+def _patch_object_collectives(patches: Patches, mailbox: Mailbox) -> None:
     """Object collectives, object point-to-point and barriers through the mailbox (the tensor
     collectives stay on the fake group, which checks their devices)."""
     from torch.distributed import distributed_c10d as c10d
@@ -482,19 +377,19 @@ def fake_cuda_rank(
                       LOCAL_WORLD_SIZE="1")
     dist.init_process_group("cuda:fake", rank=rank, world_size=world_size, store=FakeStore())
     mode = CollectiveRecordingMode()
-    patches = _Patches()
+    patches = Patches()
     scalar_ops = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
     saved_scalar = {op: fake_impls.op_implementations_dict[op] for op in scalar_ops}
     try:
         _patch_torch_cuda(patches)
         _patch_host_copies(patches, mode)
-        _patch_device_mesh(patches)
+        patch_device_mesh(patches)
         _patch_storage(patches)
         _patch_object_collectives(patches, Mailbox(Path(mailbox), rank))
-        _patch_expert_sizes(patches)
+        patch_expert_sizes(patches, imbalance=1.0)  # balanced routing
         _patch_model_build(patches)
         for op in scalar_ops:
-            fake_impls.op_implementations_dict[op] = _host_scalar
+            fake_impls.op_implementations_dict[op] = host_scalar
         with mode:
             yield mode
     finally:
