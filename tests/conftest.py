@@ -1,6 +1,9 @@
 """Shared test configuration."""
 
 import os
+import sys
+
+import pytest
 
 # Keep the 2-core CI machine responsive: every test process uses one intra-op thread unless a
 # test says otherwise; torchrun workers inherit this.
@@ -91,3 +94,14 @@ def pytest_collection_modifyitems(config, items):
     # run keeps pytest's own order.
     if hasattr(config, "workerinput"):
         items.sort(key=lambda item: _place(item.nodeid))  # stable
+
+
+@pytest.fixture(autouse=True)
+def _no_process_group_left_behind(request):
+    """A test that ends with a process group up fails here, by name: the next test of its
+    worker would join that group (its backend, its world size) instead of making its own."""
+    yield
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+        pytest.fail(f"{request.node.nodeid} left a process group up", pytrace=False)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
 import socket
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 import torch.distributed as dist
@@ -101,6 +102,22 @@ def init_process_group(
             rank=0,
             timeout=timeout,
         )
+
+
+@contextlib.contextmanager
+def group_released_if_build_fails() -> Iterator[None]:
+    """A build that fails after forming its own 1-process group takes the group down again, so
+    the next build in this process (a notebook, a test, preflight) forms its own instead of
+    joining one with this build's backend and timeouts. A multi-rank group stays: the process
+    is about to end and the launcher tears the job down, while destroying a group whose peers
+    may sit in a collective can block."""
+    existed = dist.is_initialized()
+    try:
+        yield
+    except BaseException:
+        if not existed and dist.is_initialized() and dist.get_world_size() == 1:
+            dist.destroy_process_group()
+        raise
 
 
 def set_collective_timeout(seconds: float) -> None:

@@ -132,6 +132,14 @@ class HyperTrainer(BaseTrainer, Configurable):
         self.state = TrainerState(max_steps=config.training.steps)
         self.last_global_tokens = 0
         self.eval_dataloader = None
+        from hyper_parallel.runtime.distributed import group_released_if_build_fails
+
+        with group_released_if_build_fails():
+            self._build()
+
+    def _build(self) -> None:
+        """Steps 1-10 of the module docstring."""
+        config = self.config
         self._resolve_spec()                                # 1
         self._resolve_paths()                             # 2
         self._setup()                                       # 3

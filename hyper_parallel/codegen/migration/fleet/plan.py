@@ -200,6 +200,18 @@ class _Planner:
         self.pushed = itertools.count()  # breaks ties of equal keys: the heap never compares sets
         self._build(None, list(range(self.files)))
 
+    def start_from_core(self) -> bool:
+        """Hang every file under one node with what they all have (a file whose items are
+        exactly that, else a new family), when that saves a line; False when it does not."""
+        scope = self.scopes[None]
+        if not scope.core or self.files < 2:
+            return False
+        key, group, server = self._candidate(None, frozenset())
+        if key[0] >= 0:
+            return False
+        self._merge(None, frozenset(), group, server)
+        return True
+
     def plan(self) -> Hierarchy:
         while (best := self._best()) is not None:
             self._merge(*best)
@@ -285,10 +297,21 @@ def plan_hierarchy(item_sets: list[frozenset] | list[set], family_cost: int = FA
     larger ``F``, the larger ``T``, the earlier files), until none is left. Families thus form
     above existing ones (the baseline's scope) and inside them (a family's children).
 
+    Greedy can miss the plainest plan: a first merge that saves the most may split files that
+    one family with what they all have would serve better (files that share a large core and,
+    in pairs, a little more). So the planner runs a second time from that one family and keeps
+    the cheaper tree (:meth:`Hierarchy.cost`; a tie keeps the first): a plan never costs more
+    than one base for the whole group.
+
     The candidates are kept between merges (:class:`_Planner`): the work grows with the pairs
     of files (files that differ only in items of their own count as one), not with that times
     the merges."""
-    return _Planner(item_sets, family_cost).plan()
+    greedy = _Planner(item_sets, family_cost).plan()
+    based = _Planner(item_sets, family_cost)
+    if not based.start_from_core():
+        return greedy
+    alternative = based.plan()
+    return alternative if alternative.cost(family_cost) < greedy.cost(family_cost) else greedy
 
 
 __all__ = ["FAMILY_COST", "Hierarchy", "plan_hierarchy"]
