@@ -17,7 +17,9 @@ its experts as it sends to each -- a balanced router's traffic.
 
 Reported per layout, after the build and after each of 2 steps (the second has the optimizer
 state): ``torch.cuda.max_memory_allocated`` / ``max_memory_reserved`` (GiB, peaks since the
-previous mark) and the parameter bytes of the rank. On the CPU (the dry run) the layouts'
+previous mark) and the parameter bytes of the rank; and preflight's prediction for the same
+rank (:mod:`hyper_parallel.preflight`, computed first, on the CPU), which the second step's
+allocated peak must be within :data:`PREFLIGHT_BOUND` of. On the CPU (the dry run) the layouts'
 debug-sized versions run the same code and report the process's peak RSS instead.
 """
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import resource
+import shutil
 import tempfile
 
 from _check_common import Report
@@ -52,6 +55,9 @@ CPU_FORM = {
 }
 STEPS = 2
 GIB = 2**30
+#: How far the step's real allocated peak on the GPU may be from preflight's (which steps the
+#: torch kernel path on the CPU: the fla kernels' own workspaces are not in it).
+PREFLIGHT_BOUND = 0.2
 
 
 @contextlib.contextmanager
@@ -113,18 +119,19 @@ def check_fake_pg(report: Report, device: str, layout: str | None = None) -> Non
     part = f"{layout} (rank 0 of {WORLD})"
     report.notes.append("a fake process group: the memory is real, the values are not "
                         "(losses printed, never compared)")
-    dist.init_process_group("fake", rank=0, world_size=WORLD, store=FakeStore())
     figures = report.part(part)
     figures["recipe"] = f"--module {module} --config {recipe} {' '.join(overrides)}"
+    folder = tempfile.mkdtemp(prefix="gpu-check-fake-pg-")
+    argv = ["--module", module, "--config", recipe, *overrides, "--training.steps", str(STEPS),
+            "--checkpoint.interval", "0", "--checkpoint.folder", folder,
+            "--metrics.log_freq", "1000000"]
+    predicted = _preflight(argv, figures)  # before this process joins the fake group
+    dist.init_process_group("fake", rank=0, world_size=WORLD, store=FakeStore())
     try:
-        with tempfile.TemporaryDirectory(prefix="gpu-check-fake-pg-") as folder, \
-                _balanced_counts():
+        with _balanced_counts():
             if device == "cuda":
                 torch.cuda.reset_peak_memory_stats()
-            trainer = build_trainer(["--module", module, "--config", recipe, *overrides,
-                                     "--training.steps", str(STEPS),
-                                     "--checkpoint.interval", "0", "--checkpoint.folder", folder,
-                                     "--metrics.log_freq", "1000000"])
+            trainer = build_trainer(argv)
             dims = trainer.dist.parallel_dims
             figures["layout"] = dims.summary()
             report.require(part, f"a {WORLD}-rank layout", dims.world_size == WORLD,
@@ -139,9 +146,35 @@ def check_fake_pg(report: Report, device: str, layout: str | None = None) -> Non
                 result = trainer.train_step(next(batches))
                 figures["losses_not_compared"].append(result.loss)
                 figures[f"after_step_{step}"] = _memory(device)
+        if device == "cuda":
+            # The second step holds the optimizer state: the step preflight predicts.
+            measured = figures[f"after_step_{STEPS}"]["max_memory_allocated_gib"]
+            ratio = measured / predicted
+            figures["measured_over_preflight"] = round(ratio, 3)
+            report.require(part, f"the step's allocated peak within {PREFLIGHT_BOUND:.0%} of "
+                           "preflight's prediction", abs(ratio - 1) <= PREFLIGHT_BOUND,
+                           f"{measured:.3f} GiB measured, {predicted:.3f} GiB predicted")
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _preflight(argv: list[str], figures: dict) -> float:
+    """Preflight's prediction for rank 0 of the same run (GiB allocated at the step's peak:
+    its parameters, gradients, optimizer state, buffers and activations, no allowances), and
+    its figures into ``figures``."""
+    from hyper_parallel.preflight.gpus import GPUS
+    from hyper_parallel.preflight.run import preflight
+    from hyper_parallel.train import parse_run
+
+    report = preflight(parse_run(argv).config, GPUS["h200"], world=WORLD)
+    memory = report.roles[0].memory
+    figures["preflight"] = {
+        "allocated_gib": round(memory.allocated_bytes / GIB, 3),
+        "with_allowances_gib": round(report.roles[0].total_bytes / GIB, 3),
+        "depth": memory.depth, "seconds": round(report.seconds, 1)}
+    return memory.allocated_bytes / GIB
 
 
 __all__ = ["LAYOUTS", "check_fake_pg"]

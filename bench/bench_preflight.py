@@ -10,7 +10,13 @@
    gradient and optimizer bytes (equal or not) and the step's peak, predicted / measured (the
    bar: within 10 %), for the layouts of ``tests/torch/st/preflight/test_preflight_accuracy.py``.
 
-``--smoke``: the debug recipe's preflight and one one-rank layout, seconds long.
+3. **A fleet**: ``python -m hyper_parallel.codegen --from-yaml DIR --preflight`` over 100 YAMLs
+   made from the shipped examples the way a team's sweeps grow (learning rates, seeds, run
+   lengths and output folders; micro-batch sizes and sequence lengths, which change the
+   memory): the conversion and every preflight, in one command (the issue's bar: under 10
+   minutes), with how many distinct simulations the fleet needed.
+
+``--smoke``: the debug recipe's preflight, one one-rank layout and a fleet of 2, seconds long.
 """
 
 from __future__ import annotations
@@ -105,6 +111,50 @@ def bench_accuracy(layouts: dict[str, tuple[int, tuple[str, ...]]]) -> list[dict
     return rows
 
 
+EXAMPLES = REPO / "examples" / "yaml"
+def fleet_yamls(folder: Path, count: int) -> None:
+    """``count`` YAMLs in ``folder``: the shipped examples in turn, the ``k``-th turn with its
+    own learning rate, seed, run length and output folder (value-only: one simulation for all)
+    and one of four memory settings (micro-batch 1 or 2, the file's sequence length or twice
+    it: a simulation each)."""
+    import yaml
+
+    examples = sorted(EXAMPLES.glob("*.yaml"))
+    for i in range(count):
+        data = yaml.safe_load(examples[i % len(examples)].read_text())
+        turn = i // len(examples)
+        train = data.setdefault("train", {})
+        train.setdefault("optimizer", {})["lr"] = (1e-4, 2e-4, 3e-4, 5e-4)[turn % 4]
+        train["seed"] = turn
+        train["max_steps"] = 100 * (1 + turn % 3)
+        train.setdefault("checkpoint", {})["output_dir"] = f"runs/{i:03d}"
+        train["micro_batch_size"] = 1 + (turn // 2) % 2
+        if (turn // 4) % 2:
+            data.setdefault("data", {})["max_seq_len"] = 2 * data["data"].get("max_seq_len", 2048)
+        (folder / f"run_{i:03d}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def bench_fleet(count: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench-preflight-fleet-") as tmp:
+        folder = Path(tmp) / "fleet"
+        folder.mkdir()
+        fleet_yamls(folder, count)
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "hyper_parallel.codegen", "--from-yaml", str(folder),
+             "-o", str(Path(tmp) / "registry.py"), "--preflight", "-q"],
+            cwd=REPO, capture_output=True, text=True, check=False)
+        seconds = time.perf_counter() - start
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("  run_")]
+    figures = {tuple(row[1:]) for row in rows}
+    result = {"yamls": count, "seconds": round(seconds, 1), "exit_status": done.returncode,
+              "rows": len(rows), "distinct_results": len(figures),
+              "verdicts": sorted({row[-1] for row in rows})}
+    if done.returncode not in (0, 1) or len(rows) != count:
+        result["error"] = (done.stdout + done.stderr)[-3000:]
+    return result
+
+
 def print_summary(results: dict) -> None:
     print("1. preflight time (suggestions off)")
     for row in results["speed"]:
@@ -122,6 +172,10 @@ def print_summary(results: dict) -> None:
         print(f"  {row['layout']:<22} bytes {'equal' if row['held_bytes_equal'] else 'DIFFER'}"
               f"  step peak {row['step_peak_predicted_bytes'] / 2**20:8.2f} MiB / "
               f"{row['step_peak_measured_bytes'] / 2**20:8.2f} MiB = {row['ratio']:.3f}")
+    fleet = results["fleet"]
+    print(f"\n3. --from-yaml --preflight of {fleet['yamls']} YAMLs: {fleet['seconds']:.1f} s "
+          f"(exit {fleet['exit_status']}; {fleet['rows']} rows, {fleet['distinct_results']} "
+          f"distinct figures; verdicts {', '.join(fleet['verdicts'])})")
 
 
 def main() -> int:
@@ -138,7 +192,8 @@ def main() -> int:
                else LAYOUTS)
     start = time.perf_counter()
     results = {"mode": mode, "cpus": os.cpu_count(), "speed": bench_speed(SPEED[mode]),
-               "accuracy": bench_accuracy(layouts)}
+               "accuracy": bench_accuracy(layouts),
+               "fleet": bench_fleet(2 if opts.smoke else 100)}
     results["wall_s"] = round(time.perf_counter() - start, 1)
     print_summary(results)
     written = write_results(

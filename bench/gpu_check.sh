@@ -22,7 +22,8 @@
 #                  (bench/_check_determinism.py)
 #   fake_pg_fsdp8  (e) one real trainer step of rank 0 of FSDP 8 (the 0.8b recipe) and of EP 8
 #   fake_pg_ep8        (the MoE debug recipe), the other 7 ranks a fake process group: the rank's
-#                      real memory (bench/_check_fake_pg.py)
+#                      real memory, against preflight's prediction for that rank (within 20 %;
+#                      bench/_check_fake_pg.py)
 #
 # Three phases; the GPU machine reaches no package index:
 #

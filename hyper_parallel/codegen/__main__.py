@@ -17,6 +17,13 @@ Migration commands (:mod:`.migration.from_yaml`, :mod:`.migration.to_yaml`):
   (default ``recipes/config_registry.py``, :mod:`.migration.fleet`): shared family functions holding
   what groups of them share, one recipe per file named after it (``--name`` is refused), every
   recipe proven; prints one table. ``--strict`` applies to every file; overrides after ``--`` apply to every file.
+* ``--from-yaml ... --preflight [--gpu NAME | --gpu-memory GiB]``: then preflight every recipe
+  written (:mod:`hyper_parallel.preflight`: the real code at the recipe's world size, on this
+  machine) and print one table, a row per recipe; recipes whose simulations are the same are
+  preflighted once, the others side by side on the machine's cores. The files are written
+  either way (the conversion is proven); the exit status is then preflight's: 1 when a recipe
+  does not fit or fails to build at its size, 2 when one cannot be built as configured (named
+  in its YAML's keys, at their lines).
 * ``--to-yaml --module M --config F [-o PATH] [--force]``: the legacy YAML of a recipe (stdout
   by default), or the new-only fields that prevent one.
 
@@ -50,6 +57,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from hyper_parallel.codegen import pipeline, staleness
 from hyper_parallel.codegen.errors import CodegenError
@@ -85,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     migrate.add_argument("--force", action="store_true", help="replace an existing output file")
     migrate.add_argument("--strict", action="store_true",
                          help="refuse a YAML that needs any normalisation")
+    migrate.add_argument("--preflight", action="store_true",
+                         help="then preflight every recipe written at its world size (python -m "
+                         "hyper_parallel.preflight): exit 1 when one does not fit, 2 when one "
+                         "cannot be built as configured")
+    migrate.add_argument("--gpu", metavar="NAME",
+                         help="the GPU --preflight judges against (default h100-80gb)")
+    migrate.add_argument("--gpu-memory", type=float, metavar="GIB",
+                         help="or the GPU's memory in GiB")
     migrate.add_argument("--to-yaml", action="store_true",
                          help="write the legacy YAML of the recipe --module/--config")
     migrate.add_argument("--module", help="recipe module (with --to-yaml)")
@@ -102,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         return _migrate(parser, args, root)
     stray = [flag for flag, value in (("--name", args.name), ("-o/--output", args.output),
                                       ("--force", args.force), ("--strict", args.strict),
-                                      ("--module", args.module), ("--config", args.config))
+                                      ("--module", args.module), ("--config", args.config),
+                                      ("--preflight", args.preflight), ("--gpu", args.gpu),
+                                      ("--gpu-memory", args.gpu_memory))
              if value]
     if stray:
         parser.error(f"{', '.join(stray)} go with --from-yaml or --to-yaml")
@@ -200,9 +218,11 @@ def _write_output(path: Path, text: str, force: bool) -> str | None:
     return None
 
 
-def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path) -> str | None:
+def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path
+               ) -> tuple[str | None, list[tuple[str, Any, Any]]]:
     """Convert what ``--from-yaml`` names (one YAML, several, a launch command) and write it;
-    returns the problem of an existing output, if any."""
+    returns the problem of an existing output, if any, and ``(recipe name, its YAML's source,
+    the config it builds)`` of each recipe."""
     from hyper_parallel.codegen.migration import fleet, from_yaml
 
     stray = [v for v in args.from_yaml if v in ("generate", "check") and not Path(v).exists()]
@@ -221,7 +241,7 @@ def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: 
             raise _TimingsFailed
         if not args.quiet or problem:
             print(from_yaml.report(recipe, output, wrote=problem is None))
-        return problem
+        return problem, [(recipe.name, recipe.source, recipe.target)]
     if args.name is not None:
         parser.error(f"--name goes with one YAML; with {len(inputs.files)} YAMLs each recipe is "
                      "named after its file (rename a file to rename its recipe)")
@@ -232,7 +252,29 @@ def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: 
         raise _TimingsFailed
     if not args.quiet or problem:
         print(fleet.report(result, wrote=problem is None))
-    return problem
+    return problem, [(r.name, r.source, r.goal) for r in result.recipes]
+
+
+def _preflight(recipes: list[tuple[str, Any, Any]], gpu: Any) -> int:
+    """Preflight each converted recipe (:mod:`hyper_parallel.preflight`), print one table;
+    a recipe that cannot be built is named in its YAML's keys, at their lines. Returns the
+    exit status (:func:`~hyper_parallel.preflight.report.exit_status`)."""
+    from hyper_parallel.codegen.migration.yaml_source import locate_problems
+    from hyper_parallel.preflight.many import preflight_many
+    from hyper_parallel.preflight.report import exit_status, summary
+    from hyper_parallel.trainer.llm_trainer import legacy_config_error
+    from hyper_parallel.utils.errors import ConfigError
+
+    results = preflight_many([config for _, _, config in recipes], gpu)
+    named = []
+    for (name, source, _), result in zip(recipes, results):
+        if isinstance(result, ConfigError):
+            legacy = ConfigError.combine([legacy_config_error(p) for p in result.problems],
+                                         source.display)
+            result = locate_problems(legacy, source.display, source.lines, source.cli)
+        named.append((name, result))
+    print(summary(named, gpu))
+    return exit_status([result for _, result in named])
 
 
 class _TimingsFailed(Exception):
@@ -253,7 +295,20 @@ def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
     if args.check or args.command == "check" or args.out is not None:
         parser.error("check / --check / --out regenerate the repository's files; they do not go "
                      "with --from-yaml or --to-yaml (use -o for the output path)")
+    if args.to_yaml and (args.preflight or args.gpu or args.gpu_memory is not None):
+        parser.error("--preflight, --gpu and --gpu-memory go with --from-yaml (preflight a "
+                     "recipe with python -m hyper_parallel.preflight --module M --config F)")
+    if not args.preflight and (args.gpu or args.gpu_memory is not None):
+        parser.error("--gpu / --gpu-memory choose the GPU of --preflight; add --preflight")
+    if args.gpu and args.gpu_memory is not None:
+        parser.error("--gpu and --gpu-memory name the same thing; pass one of them")
+    preflight_code = 0
     try:
+        gpu = None
+        if args.preflight:
+            from hyper_parallel.preflight.check import choose_gpu
+
+            gpu = choose_gpu(args.gpu, args.gpu_memory)  # a bad name before anything is written
         if args.to_yaml:
             text = to_yaml.legacy_yaml(args.module, args.config)
             if args.output is None:
@@ -263,7 +318,9 @@ def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
             if problem is None and not args.quiet:
                 print(f"to-yaml: wrote {args.output}")
         else:
-            problem = _from_yaml(parser, args, root)
+            problem, recipes = _from_yaml(parser, args, root)
+            if gpu is not None and problem is None:
+                preflight_code = _preflight(recipes, gpu)
     except _TimingsFailed:
         return 2
     except from_yaml.ConversionError as exc:
@@ -279,7 +336,7 @@ def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
     if problem is not None:
         print(f"codegen: error: {problem}", file=sys.stderr)
         return 1
-    return 0
+    return preflight_code
 
 
 if __name__ == "__main__":

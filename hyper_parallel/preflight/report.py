@@ -10,6 +10,7 @@ from hyper_parallel.preflight.gpus import (
     FRAGMENTATION,
     GIB,
     NCCL_BYTES_PER_GROUP,
+    Gpu,
 )
 from hyper_parallel.preflight.run import Preflight
 
@@ -120,4 +121,43 @@ def to_text(report: Preflight, origin: str = "") -> str:
     return "\n".join(lines)
 
 
-__all__ = ["to_json", "to_text"]
+def peak_role(report: Preflight) -> Any:
+    """The role with the largest total (the one a GPU must hold), None when none was built."""
+    return max(report.roles, key=lambda role: role.total_bytes, default=None)
+
+
+def summary(named: list[tuple[str, Preflight | Exception]], gpu: Gpu) -> str:
+    """One row per configuration (a fleet's recipes): its world, its largest role's figure,
+    the verdict; then each problem, suggestion and configuration error, under its name."""
+    rows = [("recipe", "ranks", "peak GiB/rank", "headroom", "verdict")]
+    notes = []
+    for name, result in named:
+        if isinstance(result, Exception):
+            rows.append((name, "-", "-", "-", "config error"))
+            notes.append(f"{name}: error: {result}")
+            continue
+        role = peak_role(result)
+        rows.append((name, str(result.world_size),
+                     _gib(role.total_bytes) if role else "-",
+                     _gib(gpu.memory_bytes - role.total_bytes) if role else "-",
+                     (role.verdict if role and not result.problems else "fails to build")))
+        notes.extend(f"{name}: problem: {p}" for p in result.problems)
+        if not result.fits and result.suggestions:
+            notes.append(f"{name}: would fit with {result.suggestions[0]}")
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [f"preflight on {gpu.name} ({gpu.memory_bytes / GIB:.1f} GiB a GPU):"]
+    lines += ["  " + "  ".join(cell.ljust(w) if i in (0, 4) else cell.rjust(w)
+                               for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
+    lines += [f"  {note}" for note in notes]
+    return "\n".join(lines)
+
+
+def exit_status(results: list[Preflight | Exception]) -> int:
+    """Preflight's exit status for several configurations: 2 when one has a configuration
+    error, else 1 when one does not fit (or fails to build), else 0."""
+    if any(isinstance(r, Exception) for r in results):
+        return 2
+    return 0 if all(r.fits for r in results) else 1
+
+
+__all__ = ["exit_status", "peak_role", "summary", "to_json", "to_text"]

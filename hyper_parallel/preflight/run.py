@@ -28,6 +28,7 @@ from hyper_parallel.preflight.simulate import (
     optimizer_bytes,
     parameter_bytes,
     process_groups,
+    resolved_model_config,
     simulation_config,
     stage_peak,
     step_peak,
@@ -105,8 +106,9 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
     """Build ``rank`` of a ``world``-rank job of ``config`` and measure it (see
     :mod:`~hyper_parallel.preflight.simulate`; ``extrapolate_depth=False`` steps the whole
     depth always); also the model's training FLOPs per token."""
-    period = layer_period(config, config.model_spec.model) if config.model_spec else None
-    depth = getattr(config.model_spec.model, "num_hidden_layers", 0) if config.model_spec else 0
+    model_config = resolved_model_config(config)  # the depth the build will have
+    period = layer_period(config, model_config)
+    depth = model_config.num_hidden_layers
     # The deeper short build runs in a second process while this one builds the whole role
     # and the shallower one: the two are independent, and the machine has the cores.
     deeper = (_spawn(_short_role, config, rank, world, imbalance, 2 * period)
@@ -208,6 +210,7 @@ def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
     """Preflight ``config`` (a ``HyperTrainer.Config``) at its world size on ``gpu``.
     A ``ConfigError`` propagates (the caller names the fields in its entry's names)."""
     start = time.perf_counter()
+    resolved_model_config(config)  # the run's own checks, before the simulation's defaults
     sim = simulation_config(config)
     size = world_size_of(config, world)
     report = Preflight(world_size=size, gpu=gpu, imbalance=imbalance,

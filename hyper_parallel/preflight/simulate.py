@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,16 @@ class RoleBuild(HyperTrainer):
         self.model_fwd_context = self.model_bwd_context = contextlib.nullcontext
 
 
+def resolved_model_config(config: HyperTrainer.Config) -> Any:
+    """The run's model config as the engine resolves it before building anything (its spec,
+    the cross-section checks, ``update_from_config``): milliseconds, no process group; a
+    ``ConfigError`` is the one the run itself would raise."""
+    probe = RoleBuild.__new__(RoleBuild)
+    probe.config = config
+    probe._resolve_spec()
+    return probe.model_config
+
+
 def truncated(model_config: Any, layers: int) -> Any:
     """``model_config`` with its first ``layers`` decoder layers."""
     types = list(model_config.layer_types)
@@ -120,22 +131,57 @@ def layer_period(config: HyperTrainer.Config, model_config: Any) -> int | None:
     return None
 
 
+#: The sections of ``HyperTrainer.Config`` a :class:`RoleBuild` never reads (it builds no
+#: tokenizer, data, checkpoints, metrics, profiler or evaluation and resolves no path): the
+#: simulation runs with their defaults, so two runs that differ only there are one simulation.
+NOT_SIMULATED = ("hf_assets_path", "dump_folder", "tokenizer", "dataloader", "checkpoint",
+                 "metrics", "profiler", "validation")
+#: Settings that scale values and move no tensor's shape, count or lifetime (the learning rate
+#: and its schedule, the run's length, the seed): simulated at their defaults too, so a sweep
+#: over them is one simulation.
+VALUES_ONLY = {"optimizer": ("lr",), "lr_scheduler": None, "training": ("steps",),
+               "debug": ("seed",)}
+
+
+def _defaults(section: Any, names: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The defaults of ``section``'s dataclass fields ``names`` (None: every field)."""
+    return {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING
+                     else f.default)
+            for f in dataclasses.fields(section) if f.init and (names is None or f.name in names)}
+
+
 def simulation_config(config: HyperTrainer.Config) -> HyperTrainer.Config:
     """What the simulation runs of ``config``: the same run, built on ``meta``, without
     pretrained weights (they change no shape), uncompiled and on the torch kernels (fla-core's
-    run on CUDA only; docs/preflight.md says what that leaves out)."""
+    run on CUDA only; docs/preflight.md says what that leaves out), the sections it never reads
+    (:data:`NOT_SIMULATED`) and the settings that move no tensor (:data:`VALUES_ONLY`) at
+    their defaults."""
     model = config.model
     changes: dict[str, Any] = {}
     if getattr(model, "kernels", "auto") != "auto":
         changes["kernels"] = "auto"
     if getattr(model, "weights_path", None):
         changes["weights_path"] = None
+    sections = {name: (type(getattr(config, name))(**_defaults(getattr(config, name)))
+                       if names is None else
+                       dataclasses.replace(getattr(config, name),
+                                           **_defaults(getattr(config, name), names)))
+                for name, names in VALUES_ONLY.items()}
+    training = sections.pop("training")
     return dataclasses.replace(
         config,
+        **_defaults(config, NOT_SIMULATED),
+        **sections,
         model=dataclasses.replace(model, **changes) if changes else model,
-        training=dataclasses.replace(config.training, init_device="meta"),
+        training=dataclasses.replace(training, init_device="meta"),
         compile=dataclasses.replace(config.compile, enable=False),
     )
+
+
+def simulation_key(config: HyperTrainer.Config) -> str:
+    """Equal for two configurations whose simulations are the same (within one process: a
+    model spec's functions print by address)."""
+    return repr(simulation_config(config))
 
 
 # ----------------------------------------------------------------------- held bytes
@@ -229,9 +275,35 @@ def _kinds(snapshot: dict) -> dict[str, int]:
     return out
 
 
+@functools.cache
+def _peak_only(tracker_class: type) -> type:
+    """``tracker_class`` keeping the step's peak only. torch's trackers also keep every
+    module's own peak, which walks all modules after every operator (most of a small model's
+    preflight time); preflight reads the step's peak alone (the same instant, the same
+    composition)."""
+    from torch.distributed._tools.mem_tracker import _TOTAL_KEY
+
+    def _update_peak_stats(self, peak_state: Any) -> None:
+        for device, snapshot in self._curr_mem_snap.items():
+            if self._peak_mem.get(device, 0) < snapshot[_TOTAL_KEY]:
+                self._peak_mem[device] = snapshot[_TOTAL_KEY]
+                self._peak_mem_snap[device] = dict(snapshot)
+
+    return type(f"PeakOnly{tracker_class.__name__}", (tracker_class,),
+                {"_update_peak_stats": _update_peak_stats})
+
+
+def memory_tracker(*parts: Any) -> Any:
+    """A tracker of ``parts`` (modules, optimizers) that keeps the peak only."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    tracker = _peak_only(MemTracker)()
+    tracker.track_external(*parts)
+    return tracker
+
+
 def _tracker(build: RoleBuild):
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
-    from torch.distributed._tools.mem_tracker import MemTracker
     from torch.distributed.fsdp import FSDPModule
 
     parts = build.model_parts
@@ -240,10 +312,8 @@ def _tracker(build: RoleBuild):
         # FSDP sets up its parameter groups at the first forward; the tracker hooks them on
         # entry, so they must exist by then (as after a warm-up step).
         parts[0]._get_fsdp_state()._lazy_init()
-        return FSDPMemTracker(parts[0], optimizers[0])
-    tracker = MemTracker()
-    tracker.track_external(*parts, *optimizers)
-    return tracker
+        return _peak_only(FSDPMemTracker)(parts[0], optimizers[0])
+    return memory_tracker(*parts, *optimizers)
 
 
 def step_peak(build: RoleBuild) -> dict[str, int]:
@@ -283,8 +353,6 @@ def stage_peak(build: RoleBuild) -> tuple[dict[str, int], int]:
     """A pipeline rank's step: each of its stages' forward and backward on one micro-batch of
     the schedule's shape, its saved activations counted once per micro-batch in flight. Returns
     the peak's kinds (activations as the schedule holds them) and the micro-batches in flight."""
-    from torch.distributed._tools.mem_tracker import MemTracker
-
     c = build.config
     pipeline = build.pipeline
     micro_rows = max(1, c.training.local_batch_size // pipeline.num_microbatches)
@@ -301,8 +369,7 @@ def stage_peak(build: RoleBuild) -> tuple[dict[str, int], int]:
     peak_kinds: dict[str, int] = {}
     for part, stage_index in zip(pipeline.parts, pipeline.stage_indices):
         first, last = stage_index == 0, stage_index == pipeline.num_stages - 1
-        tracker = MemTracker()
-        tracker.track_external(part)
+        tracker = memory_tracker(part)
         with tracker:
             x = ids if first else torch.zeros(
                 ids.shape[0], ids.shape[1], hidden, dtype=dtype, requires_grad=True)
@@ -384,6 +451,7 @@ __all__ = [
     "optimizer_bytes",
     "parameter_bytes",
     "process_groups",
+    "resolved_model_config",
     "simulation_config",
     "stage_peak",
     "step_added_bytes",

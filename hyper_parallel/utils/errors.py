@@ -35,6 +35,12 @@ class ConfigError(ValueError):
             prefix += f"{path}: "
         super().__init__(prefix + message)
 
+    def __reduce__(self) -> tuple:
+        # Pickled whole (a preflight in a process of its own returns one): the default would
+        # rebuild it from the printed message alone, without the path an entry renames.
+        problems = None if self.problems == [self] else self.problems
+        return _restore, (type(self), self.message, self.path, self.location, problems)
+
     @classmethod
     def combine(cls, errors: Sequence[ConfigError], source: str) -> ConfigError:
         """One error reporting ``errors`` (not empty): the error itself when there is one, else
@@ -45,6 +51,15 @@ class ConfigError(ValueError):
         combined = cls(f"{len(flat)} problems in {source}:\n" + "\n".join(f"- {e}" for e in flat))
         combined.problems = flat
         return combined
+
+
+def _restore(cls: type[ConfigError], message: str, path: str | None, location: str | None,
+             problems: list[ConfigError] | None) -> ConfigError:
+    error = cls.__new__(cls)
+    ConfigError.__init__(error, message, path=path, location=location)
+    if problems is not None:
+        error.problems = problems
+    return error
 
 
 class ConfigFieldError(ValueError):

@@ -1,0 +1,54 @@
+"""Preflight several configurations at once: a converted fleet, the shipped recipes.
+
+Configurations whose simulations are the same (:func:`~.simulate.simulation_key`: variants that
+differ only in data, checkpoints, metrics or paths) are preflighted once, and the distinct ones
+run side by side in processes of their own (each simulates a process group of its own, which a
+process holds one of), as many as the machine has cores.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from hyper_parallel.preflight.check import preflight_config
+from hyper_parallel.preflight.gpus import Gpu
+from hyper_parallel.preflight.run import Preflight
+from hyper_parallel.preflight.simulate import simulation_key
+from hyper_parallel.utils.errors import ConfigError
+
+
+def preflight_many(configs: Sequence[Any], gpu: Gpu, *, imbalance: float | None = None,
+                   suggest: bool = True, workers: int | None = None
+                   ) -> list[Preflight | ConfigError]:
+    """The preflight of each ``HyperTrainer.Config`` of ``configs``, in order; a configuration
+    error is that configuration's result (the others still run: every problem at once)."""
+    keys = [simulation_key(config) for config in configs]
+    distinct: dict[str, int] = {}
+    for index, key in enumerate(keys):
+        distinct.setdefault(key, index)
+    jobs = list(distinct.values())
+    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+    if workers == 1:
+        done = {index: _one(configs[index], gpu, imbalance, suggest) for index in jobs}
+    else:
+        with concurrent.futures.ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {index: pool.submit(_one, configs[index], gpu, imbalance, suggest)
+                       for index in jobs}
+            done = {index: future.result() for index, future in futures.items()}
+    return [done[distinct[key]] for key in keys]
+
+
+def _one(config: Any, gpu: Gpu, imbalance: float | None, suggest: bool
+         ) -> Preflight | ConfigError:
+    try:
+        return preflight_config(config, gpu, imbalance=imbalance, suggest=suggest)
+    except ConfigError as exc:
+        return exc
+
+
+__all__ = ["preflight_many"]

@@ -1,0 +1,125 @@
+"""``python -m hyper_parallel.codegen --from-yaml ... --preflight``: a converted YAML, or a whole
+fleet, preflighted at each recipe's world size; the exit status is preflight's, a recipe that
+cannot be built is named in its YAML's keys at their lines, and variants that differ only in
+what the simulation never reads are preflighted once."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hyper_parallel.codegen.__main__ import main
+from hyper_parallel.preflight.simulate import simulation_config, simulation_key
+
+REPO = Path(__file__).resolve().parents[4]
+EXAMPLES = REPO / "examples" / "yaml"
+
+
+def _yaml(folder: Path, name: str, source: str, changes: dict) -> Path:
+    """``source``'s YAML with ``changes`` ({"train.accelerator.tp": 4, ...}) as ``name``."""
+    data = yaml.safe_load((EXAMPLES / source).read_text())
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split(".")
+        node = data
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _run(capsys, argv: list[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _row(out: str, recipe: str) -> list[str]:
+    return next(line.split() for line in out.splitlines() if line.split()[:1] == [recipe])
+
+
+def test_a_fleet_is_preflighted_recipe_by_recipe(tmp_path, capsys):
+    """The debug YAML, a sweep of it over what no tensor depends on (learning rate, seed,
+    output folder: one simulation), the FSDP 2 example, and a YAML whose tensor-parallel
+    degree does not divide the debug model's heads: the fleet is written (its conversion is
+    proven), the table has a row per recipe, the broken one is named by its YAML key and line,
+    and the exit status is 2."""
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    shutil.copy(EXAMPLES / "train_qwen3_5_debug.yaml", fleet / "debug.yaml")
+    _yaml(fleet, "debug_sweep", "train_qwen3_5_debug.yaml",
+          {"train.optimizer.lr": 3e-4, "train.seed": 7, "train.checkpoint.output_dir": "elsewhere"})
+    shutil.copy(EXAMPLES / "train_qwen3_5_fsdp2.yaml", fleet / "fsdp2.yaml")
+    _yaml(fleet, "tp8", "train_qwen3_5_debug.yaml", {"train.accelerator.tp": 8})
+    output = tmp_path / "registry.py"
+    code, out, err = _run(capsys, ["--from-yaml", str(fleet), "-o", str(output), "--preflight",
+                                   "--gpu", "h100-80gb"])
+    assert output.is_file(), err
+    assert code == 2, out + err
+    assert "preflight on h100-80gb (79.6 GiB a GPU):" in out
+    debug, sweep = _row(out, "debug"), _row(out, "debug_sweep")
+    assert debug[1:] == sweep[1:] and debug[-1] == "fits", out
+    fsdp2 = _row(out, "fsdp2")
+    assert fsdp2[1] == "2" and fsdp2[-1] == "fits", out
+    assert _row(out, "tp8")[-2:] == ["config", "error"], out
+    error = next(line for line in out.splitlines() if line.strip().startswith("tp8: error:"))
+    line = next(i for i, text in enumerate((fleet / "tp8.yaml").read_text().splitlines(), 1)
+                if text.strip().startswith("tp:"))
+    assert f"tp8.yaml:{line}" in error and "train.accelerator.tp" in error, error
+
+
+def test_one_yaml_that_does_not_fit_exits_1(tmp_path, capsys):
+    """A GPU too small: the recipe is written, its row says oom, the exit status is 1; the
+    same YAML on a GPU it fits exits 0."""
+    source = EXAMPLES / "train_qwen3_5_debug.yaml"
+    code, out, err = _run(capsys, ["--from-yaml", str(source), "-o", str(tmp_path / "a.py"),
+                                   "--preflight", "--gpu-memory", "0.05"])
+    assert (tmp_path / "a.py").is_file() and code == 1, out + err
+    assert _row(out, "train_qwen3_5_debug")[-1] == "oom", out
+    code, out, err = _run(capsys, ["--from-yaml", str(source), "-o", str(tmp_path / "b.py"),
+                                   "--preflight", "-q"])
+    assert code == 0 and _row(out, "train_qwen3_5_debug")[-1] == "fits", out + err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--gpu", "h100"], "--gpu / --gpu-memory choose the GPU of --preflight; add --preflight"),
+    (["--preflight", "--gpu", "h100"], "'h100' is not a GPU preflight knows"),
+    (["--preflight", "--gpu", "h100-80gb", "--gpu-memory", "80"], "pass one of them"),
+])
+def test_a_bad_preflight_option_exits_2_and_writes_nothing(tmp_path, capsys, argv, words):
+    output = tmp_path / "r.py"
+    try:
+        code = main(["--from-yaml", str(EXAMPLES / "train_qwen3_5_debug.yaml"), "-o",
+                     str(output), *argv])
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    assert code == 2 and words in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_the_simulation_never_sees_what_does_not_move_a_tensor():
+    """The sections a rank role's build never reads, and the values that scale no tensor, are
+    the defaults in what is simulated: a sweep over them is one simulation; anything that
+    shapes a tensor (a sequence length) is another."""
+    from hyper_parallel.models.qwen3_5_v2.config_registry import qwen3_5_v2_debugmodel
+
+    config = qwen3_5_v2_debugmodel()
+    sweep = dataclasses.replace(
+        config,
+        optimizer=dataclasses.replace(config.optimizer, lr=config.optimizer.lr * 3),
+        training=dataclasses.replace(config.training, steps=config.training.steps + 5),
+        debug=dataclasses.replace(config.debug, seed=config.debug.seed + 1),
+        checkpoint=dataclasses.replace(config.checkpoint, folder="elsewhere"),
+        dump_folder="other",
+    )
+    assert simulation_key(sweep) == simulation_key(config)
+    longer = dataclasses.replace(
+        config, training=dataclasses.replace(config.training, seq_len=config.training.seq_len * 2))
+    assert simulation_key(longer) != simulation_key(config)
+    simulated = simulation_config(config)
+    assert simulated.training.init_device == "meta" and not simulated.compile.enable
