@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -121,14 +123,25 @@ def fleet_yamls(folder: Path, count: int) -> None:
 
     examples = sorted(EXAMPLES.glob("*.yaml"))
     for i in range(count):
-        data = yaml.safe_load(examples[i % len(examples)].read_text())
+        text = examples[i % len(examples)].read_text()
+        data = yaml.safe_load(text)
         turn = i // len(examples)
         train = data.setdefault("train", {})
-        train.setdefault("optimizer", {})["lr"] = (1e-4, 2e-4, 3e-4, 5e-4)[turn % 4]
+        accelerator = train.setdefault("accelerator", {})
+        if accelerator.get("dp_shard") == -1:
+            # "Every rank": the world of the launch line in the file's header.
+            world = int(re.search(r"--nproc_per_node[= ](\d+)", text).group(1))
+            others = math.prod(accelerator.get(axis, 1) or 1
+                               for axis in ("dp_replicate", "tp", "cp", "pp", "ep"))
+            accelerator["dp_shard"] = world // others
+        optimizer = train.setdefault("optimizer", {})
+        optimizer["lr"] = optimizer.get("lr", 1e-4) * (1, 1.5, 2, 3)[turn % 4]
         train["seed"] = turn
         train["max_steps"] = 100 * (1 + turn % 3)
         train.setdefault("checkpoint", {})["output_dir"] = f"runs/{i:03d}"
-        train["micro_batch_size"] = 1 + (turn // 2) % 2
+        if (turn // 2) % 2:  # two sequences a micro-batch, the same accumulation
+            train["micro_batch_size"] = 2 * train.get("micro_batch_size", 1)
+            train["global_batch_size"] = 2 * train.get("global_batch_size", 1)
         if (turn // 4) % 2:
             data.setdefault("data", {})["max_seq_len"] = 2 * data["data"].get("max_seq_len", 2048)
         (folder / f"run_{i:03d}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
@@ -145,7 +158,8 @@ def bench_fleet(count: int) -> dict:
              "-o", str(Path(tmp) / "registry.py"), "--preflight", "-q"],
             cwd=REPO, capture_output=True, text=True, check=False)
         seconds = time.perf_counter() - start
-    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("  run_")]
+    rows = [line.split() for line in done.stdout.splitlines()
+            if line.startswith("  run_") and ": " not in line]
     figures = {tuple(row[1:]) for row in rows}
     result = {"yamls": count, "seconds": round(seconds, 1), "exit_status": done.returncode,
               "rows": len(rows), "distinct_results": len(figures),

@@ -219,11 +219,12 @@ def _write_output(path: Path, text: str, force: bool) -> str | None:
 
 
 def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path
-               ) -> tuple[str | None, list[tuple[str, Any, Any]]]:
+               ) -> tuple[str | None, list[tuple[str, Any, Any, int | None]]]:
     """Convert what ``--from-yaml`` names (one YAML, several, a launch command) and write it;
     returns the problem of an existing output, if any, and ``(recipe name, its YAML's source,
-    the config it builds)`` of each recipe."""
+    the config it builds, the world its launch command gives or None)`` of each recipe."""
     from hyper_parallel.codegen.migration import fleet, from_yaml
+    from hyper_parallel.codegen.migration.launch import launch_world
 
     stray = [v for v in args.from_yaml if v in ("generate", "check") and not Path(v).exists()]
     if stray:
@@ -241,7 +242,8 @@ def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: 
             raise _TimingsFailed
         if not args.quiet or problem:
             print(from_yaml.report(recipe, output, wrote=problem is None))
-        return problem, [(recipe.name, recipe.source, recipe.target)]
+        return problem, [(recipe.name, recipe.source, recipe.target,
+                          launch_world(recipe.source.legacy, item.launch))]
     if args.name is not None:
         parser.error(f"--name goes with one YAML; with {len(inputs.files)} YAMLs each recipe is "
                      "named after its file (rename a file to rename its recipe)")
@@ -252,22 +254,25 @@ def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: 
         raise _TimingsFailed
     if not args.quiet or problem:
         print(fleet.report(result, wrote=problem is None))
-    return problem, [(r.name, r.source, r.goal) for r in result.recipes]
+    return problem, [(r.name, r.source, r.goal, launch_world(r.source.legacy, r.launch))
+                     for r in result.recipes]
 
 
-def _preflight(recipes: list[tuple[str, Any, Any]], gpu: Any) -> int:
-    """Preflight each converted recipe (:mod:`hyper_parallel.preflight`), print one table;
-    a recipe that cannot be built is named in its YAML's keys, at their lines. Returns the
-    exit status (:func:`~hyper_parallel.preflight.report.exit_status`)."""
+def _preflight(recipes: list[tuple[str, Any, Any, int | None]], gpu: Any) -> int:
+    """Preflight each converted recipe (:mod:`hyper_parallel.preflight`) at the world its
+    launch command gives, else its degrees', and print one table; a recipe that cannot be
+    built is named in its YAML's keys, at their lines. Returns the exit status
+    (:func:`~hyper_parallel.preflight.report.exit_status`)."""
     from hyper_parallel.codegen.migration.yaml_source import locate_problems
     from hyper_parallel.preflight.many import preflight_many
     from hyper_parallel.preflight.report import exit_status, summary
     from hyper_parallel.trainer.llm_trainer import legacy_config_error
     from hyper_parallel.utils.errors import ConfigError
 
-    results = preflight_many([config for _, _, config in recipes], gpu)
+    results = preflight_many([config for _, _, config, _ in recipes], gpu,
+                             worlds=[world for _, _, _, world in recipes])
     named = []
-    for (name, source, _), result in zip(recipes, results):
+    for (name, source, _, _), result in zip(recipes, results):
         if isinstance(result, ConfigError):
             legacy = ConfigError.combine([legacy_config_error(p) for p in result.problems],
                                          source.display)

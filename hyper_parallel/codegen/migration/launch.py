@@ -230,6 +230,31 @@ def nproc_of(legacy: Any, launch: Launch | None = None) -> int:
     return size
 
 
+def launch_world(legacy: Any, launch: Launch | None) -> int | None:
+    """The ranks ``launch`` starts on one node, when it gives a number that fits the config
+    (a degree of -1 takes it); None otherwise. (A multi-node launch states its ``--nnodes``
+    apart; the world is then this times the nodes, which preflight takes as ``--world``.)"""
+    nproc = getattr(launch, "nproc", None)
+    if nproc is None or nproc_problem(nproc, *parallel_size(legacy)) is not None:
+        return None
+    nodes = _nnodes(launch)
+    return int(nproc) * nodes if nodes else None
+
+
+def _nnodes(launch: Launch) -> int | None:
+    """``--nnodes N`` of the launcher (1 when absent; None for an elastic range)."""
+    options = list(launch.launcher_options)
+    for index, option in enumerate(options):
+        value = None
+        if option == "--nnodes" and index + 1 < len(options):
+            value = options[index + 1]
+        elif option.startswith("--nnodes="):
+            value = option.split("=", 1)[1]
+        if value is not None:
+            return int(value) if value.isdigit() else None
+    return 1
+
+
 def launch_warnings(display: str, legacy: Any, launch: Launch | None) -> list[str]:
     """The report's warnings about ``launch`` (None: no launch command) for the config
     ``legacy`` read from ``display``."""

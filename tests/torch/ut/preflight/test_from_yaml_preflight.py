@@ -123,3 +123,15 @@ def test_the_simulation_never_sees_what_does_not_move_a_tensor():
     assert simulation_key(longer) != simulation_key(config)
     simulated = simulation_config(config)
     assert simulated.training.init_device == "meta" and not simulated.compile.enable
+
+
+def test_a_launch_command_gives_the_world_of_every_rank_degree(tmp_path, capsys):
+    """``dp_shard: -1`` takes what the launch gives: pasted with its ``torchrun`` line, the TP
+    example is preflighted at the 2 ranks it names (its degrees alone would mean a node of 8
+    per tensor-parallel group)."""
+    launch = ("torchrun --nproc_per_node 2 scripts/train_lm.py "
+              f"{EXAMPLES / 'train_qwen3_5_tp2.yaml'}")
+    code, out, err = _run(capsys, ["--from-yaml", launch, "-o", str(tmp_path / "tp2.py"),
+                                   "--preflight", "-q"])
+    assert code == 0, out + err
+    assert _row(out, "train_qwen3_5_tp2")[1] == "2", out
