@@ -146,8 +146,9 @@ def summary(named: list[tuple[str, Preflight | Exception]], gpu: Gpu) -> str:
             notes.append(f"{name}: would fit with {result.suggestions[0]}")
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [f"preflight on {gpu.name} ({gpu.memory_bytes / GIB:.1f} GiB a GPU):"]
-    lines += ["  " + "  ".join(cell.ljust(w) if i in (0, 4) else cell.rjust(w)
-                               for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
+    lines += [("  " + "  ".join(cell.ljust(w) if i in (0, 4) else cell.rjust(w)
+                                for i, (cell, w) in enumerate(zip(row, widths)))).rstrip()
+              for row in rows]
     lines += [f"  {note}" for note in notes]
     return "\n".join(lines)
 

@@ -565,7 +565,8 @@ def test_readable_shape():
     # Imports: sorted, each used.
     imports = [line for line in text.splitlines() if line.startswith("from hyper_parallel")]
     assert imports == sorted(imports)
-    assert '"""The 4B recipe on 8 ranks as tensor parallel 2 x FSDP 4."""' in text
+    assert ('"""The 4B recipe as tensor parallel 2 x FSDP 4. Preflight on 8 H100 80GB: 36.7 GiB '
+            'a rank."""') in text
 
 
 @given(st.floats(allow_nan=False, allow_infinity=False))
