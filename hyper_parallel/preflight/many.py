@@ -1,9 +1,9 @@
 """Preflight several configurations at once: a converted fleet, the shipped recipes.
 
 Configurations whose simulations are the same (:func:`~.simulate.simulation_key`: variants that
-differ only in data, checkpoints, metrics or paths) are preflighted once, and the distinct ones
-run side by side in processes of their own (each simulates a process group of its own, which a
-process holds one of), as many as the machine has cores.
+differ only in data, checkpoints, metrics, paths, learning rate, seed or length) at the same
+world are preflighted once. The distinct ones run side by side, one process each (a process
+holds one process group, and each simulation makes its own), as many as the machine has cores.
 """
 
 from __future__ import annotations

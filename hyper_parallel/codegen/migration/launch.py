@@ -231,9 +231,9 @@ def nproc_of(legacy: Any, launch: Launch | None = None) -> int:
 
 
 def launch_world(legacy: Any, launch: Launch | None) -> int | None:
-    """The ranks ``launch`` starts on one node, when it gives a number that fits the config
-    (a degree of -1 takes it); None otherwise. (A multi-node launch states its ``--nnodes``
-    apart; the world is then this times the nodes, which preflight takes as ``--world``.)"""
+    """The ranks ``launch`` starts (``--nproc_per_node`` times ``--nnodes``) when its count per
+    node fits the config (a degree of -1 takes it); None when it gives no number, one that does
+    not fit, or an elastic node range."""
     nproc = getattr(launch, "nproc", None)
     if nproc is None or nproc_problem(nproc, *parallel_size(legacy)) is not None:
         return None
