@@ -27,6 +27,16 @@ def _ranks(ranks: list[int]) -> str:
     return f"{ranks[0]}, {ranks[1]}, ..., {ranks[-1]}"
 
 
+def _aligned(rows: list) -> list[str]:
+    """``rows`` (the header first) as indented lines: the first and last columns (a name, a
+    verdict) aligned left, the figures between them right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    last = len(widths) - 1
+    return [("  " + "  ".join(cell.ljust(w) if i in (0, last) else cell.rjust(w)
+                              for i, (cell, w) in enumerate(zip(row, widths)))).rstrip()
+            for row in rows]
+
+
 def _gib(n: float) -> str:
     return f"{n / GIB:.2f}"
 
@@ -88,11 +98,7 @@ def to_text(report: Preflight, origin: str = "") -> str:
             _gib(m.optimizer_bytes), _gib(m.buffers_bytes), _gib(m.activations_bytes),
             _gib(sum(role.overheads.values())), _gib(role.total_bytes),
             _gib(gpu.memory_bytes - role.total_bytes), role.verdict))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
-    for row in rows:
-        lines.append("  " + "  ".join(
-            cell.ljust(w) if i in (0, len(row) - 1) else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths))))
+    lines += _aligned(rows)
     for role in report.roles:
         m = role.memory
         flight = f", {m.in_flight} micro-batches in flight" if m.in_flight > 1 else ""
@@ -144,11 +150,8 @@ def summary(named: list[tuple[str, Preflight | Exception]], gpu: Gpu) -> str:
         notes.extend(f"{name}: problem: {p}" for p in result.problems)
         if not result.fits and result.suggestions:
             notes.append(f"{name}: would fit with {result.suggestions[0]}")
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [f"preflight on {gpu.name} ({gpu.memory_bytes / GIB:.1f} GiB a GPU):"]
-    lines += [("  " + "  ".join(cell.ljust(w) if i in (0, 4) else cell.rjust(w)
-                                for i, (cell, w) in enumerate(zip(row, widths)))).rstrip()
-              for row in rows]
+    lines += _aligned(rows)
     lines += [f"  {note}" for note in notes]
     return "\n".join(lines)
 
