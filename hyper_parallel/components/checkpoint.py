@@ -20,7 +20,9 @@ directory before it is removed, so a crash never leaves a half-deleted ``step_<N
 Defaults equal the legacy ``train.checkpoint`` section: ``folder`` = ``output_dir``
 (``outputs``), ``interval`` = ``save_steps`` (500), ``export_hf`` = ``save_hf_weights`` (true),
 ``load_path`` (unset), ``async_mode`` ``disabled`` = ``save_async: false``. New:
-``export_hf_policy`` (``final``) and ``export_hf_max_shard_size`` (transformers' default).
+``export_hf_policy`` (``final``), ``export_hf_max_shard_size`` (transformers' default) and
+``resume_latest`` (off; the generated cluster jobs turn it on: a requeued job resumes from its
+own newest checkpoint, which wins over ``load_path``).
 """
 
 from __future__ import annotations
@@ -91,6 +93,12 @@ class CheckpointManager(Configurable):
         directory holding them, or ``latest``: the newest complete checkpoint under ``folder``
         (a fresh start, with a warning, when there is none). Unset: start fresh."""
 
+        resume_latest: bool = False
+        """Resume from the newest complete checkpoint under ``folder`` when it holds one, so a
+        requeued or restarted job continues where it stopped without an edit; ``load_path``
+        then applies only when ``folder`` holds none, and with neither the run starts fresh.
+        The jobs ``python -m hyper_parallel.launch`` writes turn it on."""
+
         async_mode: AsyncMode = "disabled"
         """``async``: periodic saves snapshot the state and write it in a background thread
         (the final save is synchronous); ``disabled``: every save blocks."""
@@ -131,6 +139,8 @@ class CheckpointManager(Configurable):
                 "load_path",
                 "must be a checkpoint path, 'latest', or unset",
             )
+            require(isinstance(self.resume_latest, bool), self, "resume_latest",
+                    "must be true or false")
             one_of(self, "async_mode", ASYNC_MODES)
             integer_at_least(self, "keep_latest_k", 0)
 
@@ -206,7 +216,8 @@ class CheckpointManager(Configurable):
 
     def load(self, before_load: Callable[[dict[str, Any], str], None] | None = None
              ) -> dict[str, Any] | None:
-        """Resume from ``load_path`` (collective); the saved ``extra`` dict, or None.
+        """Resume (collective) from the newest checkpoint under ``folder`` with
+        ``resume_latest``, else from ``load_path``; the saved ``extra`` dict, or None.
         ``before_load(extra, path)`` is called with the checkpoint's ``extra`` before any state
         is read (it may refuse the checkpoint by raising).
 
@@ -217,7 +228,10 @@ class CheckpointManager(Configurable):
         complete checkpoint to set ``load_path`` to instead.
         """
         fields = {"field": LOAD_PATH_FIELD, "legacy_field": LEGACY_LOAD_PATH_KEY}
-        path = self._ckpt.resolve_resume_path(self.config.load_path, self.config.folder, **fields)
+        path = self._newest_of_folder() if self.config.resume_latest else None
+        if path is None:
+            path = self._ckpt.resolve_resume_path(self.config.load_path, self.config.folder,
+                                                  **fields)
         if path is None:
             return None
         if before_load is not None:
@@ -234,6 +248,20 @@ class CheckpointManager(Configurable):
         self.last_saved_step = int(extra["global_step"])
         self.loaded_from = path
         return extra
+
+    def _newest_of_folder(self) -> str | None:
+        """``resume_latest``: the newest complete checkpoint under ``folder`` (collective), and
+        the rule that picked the run's source in the log."""
+        folder = self.config.folder
+        newest = self._ckpt.newest_agreed(folder)
+        if newest is not None:
+            then = f"resuming from {newest}"
+        elif self.config.load_path:
+            then = f"{folder} holds no complete checkpoint, so loading {self.config.load_path}"
+        else:
+            then = f"{folder} holds no complete checkpoint, so starting fresh"
+        logger.info("Checkpoint source: %s (%s).", then, self._ckpt.RESUME_RULE)
+        return newest
 
     # ------------------------------------------------------------------ save
 

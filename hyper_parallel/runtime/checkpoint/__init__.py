@@ -25,7 +25,8 @@ import checkpoint as ckpt``; ``ckpt.save_checkpoint(...)``):
 * :mod:`.save`         :func:`save_checkpoint` (and the ``kill_during_save`` test hook)
 * :mod:`.integrity`    damaged checkpoints: which file, and which earlier step to load
 * :mod:`.load`         :func:`load_checkpoint`
-* :mod:`.resume`       :func:`resolve_resume_path` (the ``load_path`` setting)
+* :mod:`.resume`       :func:`resolve_resume_path` (the ``load_path`` setting), :func:`newest_agreed`
+                       (``resume_latest``) and :data:`RESUME_RULE`
 * :mod:`.retention`    :func:`purge_old_checkpoints` (``keep_latest_k``)
 * :mod:`.hf_export`    :func:`export_hf_weights` (Hugging Face safetensors, streamed unit by unit;
                        its file plan in :mod:`.hf_plan`, its file writer in
@@ -60,12 +61,13 @@ from .layout import (
     step_dir,
 )
 from .load import DATA_RANKS_KEY, load_checkpoint
-from .resume import resolve_resume_path
+from .resume import RESUME_RULE, newest_agreed, resolve_resume_path
 from .retention import purge_old_checkpoints
 from .save import save_checkpoint
 
 __all__ = [
     "DATA_RANKS_KEY",
+    "RESUME_RULE",
     "DCP_METADATA_FILE",
     "EXTRA_STATE_FILE",
     "FAULT_EXIT_CODE",
@@ -87,6 +89,7 @@ __all__ = [
     "latest_checkpoint",
     "load_checkpoint",
     "purge_old_checkpoints",
+    "newest_agreed",
     "read_extra_state",
     "require_hf_assets_dir",
     "resolve_resume_path",

@@ -1,9 +1,16 @@
-"""Which checkpoint a run resumes from: the ``load_path`` setting resolved to a directory."""
+"""Which checkpoint a run resumes from: the ``load_path`` setting resolved to a directory, and
+the newest complete checkpoint of the run's own folder (``resume_latest``), agreed by every rank.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+
+import torch
+import torch.distributed as dist
+
+from hyper_parallel.platform.collectives import all_reduce, comm_tensor
 
 from .errors import LEGACY_LOAD_PATH_FIELD, LOAD_PATH_FIELD, CheckpointError, _field_ref
 from .integrity import _earlier_checkpoint_hint
@@ -13,6 +20,15 @@ from .layout import (
     _step_of,
     is_complete_checkpoint,
     latest_checkpoint,
+    step_dir,
+)
+from .ranks import _distributed
+
+#: Which checkpoint a run resumes from, in one line (the docs and the log both say it).
+RESUME_RULE = (
+    "with checkpoint.resume_latest on, the newest complete checkpoint under checkpoint.folder "
+    "wins; checkpoint.load_path applies only when the folder holds none; with neither the run "
+    "starts fresh"
 )
 
 logger = logging.getLogger(__name__)
@@ -64,3 +80,28 @@ def resolve_resume_path(
         "an interrupted save."
         + _earlier_checkpoint_hint(load_path, field, legacy_field, prefix=" ")
     )
+
+
+def newest_agreed(folder: str) -> str | None:
+    """The newest complete ``step_<N>`` under ``folder`` that every rank sees (collective in a
+    multi-rank job); None when the folder holds none.
+
+    Each rank lists the shared folder itself; a file system that shows a just-written step to
+    some ranks only (an NFS attribute cache) must not make the ranks load different steps, so
+    the ranks take the smallest of their newest steps, and say so when they differed.
+    """
+    found = latest_checkpoint(folder)
+    step = -1 if found is None else _step_of(found)
+    if not _distributed():
+        return found
+    group = dist.group.WORLD
+    # One all-reduce for both ends: MIN over (step, -step) gives (oldest newest, -newest newest).
+    seen = all_reduce(comm_tensor([step, -step], dtype=torch.int64, group=group), group,
+                      dist.ReduceOp.MIN).tolist()
+    low, high = seen[0], -seen[1]
+    if low != high:
+        logger.warning(
+            "The ranks see different newest checkpoints under %s (steps %d to %d): resuming "
+            "from step %d, the newest that every rank sees.", folder, max(low, 0), high, low,
+        )
+    return None if low < 0 else step_dir(folder, low)

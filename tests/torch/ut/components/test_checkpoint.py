@@ -199,6 +199,35 @@ def test_fresh_start_and_missing_checkpoint(tmp_path):
         components(tmp_path, load_path=str(tmp_path / "nope")).manager.load()
 
 
+def test_resume_latest_prefers_the_runs_own_newest_checkpoint_then_load_path(tmp_path, caplog):
+    """The rule, branch by branch: the folder's newest complete checkpoint wins over
+    ``load_path``; an empty folder falls back to ``load_path``; with neither, a fresh start. Each
+    start says in the log which source it took and why."""
+    other = components(tmp_path / "other")
+    run_steps(other.model, other.optimizers, other.schedulers, iter(other.loader), 2)
+    initial = other.manager.save(2, {"epoch": 0})
+
+    caplog.set_level("INFO", logger="hyper_parallel")
+    fresh = components(tmp_path, resume_latest=True)
+    assert fresh.manager.load() is None
+    assert "holds no complete checkpoint, so starting fresh" in caplog.text
+    assert ck.RESUME_RULE in caplog.text
+
+    caplog.clear()
+    first = components(tmp_path, resume_latest=True, load_path=initial)
+    assert first.manager.load()["global_step"] == 2 and first.manager.loaded_from == initial
+    assert f"so loading {initial}" in caplog.text
+    run_steps(first.model, first.optimizers, first.schedulers, iter(first.loader), 3)
+    own = first.manager.save(5, {"epoch": 0})
+
+    caplog.clear()
+    requeued = components(tmp_path, resume_latest=True, load_path=initial)
+    assert requeued.manager.load()["global_step"] == 5 and requeued.manager.loaded_from == own
+    assert f"resuming from {own}" in caplog.text
+    # Off (the legacy behaviour): load_path is the source even when the folder holds newer.
+    assert components(tmp_path, load_path=initial).manager.load()["global_step"] == 2
+
+
 def two_checkpoints(tmp_path) -> tuple[str, str]:
     """Checkpoints of steps 2 and 4 (a 4-step run saving every 2 steps); their paths."""
     first = components(tmp_path)

@@ -390,6 +390,10 @@ class Fixtures:
         run_dir = self._trained("checkpoint", **{"checkpoint.interval": 2})
         return str(run_dir / "out" / "step_2")
 
+    def make_checkpoint_folder(self) -> str:
+        """The folder holding ``{checkpoint}`` (its newest complete checkpoint)."""
+        return str(Path(self.resolve("{checkpoint}")).parent)
+
     def make_tokenizer(self) -> str:
         """A 512-token BPE trained on the shipped corpus (other ids than the shipped one)."""
         from tokenizers import Tokenizer, models, pre_tokenizers, trainers
