@@ -156,6 +156,20 @@ def summary(named: list[tuple[str, Preflight | Exception]], gpu: Gpu) -> str:
     return "\n".join(lines)
 
 
+def verdict_line(report: Preflight) -> str:
+    """The verdict in one line (a launched job's header): the fullest rank's figure and the
+    headroom it leaves, or why it does not build."""
+    gpu = report.gpu
+    head = f"preflight on {gpu.name} ({gpu.memory_bytes / GIB:.1f} GiB a GPU)"
+    role = peak_role(report)
+    if report.problems or role is None:
+        problem = report.problems[0] if report.problems else "no rank role was built"
+        return f"{head}: fails to build: {problem}"
+    return (f"{head}: {role.verdict}, {_gib(role.total_bytes)} GiB on the fullest rank "
+            f"(rank{'s' if len(role.ranks) > 1 else ''} {_ranks(role.ranks)}), {_gib(gpu.memory_bytes - role.total_bytes)} GiB "
+            "headroom")
+
+
 def exit_status(results: list[Preflight | Exception]) -> int:
     """Preflight's exit status for several configurations: 2 when one has a configuration
     error, else 1 when one does not fit (or fails to build), else 0."""
@@ -164,4 +178,4 @@ def exit_status(results: list[Preflight | Exception]) -> int:
     return 0 if all(r.fits for r in results) else 1
 
 
-__all__ = ["exit_status", "peak_role", "summary", "to_json", "to_text"]
+__all__ = ["exit_status", "peak_role", "summary", "to_json", "to_text", "verdict_line"]

@@ -1,0 +1,293 @@
+"""From a training command line and the cluster's shape to a :class:`~.job.Job`.
+
+:func:`plan_job` reads the command line as the training entry does (a recipe, or a legacy YAML,
+which is first converted to a proven recipe by ``--from-yaml``'s converter: a requeued job must
+run the configuration it started with, not a YAML edited since), fits its degrees to the nodes
+(:mod:`.world`), preflights it at that world size, and writes down the job: the command each
+node runs, its environment, where its checkpoints go, and the header that says all of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hyper_parallel.launch.job import RESUME_FLAG, Job, environment
+from hyper_parallel.launch.world import Cluster, degrees, describe, fit
+from hyper_parallel.utils.errors import ConfigError
+
+#: The file a job is written to when ``-o`` is not given, per scheduler.
+EXTENSIONS = {"torchrun": "sh", "slurm": "sbatch", "kubernetes": "yaml"}
+
+
+@dataclass
+class Request:
+    """The launch command's own options (``python -m hyper_parallel.launch --help``)."""
+
+    scheduler: str
+    gpus_per_node: int
+    nodes: int | None = None
+    name: str | None = None
+    workdir: str | None = None
+    preflight: bool = True
+    gpu: str | None = None
+    gpu_memory: float | None = None
+    resume: bool = True
+    max_restarts: int = 3
+    stop_grace: int = 300
+    rdzv_port: int = 29500
+    omp_threads: int = 8
+    env: list[str] = field(default_factory=list)
+    setup: list[str] = field(default_factory=list)
+    options: dict[str, str] = field(default_factory=dict)
+    recipe_output: str | None = None
+    force: bool = False
+    command: str = ""
+    """The launch command as typed (for the job's header)."""
+
+
+@dataclass
+class Plan:
+    job: Job
+    config: Any
+    """The run's ``HyperTrainer.Config`` (the converted recipe's for a YAML)."""
+    origin: str
+    report: Any = None
+    """The preflight (None with ``--no-preflight``)."""
+    recipe_written: str | None = None
+    """The recipe file a legacy YAML was converted to."""
+
+
+def job_name(text: str) -> str:
+    """``text`` as a name every scheduler takes (a Kubernetes object name: lower-case letters,
+    digits and ``-``, at most 63 characters, starting and ending alphanumeric)."""
+    name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:63].rstrip("-")
+    return name or "hyper-parallel"
+
+
+def _env_pairs(items: list[str]) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ConfigError(f"{item!r} is not KEY=VALUE", path="--env")
+        pairs[key] = value
+    return pairs
+
+
+def _without(args: list[str], field_name: str) -> list[str]:
+    """``args`` without the override of ``field_name`` (``--f=v`` or ``--f v``)."""
+    flag, kept, skip = f"--{field_name}", [], False
+    for index, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg.startswith(flag + "="):
+            continue
+        if arg == flag:
+            skip = index + 1 < len(args)
+            continue
+        kept.append(arg)
+    return kept
+
+
+def _sets(args: list[str], field_name: str) -> bool:
+    return any(a == f"--{field_name}" or a.startswith(f"--{field_name}=") for a in args)
+
+
+def _legacy_recipe(argv: list[str], request: Request, workdir: Path
+                   ) -> tuple[list[str], Any, str, str]:
+    """A legacy command line (``old.yaml [--a.b=c ...]``) converted to a recipe module and
+    written (proven by the converter first); its training arguments, config, origin and file."""
+    from hyper_parallel.codegen.migration import from_yaml
+    from hyper_parallel.codegen.rendering.writing import atomic_write
+
+    yaml_path = Path(argv[0])
+    output = Path(request.recipe_output) if request.recipe_output else None
+    recipe, path = from_yaml.convert(yaml_path, output=output, base=workdir,
+                                     overrides=tuple(argv[1:]))
+    path = path if path.is_absolute() else workdir / path
+    try:
+        atomic_write(path, recipe.text, exclusive=not request.force)
+    except FileExistsError:
+        if path.read_text() != recipe.text:  # the same recipe again is no conflict
+            raise ConfigError(f"{path} exists and holds another recipe; pass --force to "
+                              "replace it, or choose another file", path="--recipe-output"
+                              ) from None
+    shown = os.path.relpath(path, workdir)
+    return (["--module", shown, "--config", recipe.name], recipe.target,
+            f"YAML {argv[0]} as recipe {shown}:{recipe.name}", str(path))
+
+
+def _recipe(argv: list[str]) -> tuple[list[str], Any, str]:
+    from hyper_parallel.train import parse_run
+
+    source = parse_run(argv)
+    return list(argv), source.config, source.origin
+
+
+def _translated(error: ConfigError, legacy: bool) -> ConfigError:
+    if not legacy:
+        return error
+    from hyper_parallel.trainer.llm_trainer import legacy_config_error
+
+    return legacy_config_error(error)
+
+
+def _checkpoint_folder(config: Any, workdir: Path) -> str:
+    from hyper_parallel.trainer.hyper_trainer import resolve_output_folder
+
+    folder = resolve_output_folder(config.dump_folder, config.checkpoint.folder)
+    return os.path.normpath(folder if os.path.isabs(folder) else workdir / folder)
+
+
+def _kubernetes_outputs(args: list[str], config: Any, options: dict[str, str]
+                        ) -> tuple[list[str], str]:
+    """A pod's files vanish with it: the run's outputs go to the checkpoint volume. A relative
+    ``dump_folder`` moves under its mount (``--dump_folder``); an absolute checkpoint folder
+    must already be on it."""
+    if not options.get("volume_claim"):
+        raise ConfigError("a Kubernetes job's checkpoints must outlive its pods to resume: give "
+                          "the PersistentVolumeClaim to keep them on", path="--volume-claim")
+    if not options.get("image"):
+        raise ConfigError("a Kubernetes job runs in a container: give the image that holds "
+                          "hyper_parallel, the recipe and the data", path="--image")
+    from hyper_parallel.trainer.hyper_trainer import resolve_output_folder
+
+    mount = options["volume_mount"]
+    if os.path.isabs(config.dump_folder):
+        dump = config.dump_folder
+    else:
+        dump = os.path.normpath(os.path.join(mount, config.dump_folder))
+        args = _without(args, "dump_folder") + [f"--dump_folder={dump}"]
+    folder = resolve_output_folder(dump, config.checkpoint.folder)
+    if os.path.commonpath([folder, mount]) != mount:
+        raise ConfigError(f"{folder} is not on the checkpoint volume mounted at {mount}: a "
+                          "restarted pod would not find its checkpoints; make the folder "
+                          f"relative, or mount the volume above it (--volume-mount)",
+                          path="checkpoint.folder")
+    return args, folder
+
+
+def _preflight(config: Any, cluster: Cluster, request: Request) -> Any:
+    from hyper_parallel.preflight.check import choose_gpu, preflight_config
+
+    gpu = choose_gpu(request.gpu, request.gpu_memory)
+    return preflight_config(config, gpu, world=cluster.world)
+
+
+def plan_job(argv: list[str], request: Request) -> Plan:
+    """The job that runs the training command line ``argv`` as ``request`` asks (see the module
+    docstring). Bad input is a ``ConfigError`` in the command line's own names."""
+    from hyper_parallel.config.manager import extract_module_and_config, is_recipe_command_line
+    from hyper_parallel.runtime.checkpoint.resume import RESUME_RULE
+
+    if not argv:
+        raise ConfigError("nothing to launch: give --module M --config C [overrides], or a "
+                          "legacy YAML [overrides]", path="command line")
+    workdir = Path(request.workdir or os.getcwd()).resolve()
+    legacy = not is_recipe_command_line(argv)
+    recipe_written = None
+    if legacy:
+        args, config, origin, recipe_written = _legacy_recipe(argv, request, workdir)
+        name_hint = args[3]
+    else:
+        args, config, origin = _recipe(argv)
+        name_hint = extract_module_and_config(argv)[1]
+    try:
+        cluster, resolved_shard = fit(config.parallelism, request.nodes, request.gpus_per_node)
+    except ConfigError as exc:
+        raise _translated(exc, legacy) from None
+    if request.resume and not _sets(args, "checkpoint.resume_latest"):
+        args.append(RESUME_FLAG)
+    options = dict(request.options)
+    if request.scheduler == "kubernetes":
+        args, folder = _kubernetes_outputs(args, config, options)
+    else:
+        folder = _checkpoint_folder(config, workdir)
+    if request.scheduler == "torchrun" and cluster.nodes > 1 and not options.get("rdzv_host"):
+        raise ConfigError(f"{cluster.nodes} nodes meet at a rendezvous on one of them: give its "
+                          "address (the same on every node)", path="--rdzv-host")
+    report = _preflight(config, cluster, request) if request.preflight else None
+
+    layout = describe(degrees(config.parallelism))
+    if resolved_shard is not None:
+        layout += f" (data_parallel_shard_degree -1 = {resolved_shard})"
+    header = [
+        f"hyper_parallel job {job_name(request.name or name_hint)}: {origin}",
+        f"{cluster.nodes} node(s) x {cluster.gpus_per_node} GPU(s) = {cluster.world} rank(s): "
+        f"{layout}",
+        ("preflight: not run (--no-preflight)" if report is None else
+         _verdict(report)),
+        (f"resume: {RESUME_RULE}" if _resumes(args) else
+         "resume: off (checkpoint.resume_latest is false): a restart starts from load_path "
+         "or from scratch"),
+        f"checkpoints: {folder}",
+        f"written by: python -m hyper_parallel.launch {request.command}".rstrip(),
+    ]
+    env = environment(request.omp_threads, folder)
+    env.update(_env_pairs(request.env))
+    job = Job(
+        name=job_name(request.name or name_hint),
+        scheduler=request.scheduler,
+        cluster=cluster,
+        train_args=tuple(args),
+        workdir=str(workdir),
+        checkpoint_folder=folder,
+        env=env,
+        max_restarts=request.max_restarts,
+        stop_grace=request.stop_grace,
+        rdzv_port=request.rdzv_port,
+        setup=tuple(request.setup),
+        header=tuple(header),
+        options=options,
+    )
+    return Plan(job, config, origin, report, recipe_written)
+
+
+def _verdict(report: Any) -> str:
+    from hyper_parallel.preflight.report import verdict_line
+
+    return verdict_line(report)
+
+
+def _resumes(args: list[str]) -> bool:
+    """Whether the command line ends up with ``resume_latest`` on (its last setting wins)."""
+    value = None
+    for index, arg in enumerate(args):
+        if arg.startswith("--checkpoint.resume_latest="):
+            value = arg.split("=", 1)[1]
+        elif arg == "--checkpoint.resume_latest" and index + 1 < len(args):
+            value = args[index + 1]
+    return value is not None and value.lower() in ("true", "1", "yes")
+
+
+def render(job: Job) -> str:
+    """The job's file for its scheduler."""
+    from hyper_parallel.launch import kubernetes, shell
+
+    if job.scheduler == "slurm":
+        return shell.slurm_script(job)
+    if job.scheduler == "kubernetes":
+        return kubernetes.manifest_text(job)
+    return shell.torchrun_script(job)
+
+
+def submit_command(job: Job, path: str) -> list[str]:
+    """What submits the written job: ``sbatch``, ``kubectl apply -f``, or ``bash`` (here)."""
+    if job.scheduler == "slurm":
+        return ["sbatch", path]
+    if job.scheduler == "kubernetes":
+        return ["kubectl", "apply", "-f", path]
+    return ["bash", path]
+
+
+def shown(command: list[str]) -> str:
+    return shlex.join(command)
+
+
+__all__ = ["EXTENSIONS", "Plan", "Request", "job_name", "plan_job", "render", "submit_command"]

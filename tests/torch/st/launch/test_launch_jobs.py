@@ -1,0 +1,168 @@
+"""The generated jobs, run for real on this machine (CPU, gloo over loopback).
+
+* the torchrun script of one node of 2 ranks (``--standalone``): the reference losses;
+* the Slurm batch script, its ``srun`` / ``scontrol`` stand-ins starting 2 "nodes" x 1 rank
+  here: SIGTERM reaches it in the middle of the run (both ranks hold at the start of step 3
+  until it does), the training writes its checkpoint and stops, the script asks to be requeued;
+  the same script run again resumes from that checkpoint (``checkpoint.resume_latest``) and the
+  two runs' losses are the reference run's, bit for bit;
+* the Kubernetes TrainJob's pod command, run twice with the variables the Kubeflow Trainer
+  torch runtime sets (``PET_*``), its checkpoints on the "volume": the reference losses again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import cluster_standins
+from tests.helpers.torchrun import REPO, free_port
+
+pytestmark = pytest.mark.slow
+
+STEPS = 4
+RECIPE = ("--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel_fsdp2",
+          f"--training.steps={STEPS}", "--checkpoint.interval=100")
+FAULT = "HYPER_PARALLEL_FAULT_INJECT"
+
+
+def launch(tmp_path: Path, name: str, *options: str, recipe=RECIPE) -> Path:
+    """``python -m hyper_parallel.launch`` writing the job to ``tmp_path/name`` (dry run)."""
+    out = tmp_path / name
+    done = subprocess.run(
+        [sys.executable, "-m", "hyper_parallel.launch", *recipe, "--dry-run", "--no-preflight",
+         "--omp-threads=1", "--workdir", str(REPO), "-o", str(out), *options],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def losses(folder: Path) -> dict[int, float]:
+    records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in records if "loss" in r}
+
+
+def run_env(extra: dict | None = None) -> dict[str, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYPER_PARALLEL_DISABLE_TQDM": "1",
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    env.pop(FAULT, None)
+    env.update(extra or {})
+    return env
+
+
+def finish(proc: subprocess.Popen, log: Path, timeout: float = 240) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(f"the job hung:\n{log.read_text()[-6000:]}") from None
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[int, float]:
+    """The losses of the torchrun script on one node of 2 ranks."""
+    tmp = tmp_path_factory.mktemp("standalone")
+    script = launch(tmp, "run.sh", "--scheduler=torchrun", "--gpus-per-node=2",
+                    recipe=RECIPE + (f"--dump_folder={tmp / 'run'}",))
+    assert "--standalone" in script.read_text()
+    log = tmp / "run.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["bash", str(script)], env=run_env(), stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    assert finish(proc, log) == 0, log.read_text()[-4000:]
+    found = losses(tmp / "run" / "checkpoint")
+    assert sorted(found) == list(range(1, STEPS + 1))
+    return found
+
+
+def _wait_for_hold(log: Path, proc: subprocess.Popen, step: int, ranks: int = 2) -> None:
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        text = log.read_text(errors="replace")
+        if len(set(re.findall(rf"fault injection: hold on rank (\d) at step {step} ", text))) \
+                == ranks:
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise AssertionError(f"the job never held at step {step}:\n{log.read_text()[-6000:]}")
+
+
+def test_the_slurm_script_trains_stops_on_sigterm_requeues_and_resumes(tmp_path, reference):
+    standins = cluster_standins.install(tmp_path / "bin")
+    run = tmp_path / "run"
+    script = launch(tmp_path, "job.sbatch", "--scheduler=slurm", "--gpus-per-node=1",
+                    f"--rdzv-port={free_port()}", "--stop-grace=60",
+                    recipe=RECIPE + (f"--dump_folder={run}",))
+    text = script.read_text()
+    assert "#SBATCH --nodes=2" in text and "#SBATCH --signal=B:TERM@60" in text
+    assert "--checkpoint.resume_latest=true" in text
+
+    # The first start: SIGTERM to the batch script while both ranks wait at step 3.
+    env = {**run_env(), **cluster_standins.slurm_env(standins, nodes=2)}
+    log = tmp_path / "first.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["bash", str(script)], env={**env, FAULT: "hold_at_step:3"},
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    _wait_for_hold(log, proc, 3)
+    proc.send_signal(signal.SIGTERM)
+    assert finish(proc, log) != 0
+    first = log.read_text()
+    assert "training stopped by SIGTERM after step 3" in first, first[-4000:]
+    assert "requeueing it to resume from its newest checkpoint" in first
+    assert cluster_standins.calls(standins)[-1] == "scontrol requeue 4242"
+    assert (run / "checkpoint" / "step_3").is_dir()
+    srun = next(c for c in cluster_standins.calls(standins) if c.startswith("srun"))
+    assert srun.startswith("srun --nodes=2 --ntasks-per-node=1 ")
+
+    # The requeued start: the same script, nothing edited.
+    log = tmp_path / "second.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["bash", str(script)], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    assert finish(proc, log) == 0, log.read_text()[-4000:]
+    second = log.read_text()
+    assert f"resuming from {run / 'checkpoint' / 'step_3'}" in second, second[-4000:]
+    assert losses(run / "checkpoint") == reference
+
+
+def test_the_kubernetes_pods_command_trains_with_the_operators_environment(tmp_path, reference):
+    volume = tmp_path / "volume"
+    manifest = launch(tmp_path, "job.yaml", "--scheduler=kubernetes", "--gpus-per-node=1",
+                      "--image=registry.example/hyper-parallel:1", "--volume-claim=ckpt",
+                      f"--volume-mount={volume}")
+    document = yaml.safe_load(manifest.read_text())
+    from hyper_parallel.launch.kubernetes import validate
+
+    validate(document)  # Kubeflow Trainer's own models read it whole
+    trainer = document["spec"]["trainer"]
+    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (2, 1)
+    assert trainer["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "1"}
+    port = str(free_port())
+    pod_env = {item["name"]: item["value"] for item in trainer["env"]}
+    pods = []
+    for node in range(2):
+        # What the torch runtime sets in each node's pod; the image's working directory is the
+        # project (here: the repository).
+        env = run_env({**pod_env, "OMP_NUM_THREADS": "1", "PET_NNODES": "2",
+                       "PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": str(node),
+                       "PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": port})
+        log = tmp_path / f"pod{node}.log"
+        with open(log, "w") as out:
+            pods.append((subprocess.Popen(trainer["command"], cwd=REPO, env=env, stdout=out,
+                                          stderr=subprocess.STDOUT, start_new_session=True),
+                         log))
+    for proc, log in pods:
+        assert finish(proc, log) == 0, log.read_text()[-4000:]
+    folder = volume / "outputs" / "qwen3_5_v2_debugmodel_fsdp2" / "checkpoint"
+    assert losses(folder) == reference
