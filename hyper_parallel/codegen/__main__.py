@@ -101,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
                          help="the GPU --preflight judges against (default h100-80gb)")
     migrate.add_argument("--gpu-memory", type=float, metavar="GIB",
                          help="or the GPU's memory in GiB")
+    migrate.add_argument("--jobs", metavar="LAUNCH_OPTIONS",
+                         help="then write one cluster job per recipe written: the options of "
+                         "python -m hyper_parallel.launch, quoted as one argument (\"--scheduler "
+                         "slurm --gpus-per-node 8 --time 24:00:00\"); never submitted")
+    migrate.add_argument("--jobs-dir", type=Path, default=Path("jobs"), metavar="DIR",
+                         help="where --jobs writes (default: jobs/)")
     migrate.add_argument("--to-yaml", action="store_true",
                          help="write the legacy YAML of the recipe --module/--config")
     migrate.add_argument("--module", help="recipe module (with --to-yaml)")
@@ -120,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                                       ("--force", args.force), ("--strict", args.strict),
                                       ("--module", args.module), ("--config", args.config),
                                       ("--preflight", args.preflight), ("--gpu", args.gpu),
-                                      ("--gpu-memory", args.gpu_memory))
+                                      ("--gpu-memory", args.gpu_memory), ("--jobs", args.jobs))
              if value]
     if stray:
         parser.error(f"{', '.join(stray)} go with --from-yaml or --to-yaml")
@@ -219,10 +225,11 @@ def _write_output(path: Path, text: str, force: bool) -> str | None:
 
 
 def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path
-               ) -> tuple[str | None, list[tuple[str, Any, Any, int | None]]]:
+               ) -> tuple[str | None, list[tuple[str, Any, Any, int | None]], Path]:
     """Convert what ``--from-yaml`` names (one YAML, several, a launch command) and write it;
-    returns the problem of an existing output, if any, and ``(recipe name, its YAML's source,
-    the config it builds, the world its launch command gives or None)`` of each recipe."""
+    returns the problem of an existing output, if any, ``(recipe name, its YAML's source, the
+    config it builds, the world its launch command gives or None)`` of each recipe, and the
+    module written."""
     from hyper_parallel.codegen.migration import fleet, from_yaml
     # From its module: the package's attribute ``report`` is the submodule itself once anything
     # re-imports it (a test that reloads modules does), not the function.
@@ -246,7 +253,7 @@ def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: 
         if not args.quiet or problem:
             print(from_yaml.report(recipe, output, wrote=problem is None))
         return problem, [(recipe.name, recipe.source, recipe.target,
-                          launch_world(recipe.source.legacy, item.launch))]
+                          launch_world(recipe.source.legacy, item.launch))], output
     if args.name is not None:
         parser.error(f"--name goes with one YAML; with {len(inputs.files)} YAMLs each recipe is "
                      "named after its file (rename a file to rename its recipe)")
@@ -258,14 +265,15 @@ def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: 
     if not args.quiet or problem:
         print(fleet_report(result, wrote=problem is None))
     return problem, [(r.name, r.source, r.goal, launch_world(r.source.legacy, r.launch))
-                     for r in result.recipes]
+                     for r in result.recipes], result.output
 
 
-def _preflight(recipes: list[tuple[str, Any, Any, int | None]], gpu: Any) -> int:
+def _preflight(recipes: list[tuple[str, Any, Any, int | None]], gpu: Any
+               ) -> tuple[int, dict[str, Any]]:
     """Preflight each converted recipe (:mod:`hyper_parallel.preflight`) at the world its
     launch command gives, else its degrees', and print one table; a recipe that cannot be
     built is named in its YAML's keys, at their lines. Returns the exit status
-    (:func:`~hyper_parallel.preflight.report.exit_status`)."""
+    (:func:`~hyper_parallel.preflight.report.exit_status`) and the reports by recipe."""
     from hyper_parallel.codegen.migration.yaml_source import locate_problems
     from hyper_parallel.preflight.many import preflight_many
     from hyper_parallel.preflight.report import exit_status, summary
@@ -282,7 +290,26 @@ def _preflight(recipes: list[tuple[str, Any, Any, int | None]], gpu: Any) -> int
             result = locate_problems(legacy, source.display, source.lines, source.cli)
         named.append((name, result))
     print(summary(named, gpu))
-    return exit_status([result for _, result in named])
+    return (exit_status([result for _, result in named]),
+            {name: result for name, result in named if not isinstance(result, Exception)})
+
+
+def _jobs(args: argparse.Namespace, recipes: list[tuple[str, Any, Any, int | None]],
+          module: Path, reports: dict[str, Any]) -> int:
+    """``--jobs``: one cluster job per recipe (:mod:`hyper_parallel.launch.fleet`); prints what
+    was written and each recipe that got none. Returns 2 when one got none, else 0."""
+    import shlex
+
+    from hyper_parallel.launch.fleet import write_jobs
+
+    command = shlex.join(["python", "-m", "hyper_parallel.codegen", *sys.argv[1:]])
+    written, problems = write_jobs([(name, world) for name, _, _, world in recipes], module,
+                                   args.jobs, args.jobs_dir, command, reports, args.force)
+    if not args.quiet or problems:
+        print(f"jobs: wrote {len(written)} into {args.jobs_dir}")
+    for problem in problems:
+        print(f"jobs: error: {problem}", file=sys.stderr)
+    return 2 if problems else 0
 
 
 class _TimingsFailed(Exception):
@@ -306,11 +333,14 @@ def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
     if args.to_yaml and (args.preflight or args.gpu or args.gpu_memory is not None):
         parser.error("--preflight, --gpu and --gpu-memory go with --from-yaml (preflight a "
                      "recipe with python -m hyper_parallel.preflight --module M --config F)")
+    if args.to_yaml and args.jobs:
+        parser.error("--jobs goes with --from-yaml (launch a recipe with python -m "
+                     "hyper_parallel.launch --module M --config F)")
     if not args.preflight and (args.gpu or args.gpu_memory is not None):
         parser.error("--gpu / --gpu-memory choose the GPU of --preflight; add --preflight")
     if args.gpu and args.gpu_memory is not None:
         parser.error("--gpu and --gpu-memory name the same thing; pass one of them")
-    preflight_code = 0
+    preflight_code = jobs_code = 0
     try:
         gpu = None
         if args.preflight:
@@ -326,9 +356,12 @@ def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
             if problem is None and not args.quiet:
                 print(f"to-yaml: wrote {args.output}")
         else:
-            problem, recipes = _from_yaml(parser, args, root)
+            problem, recipes, module = _from_yaml(parser, args, root)
+            reports: dict[str, Any] = {}
             if gpu is not None and problem is None:
-                preflight_code = _preflight(recipes, gpu)
+                preflight_code, reports = _preflight(recipes, gpu)
+            if args.jobs and problem is None:
+                jobs_code = _jobs(args, recipes, module, reports)
     except _TimingsFailed:
         return 2
     except from_yaml.ConversionError as exc:
@@ -344,7 +377,7 @@ def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
     if problem is not None:
         print(f"codegen: error: {problem}", file=sys.stderr)
         return 1
-    return preflight_code
+    return max(preflight_code, jobs_code)
 
 
 if __name__ == "__main__":

@@ -137,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return 2 if exc.code else 0
     try:
-        plan = plan_job(rest, request_of(parsed, shlex.join(args)))
+        command = shlex.join(["python", "-m", "hyper_parallel.launch", *args])
+        plan = plan_job(rest, request_of(parsed, command))
         text = render(plan.job)
     except (ConfigError, RecipeError, CodegenError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ class Request:
     recipe_output: str | None = None
     force: bool = False
     command: str = ""
-    """The launch command as typed (for the job's header)."""
+    """The command that writes the job, as typed (the last line of its header)."""
 
 
 @dataclass
@@ -180,9 +181,10 @@ def _preflight(config: Any, cluster: Cluster, request: Request) -> Any:
     return preflight_config(config, gpu, world=cluster.world)
 
 
-def plan_job(argv: list[str], request: Request) -> Plan:
+def plan_job(argv: list[str], request: Request, report: Any = None) -> Plan:
     """The job that runs the training command line ``argv`` as ``request`` asks (see the module
-    docstring). Bad input is a ``ConfigError`` in the command line's own names."""
+    docstring). Bad input is a ``ConfigError`` in the command line's own names. ``report``: a
+    preflight already made at the job's world size (a fleet's), used instead of running one."""
     from hyper_parallel.config.manager import extract_module_and_config, is_recipe_command_line
     from hyper_parallel.runtime.checkpoint.resume import RESUME_RULE
 
@@ -212,23 +214,29 @@ def plan_job(argv: list[str], request: Request) -> Plan:
     if request.scheduler == "torchrun" and cluster.nodes > 1 and not options.get("rdzv_host"):
         raise ConfigError(f"{cluster.nodes} nodes meet at a rendezvous on one of them: give its "
                           "address (the same on every node)", path="--rdzv-host")
-    report = _preflight(config, cluster, request) if request.preflight else None
+    if report is None and request.preflight:
+        report = _preflight(config, cluster, request)
 
     layout = describe(degrees(config.parallelism))
     if resolved_shard is not None:
-        layout += f" (data_parallel_shard_degree -1 = {resolved_shard})"
+        layout += f" (parallelism.data_parallel_shard_degree -1 = {resolved_shard})"
     header = [
         f"hyper_parallel job {job_name(request.name or name_hint)}: {origin}",
         f"{cluster.nodes} node(s) x {cluster.gpus_per_node} GPU(s) = {cluster.world} rank(s): "
         f"{layout}",
-        ("preflight: not run (--no-preflight)" if report is None else
+        ("preflight: not run" if report is None else
          _verdict(report)),
         (f"resume: {RESUME_RULE}" if _resumes(args) else
          "resume: off (checkpoint.resume_latest is false): a restart starts from load_path "
          "or from scratch"),
         f"checkpoints: {folder}",
-        f"written by: python -m hyper_parallel.launch {request.command}".rstrip(),
+        f"written by: {request.command}",
     ]
+    # Comment lines of a readable width; the command stays one line, to be copied.
+    header = [part for line in header[:-1]
+              for part in textwrap.wrap(line, 96, subsequent_indent="  ",
+                                        break_long_words=False, break_on_hyphens=False)]
+    header.append(f"written by: {request.command}")
     env = environment(request.omp_threads, folder)
     env.update(_env_pairs(request.env))
     job = Job(

@@ -44,12 +44,9 @@ def degrees(parallelism: Any) -> dict[str, int]:
     }
 
 
-def _field(name: str) -> str:
-    return PARALLELISM_FIELDS[name].split(".", 1)[1]
-
-
 def describe(values: dict[str, int]) -> str:
-    """``data_parallel_shard_degree 8 x expert_parallel_degree 16 = 128 ranks`` (degrees above 1;
+    """``parallelism.data_parallel_shard_degree 8 x parallelism.expert_parallel_degree 16 = 128
+    ranks`` (degrees above 1, by their full names, which a legacy entry translates to its keys;
     an inferred FSDP degree is left out)."""
     shown = [(n, v) for n, v in values.items() if v > 1]
     product = 1
@@ -57,7 +54,7 @@ def describe(values: dict[str, int]) -> str:
         product *= value
     if not shown:
         return "every degree is 1: 1 rank"
-    return " x ".join(f"{_field(n)} {v}" for n, v in shown) + f" = {product} rank" + (
+    return " x ".join(f"{PARALLELISM_FIELDS[n]} {v}" for n, v in shown) + f" = {product} rank" + (
         "s" if product > 1 else "")
 
 
