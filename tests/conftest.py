@@ -53,6 +53,9 @@ STARTERS = (
     # Every shipped recipe preflighted at its world size (both cores, ~300 s of CPU).
     _UT + "preflight/test_shipped_recipes.py::test_every_shipped_recipe_fits",
     _ST + "test_faults.py::test_faults_end_fast",
+    # The generated Slurm script run, stopped, requeued and resumed (the reference run first).
+    "tests/torch/st/launch/test_launch_jobs.py::test_the_slurm_script",
+    "tests/torch/st/launch/test_launch_jobs.py::test_the_kubernetes_pods",
     # One job of six simulated 2-rank CUDA layouts (fake_cuda), read by its seven tests.
     _ST + "test_gpu_collectives.py::test_every_collective_gets_a_tensor_nccl_serves[FSDP 2]",
     _UT + "models/test_qwen3_5_v2.py::test_compile_per_layer_inductor_matches_eager",

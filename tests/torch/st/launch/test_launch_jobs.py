@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from tests.helpers import cluster_standins
+from tests.helpers.session_cache import session_cache
 from tests.helpers.torchrun import REPO, free_port
 
 pytestmark = pytest.mark.slow
@@ -67,10 +68,8 @@ def finish(proc: subprocess.Popen, log: Path, timeout: float = 240) -> int:
         raise AssertionError(f"the job hung:\n{log.read_text()[-6000:]}") from None
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict[int, float]:
-    """The losses of the torchrun script on one node of 2 ranks."""
-    tmp = tmp_path_factory.mktemp("standalone")
+def _standalone(tmp: Path) -> dict[int, float]:
+    tmp.mkdir(parents=True)
     script = launch(tmp, "run.sh", "--scheduler=torchrun", "--gpus-per-node=2",
                     recipe=RECIPE + (f"--dump_folder={tmp / 'run'}",))
     assert "--standalone" in script.read_text()
@@ -82,6 +81,15 @@ def reference(tmp_path_factory) -> dict[int, float]:
     found = losses(tmp / "run" / "checkpoint")
     assert sorted(found) == list(range(1, STEPS + 1))
     return found
+
+
+@pytest.fixture(scope="module")
+def reference(request, tmp_path_factory) -> dict[int, float]:
+    """The losses of the torchrun script on one node of 2 ranks (run once per session, shared
+    by the xdist workers)."""
+    cache = session_cache(request.config, tmp_path_factory, "launch_jobs")
+    found = cache.get(("standalone", RECIPE), _standalone)
+    return {int(step): loss for step, loss in found.items()}
 
 
 def _wait_for_hold(log: Path, proc: subprocess.Popen, step: int, ranks: int = 2) -> None:
