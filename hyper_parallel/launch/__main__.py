@@ -42,11 +42,11 @@ def options() -> argparse.ArgumentParser:
                                      allow_abbrev=False)
     job = parser.add_argument_group("the job")
     job.add_argument("--scheduler", choices=SCHEDULERS, required=True)
-    job.add_argument("--gpus-per-node", type=int, required=True,
+    job.add_argument("--gpus-per-node", type=int, required=True, metavar="G",
                      help="ranks started on each node (its GPUs)")
-    job.add_argument("--nodes", type=int, default=None,
+    job.add_argument("--nodes", type=int, default=None, metavar="N",
                      help="default: the recipe's world size over --gpus-per-node")
-    job.add_argument("-o", "--output", default=None, help="the job file")
+    job.add_argument("-o", "--output", default=None, metavar="FILE", help="the job file")
     job.add_argument("--dry-run", action="store_true", help="write or print; do not submit")
     job.add_argument("--force", action="store_true", help="replace an existing, different file")
     job.add_argument("--name", default=None, help="job name (default: the recipe's)")
@@ -56,31 +56,40 @@ def options() -> argparse.ArgumentParser:
                      help="a legacy YAML's recipe file (default: recipes/<name>.py)")
     checks = parser.add_argument_group("preflight and resume")
     checks.add_argument("--no-preflight", action="store_true")
-    checks.add_argument("--gpu", default=None, help="the GPU preflight judges against")
-    checks.add_argument("--gpu-memory", type=float, default=None, help="or its memory in GiB")
+    checks.add_argument("--gpu", default=None, metavar="NAME",
+                        help="the GPU preflight judges against (default h100-80gb)")
+    checks.add_argument("--gpu-memory", type=float, default=None, metavar="GIB",
+                        help="or its memory in GiB")
     checks.add_argument("--no-resume", action="store_true",
                         help="do not add --checkpoint.resume_latest=true")
     run = parser.add_argument_group("the run on each node")
-    run.add_argument("--max-restarts", type=int, default=3)
-    run.add_argument("--stop-grace", type=int, default=300,
-                     help="seconds a stopped job has for its step and checkpoint")
-    run.add_argument("--rdzv-host", default=None, help="torchrun: the first node's address")
-    run.add_argument("--rdzv-port", type=int, default=29500)
-    run.add_argument("--omp-threads", type=int, default=8)
-    run.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    run.add_argument("--max-restarts", type=int, default=3, metavar="N",
+                     help="torchrun restarts the workers after a failure (default 3)")
+    run.add_argument("--stop-grace", type=int, default=300, metavar="SECONDS",
+                     help="a stopped job's time for its step and checkpoint (default 300)")
+    run.add_argument("--rdzv-host", default=None, metavar="HOST",
+                     help="torchrun on several nodes: the first node's address")
+    run.add_argument("--rdzv-port", type=int, default=29500, metavar="PORT",
+                     help="the rendezvous port (default 29500)")
+    run.add_argument("--omp-threads", type=int, default=8, metavar="N",
+                     help="OMP_NUM_THREADS of every rank (default 8)")
+    run.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                     help="another variable of the job (NCCL_SOCKET_IFNAME=ib0)")
     run.add_argument("--setup", action="append", default=[], metavar="LINE",
                      help="shell line run before torchrun (module load, source a venv)")
     slurm = parser.add_argument_group("slurm")
-    slurm.add_argument("--time", default=None)
+    slurm.add_argument("--time", default=None, help="the time limit (#SBATCH --time)")
     slurm.add_argument("--partition", default=None)
     slurm.add_argument("--account", default=None)
     slurm.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
                        help="another #SBATCH line, e.g. --sbatch=--exclusive")
     k8s = parser.add_argument_group("kubernetes")
-    k8s.add_argument("--image", default=None)
+    k8s.add_argument("--image", default=None,
+                     help="the container image holding the project at its working directory")
     k8s.add_argument("--namespace", default=None)
     k8s.add_argument("--volume-claim", default=None, help="the checkpoints' PersistentVolumeClaim")
-    k8s.add_argument("--volume-mount", default="/checkpoints")
+    k8s.add_argument("--volume-mount", default="/checkpoints", metavar="PATH",
+                     help="where the volume is mounted; the run's outputs go under it")
     k8s.add_argument("--runtime", default=DEFAULT_RUNTIME,
                      help="the Kubeflow Trainer training runtime")
     return parser
@@ -129,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        print(__doc__.strip() + "\n\n" + options().format_help().split("\n", 2)[-1],
+        groups = options().format_help()
+        print(__doc__.strip() + "\n\n" + groups[groups.index("\n\n") + 2:].rstrip(),
               file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
     try:
