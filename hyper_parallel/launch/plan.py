@@ -108,7 +108,7 @@ def _legacy_recipe(argv: list[str], request: Request, workdir: Path
     from hyper_parallel.codegen.rendering.writing import atomic_write
 
     yaml_path = Path(argv[0])
-    output = Path(request.recipe_output) if request.recipe_output else None
+    output = Path(request.recipe_output).resolve() if request.recipe_output else None
     recipe, path = from_yaml.convert(yaml_path, output=output, base=workdir,
                                      overrides=tuple(argv[1:]))
     path = path if path.is_absolute() else workdir / path
@@ -215,7 +215,10 @@ def plan_job(argv: list[str], request: Request, report: Any = None) -> Plan:
         raise ConfigError(f"{cluster.nodes} nodes meet at a rendezvous on one of them: give its "
                           "address (the same on every node)", path="--rdzv-host")
     if report is None and request.preflight:
-        report = _preflight(config, cluster, request)
+        try:
+            report = _preflight(config, cluster, request)
+        except ConfigError as exc:
+            raise _translated(exc, legacy) from None
 
     layout = describe(degrees(config.parallelism))
     if resolved_shard is not None:

@@ -8,7 +8,11 @@ same step or their collectives would no longer match), the trainer writes a chec
 checkpointing is on, and :class:`TrainingStopped` ends the run with :data:`STOPPED_EXIT_CODE`.
 A launcher that dies without forwarding anything (SIGKILL) leaves its workers orphaned; a
 watcher thread notices the parent change and raises the same request, so they stop the same way
-instead of training on unobserved. A second SIGTERM exits at once.
+instead of training on unobserved. A second SIGTERM exits at once -- unless it comes within
+:data:`DUPLICATE_SIGNAL_SECONDS` of the first: a scheduler that stops a job signals every
+process of it (Slurm at a preemption or ``scancel``, Kubernetes at a pod's deletion) while
+torchrun forwards the same signal to its workers, so a worker sees one request twice, and must
+still finish its step and write its checkpoint.
 
 **Failures.** :func:`report_failure` writes the real error once, with its rank and step, and
 records it for torchrun's summary ("Root Cause (first observed failure)"). The entry point then
@@ -23,6 +27,7 @@ import logging
 import os
 import signal
 import threading
+import time
 import traceback
 from types import FrameType
 from typing import Any
@@ -39,6 +44,10 @@ STOPPED_EXIT_CODE = 128 + signal.SIGTERM
 
 #: Exit status of a failed run (torchrun reports it, and the failing rank's message, first).
 FAILED_EXIT_CODE = 1
+
+#: A second SIGTERM this soon after the first is the same stop request delivered twice (see the
+#: module docstring), not a request to exit at once.
+DUPLICATE_SIGNAL_SECONDS = 5.0
 
 #: How often the orphan watcher checks that the launcher is still there.
 PARENT_POLL_SECONDS = 0.5
@@ -79,6 +88,7 @@ class StopSignal:
         self.world_size = world_size
         self.reason: str | None = None
         self._signum = 0
+        self._first_signal = 0.0
         self._previous: Any = None
         self._installed = False
         self._watcher: threading.Thread | None = None
@@ -91,10 +101,15 @@ class StopSignal:
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if self._signum:
-            # The second signal: the user (or the scheduler) does not want to wait.
+            if time.monotonic() - self._first_signal < DUPLICATE_SIGNAL_SECONDS:
+                logger.info("%s again: the same stop request (the scheduler and the launcher "
+                            "both sent it); still stopping after the current step", name)
+                return
+            # A second request: the user (or the scheduler) does not want to wait.
             logger.error("second %s: exiting now", name)
             os._exit(STOPPED_EXIT_CODE)
         self._signum = signum
+        self._first_signal = time.monotonic()
         self.reason = name
         logger.warning("%s: stopping after the current step", name)
 

@@ -99,6 +99,23 @@ def test_the_handler_is_installed_only_around_the_loop():
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+def test_a_duplicate_sigterm_still_stops_after_the_step_and_a_later_one_exits(monkeypatch):
+    """The scheduler signals every process of a job while torchrun forwards the same signal: a
+    second SIGTERM within the duplicate window changes nothing; one after it exits at once."""
+    exits = []
+    monkeypatch.setattr(faults.os, "_exit", exits.append)
+    clock = [100.0]
+    monkeypatch.setattr(faults.time, "monotonic", lambda: clock[0])
+    with faults.StopSignal(world_size=1) as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        clock[0] += faults.DUPLICATE_SIGNAL_SECONDS / 2
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.should_stop() and stop.reason == "SIGTERM" and exits == []
+        clock[0] += faults.DUPLICATE_SIGNAL_SECONDS
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert exits == [faults.STOPPED_EXIT_CODE]
+
+
 def test_a_failure_is_reported_once_with_rank_and_step(caplog):
     with caplog.at_level(logging.ERROR):
         try:
