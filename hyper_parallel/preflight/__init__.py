@@ -8,6 +8,8 @@ by torch's memory tracker. The parts:
 
 * :mod:`.fake_world` -- the fake process group and tensor mode, and what they must answer;
 * :mod:`.simulate` -- a role built by the engine's own methods, and measured;
+* :mod:`.delta_rule` -- the Gated DeltaNet recurrence as the simulation steps it (the model's
+  bytes, a fraction of its fake operators);
 * :mod:`.run` -- the roles of a job, each measured and judged;
 * :mod:`.gpus` -- the GPUs and the stated allowances (CUDA context, NCCL, fragmentation);
 * :mod:`.flops` -- training FLOPs per token and the step-time range;

@@ -172,6 +172,16 @@ def patch_experts_kernel(patches: Patches) -> None:
     patches.set(GroupedExperts, "_grouped_mm_runs", as_on_cuda)
 
 
+def patch_delta_rule(patches: Patches) -> None:
+    """The Gated DeltaNet layers' torch path steps preflight's chunked delta rule
+    (:mod:`hyper_parallel.preflight.delta_rule`): the model's memory, to the byte, in a fraction
+    of the fake operators (the model's is most of a long sequence's preflight time)."""
+    from hyper_parallel.models.qwen3_5 import kernels
+    from hyper_parallel.preflight import delta_rule
+
+    patches.set(kernels, "chunk_gated_delta_rule", delta_rule.chunk_gated_delta_rule)
+
+
 @contextlib.contextmanager
 def scalar_answers() -> Iterator[None]:
     """Host reads of fake tensors answered by :func:`host_scalar` until the block ends."""
@@ -213,6 +223,7 @@ def fake_world(imbalance: float = 1.0) -> Iterator[FakeTensorMode]:
         patch_stage_cut(patches)
         patch_expert_sizes(patches, imbalance)
         patch_experts_kernel(patches)
+        patch_delta_rule(patches)
         with scalar_answers(), mode:
             yield mode
     finally:

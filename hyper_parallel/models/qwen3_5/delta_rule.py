@@ -22,6 +22,11 @@ start, ``S0`` the state entering the chunk):
     A_ij  = beta_i exp(G_i - G_j) k_i.k_j  for j < i      (strictly lower)
     O     = (Q*exp(G)) S0 + ((Q K^T) * exp(G_i - G_j))_{j<=i} delta
     S_end = exp(G_last) S0 + (K * exp(G_last - G))^T delta
+
+Preflight steps a copy of :func:`chunk_gated_delta_rule` with the same bytes in fewer fake
+operators (``hyper_parallel/preflight/delta_rule.py``): a change here that makes, keeps or saves
+a tensor is made there too (``tests/torch/ut/preflight/test_delta_rule_surrogate.py`` compares
+their bytes).
 """
 
 from __future__ import annotations
