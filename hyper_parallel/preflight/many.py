@@ -16,7 +16,7 @@ from typing import Any
 
 from hyper_parallel.preflight.check import preflight_config
 from hyper_parallel.preflight.gpus import Gpu
-from hyper_parallel.preflight.run import Preflight
+from hyper_parallel.preflight.run import Preflight, mark_pool_worker
 from hyper_parallel.preflight.simulate import simulation_key
 from hyper_parallel.utils.errors import ConfigError
 
@@ -39,7 +39,8 @@ def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | N
                 for index in jobs}
     else:
         with concurrent.futures.ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=mark_pool_worker) as pool:
             futures = {index: pool.submit(_one, configs[index], worlds[index], gpu, imbalance,
                                           suggest)
                        for index in jobs}

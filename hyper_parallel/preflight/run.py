@@ -110,7 +110,8 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
     period = layer_period(config, model_config)
     depth = model_config.num_hidden_layers
     # The deeper short build runs in a second process while this one builds the whole role
-    # and the shallower one: the two are independent, and the machine has the cores.
+    # and the shallower one (the two are independent) when a core is spare: not in a pool of
+    # preflights, whose processes take every core already.
     deeper = (_spawn(_short_role, config, rank, world, imbalance, 2 * period)
               if extrapolate_depth and period is not None and depth > 2 * period else None)
     with fake_process_group(rank, world):
@@ -177,10 +178,21 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
     ), flops
 
 
+#: Whether this process is one of :func:`~.many.preflight_many`'s workers, which already take
+#: a core each: a second process per simulation would only compete for it (and pay its imports).
+_POOL_WORKER = False
+
+
+def mark_pool_worker() -> None:
+    """The initializer of :func:`~.many.preflight_many`'s worker processes."""
+    global _POOL_WORKER
+    _POOL_WORKER = True
+
+
 def _spawn(fn: Any, *args: Any) -> Any:
     """``fn(*args)`` in a fresh process (its own fake process group and fake mode) when this
-    machine has a second core; else later, here."""
-    if (os.cpu_count() or 1) < 2:
+    machine has a core to spare (not in a pool that fills them already); else later, here."""
+    if (os.cpu_count() or 1) < 2 or _POOL_WORKER:
         return None
     import concurrent.futures
     import multiprocessing
