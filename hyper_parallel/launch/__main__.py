@@ -133,7 +133,13 @@ def write_job(path: Path, text: str, force: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     from hyper_parallel.codegen.errors import CodegenError
     from hyper_parallel.config.recipes import RecipeError
-    from hyper_parallel.launch.plan import EXTENSIONS, plan_job, render, submit_command
+    from hyper_parallel.launch.plan import (
+        EXTENSIONS,
+        plan_job,
+        render,
+        submit_command,
+        write_recipe,
+    )
     from hyper_parallel.utils.errors import ConfigError
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -153,8 +159,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, RecipeError, CodegenError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if plan.recipe_written:
-        print(f"{plan.origin}: recipe written to {plan.recipe_written}", file=sys.stderr)
     if plan.report is not None:
         from hyper_parallel.preflight.report import to_text
 
@@ -164,14 +168,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "launches it anyway)", file=sys.stderr)
             return 1
     job = plan.job
-    if parsed.dry_run and parsed.output is None:
-        sys.stdout.write(text)
-        return 0
     default = Path(job.workdir) / "jobs" / f"{job.name}.{EXTENSIONS[job.scheduler]}"
-    path = Path(parsed.output) if parsed.output else default
+    path = None if parsed.dry_run and parsed.output is None else Path(parsed.output or default)
     try:
+        if path is not None and path.is_file() and not parsed.force and path.read_text() != text:
+            raise ConfigError(f"{path} exists and holds another job; pass --force to replace "
+                              "it, or -o to choose another file", path="--output")
+        # The job names a legacy YAML's recipe file: written with it (a printed job's too).
+        written = write_recipe(plan)
+        if written:
+            print(f"{plan.origin}: recipe written to {written}", file=sys.stderr)
+        if path is None:
+            sys.stdout.write(text)
+            return 0
         write_job(path, text, parsed.force)
-    except ConfigError as exc:
+    except (ConfigError, CodegenError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     submit = submit_command(job, str(path))

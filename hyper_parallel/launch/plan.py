@@ -59,8 +59,9 @@ class Plan:
     origin: str
     report: Any = None
     """The preflight (None with ``--no-preflight``)."""
-    recipe_written: str | None = None
-    """The recipe file a legacy YAML was converted to."""
+    recipe: tuple[Path, str] | None = None
+    """A legacy YAML's recipe (its file and text), for :func:`write_recipe` once the job is
+    to be written: nothing is written for a job that is refused."""
 
 
 def job_name(text: str) -> str:
@@ -101,27 +102,35 @@ def _sets(args: list[str], field_name: str) -> bool:
 
 
 def _legacy_recipe(argv: list[str], request: Request, workdir: Path
-                   ) -> tuple[list[str], Any, str, str]:
-    """A legacy command line (``old.yaml [--a.b=c ...]``) converted to a recipe module and
-    written (proven by the converter first); its training arguments, config, origin and file."""
+                   ) -> tuple[list[str], Any, str, tuple[Path, str]]:
+    """A legacy command line (``old.yaml [--a.b=c ...]``) converted to a recipe module (proven
+    by the converter); its training arguments, config, origin, and the file and text to write.
+    A different file already in its place is refused here, before anything is written."""
     from hyper_parallel.codegen.migration import from_yaml
-    from hyper_parallel.codegen.rendering.writing import atomic_write
 
     yaml_path = Path(argv[0])
     output = Path(request.recipe_output).resolve() if request.recipe_output else None
     recipe, path = from_yaml.convert(yaml_path, output=output, base=workdir,
                                      overrides=tuple(argv[1:]))
     path = path if path.is_absolute() else workdir / path
-    try:
-        atomic_write(path, recipe.text, exclusive=not request.force)
-    except FileExistsError:
-        if path.read_text() != recipe.text:  # the same recipe again is no conflict
-            raise ConfigError(f"{path} exists and holds another recipe; pass --force to "
-                              "replace it, or choose another file", path="--recipe-output"
-                              ) from None
+    if path.exists() and not request.force and path.read_text() != recipe.text:
+        raise ConfigError(f"{path} exists and holds another recipe; pass --force to replace "
+                          "it, or choose another file", path="--recipe-output")
     shown = os.path.relpath(path, workdir)
     return (["--module", shown, "--config", recipe.name], recipe.target,
-            f"YAML {argv[0]} as recipe {shown}:{recipe.name}", str(path))
+            f"YAML {argv[0]} as recipe {shown}:{recipe.name}", (path, recipe.text))
+
+
+def write_recipe(plan: Plan) -> str | None:
+    """Write a legacy YAML's recipe (atomically, with the umask's mode); its path, or None for a
+    recipe command line."""
+    from hyper_parallel.codegen.rendering.writing import atomic_write
+
+    if plan.recipe is None:
+        return None
+    path, text = plan.recipe
+    atomic_write(path, text)
+    return str(path)
 
 
 def _recipe(argv: list[str]) -> tuple[list[str], Any, str]:
@@ -193,9 +202,9 @@ def plan_job(argv: list[str], request: Request, report: Any = None) -> Plan:
                           "legacy YAML [overrides]", path="command line")
     workdir = Path(request.workdir or os.getcwd()).resolve()
     legacy = not is_recipe_command_line(argv)
-    recipe_written = None
+    recipe = None
     if legacy:
-        args, config, origin, recipe_written = _legacy_recipe(argv, request, workdir)
+        args, config, origin, recipe = _legacy_recipe(argv, request, workdir)
         name_hint = args[3]
     else:
         args, config, origin = _recipe(argv)
@@ -208,7 +217,10 @@ def plan_job(argv: list[str], request: Request, report: Any = None) -> Plan:
         args.append(RESUME_FLAG)
     options = dict(request.options)
     if request.scheduler == "kubernetes":
-        args, folder = _kubernetes_outputs(args, config, options)
+        try:
+            args, folder = _kubernetes_outputs(args, config, options)
+        except ConfigError as exc:
+            raise _translated(exc, legacy) from None
     else:
         folder = _checkpoint_folder(config, workdir)
     if request.scheduler == "torchrun" and cluster.nodes > 1 and not options.get("rdzv_host"):
@@ -233,10 +245,9 @@ def plan_job(argv: list[str], request: Request, report: Any = None) -> Plan:
          "resume: off (checkpoint.resume_latest is false): a restart starts from load_path "
          "or from scratch"),
         f"checkpoints: {folder}",
-        f"written by: {request.command}",
     ]
     # Comment lines of a readable width; the command stays one line, to be copied.
-    header = [part for line in header[:-1]
+    header = [part for line in header
               for part in textwrap.wrap(line, 96, subsequent_indent="  ",
                                         break_long_words=False, break_on_hyphens=False)]
     header.append(f"written by: {request.command}")
@@ -257,7 +268,7 @@ def plan_job(argv: list[str], request: Request, report: Any = None) -> Plan:
         header=tuple(header),
         options=options,
     )
-    return Plan(job, config, origin, report, recipe_written)
+    return Plan(job, config, origin, report, recipe)
 
 
 def _verdict(report: Any) -> str:
@@ -301,4 +312,5 @@ def shown(command: list[str]) -> str:
     return shlex.join(command)
 
 
-__all__ = ["EXTENSIONS", "Plan", "Request", "job_name", "plan_job", "render", "submit_command"]
+__all__ = ["EXTENSIONS", "Plan", "Request", "job_name", "plan_job", "render", "submit_command",
+           "write_recipe"]

@@ -224,6 +224,12 @@ def test_a_legacy_yaml_runs_as_the_recipe_it_converts_to(capsys, tmp_path):
                              "--scheduler=slurm", "--gpus-per-node=2", "--nodes=1",
                              f"--workdir={tmp_path}", "--no-preflight", "--dry-run", "--force")
     assert code == 2 and "train.accelerator.dp_shard 4 = 4 ranks, but --nodes 1" in err, err
+    # A refused job leaves nothing behind: no recipe either.
+    fresh = tmp_path / "fresh"
+    code, out, err = _launch(capsys, str(yaml_path), "--train.accelerator.dp_shard=4",
+                             "--scheduler=slurm", "--gpus-per-node=2", "--nodes=1",
+                             f"--workdir={fresh}", "--no-preflight", "--dry-run")
+    assert code == 2 and not fresh.exists(), err
 
 
 def test_without_dry_run_the_job_is_written_and_submitted(capsys, tmp_path, monkeypatch):
