@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                          help="then write one cluster job per recipe written: the options of "
                          "python -m hyper_parallel.launch, quoted as one argument (\"--scheduler "
                          "slurm --gpus-per-node 8 --time 24:00:00\"); never submitted")
-    migrate.add_argument("--jobs-dir", type=Path, default=Path("jobs"), metavar="DIR",
+    migrate.add_argument("--jobs-dir", type=Path, default=None, metavar="DIR",
                          help="where --jobs writes (default: jobs/)")
     migrate.add_argument("--to-yaml", action="store_true",
                          help="write the legacy YAML of the recipe --module/--config")
@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                                       ("--force", args.force), ("--strict", args.strict),
                                       ("--module", args.module), ("--config", args.config),
                                       ("--preflight", args.preflight), ("--gpu", args.gpu),
-                                      ("--gpu-memory", args.gpu_memory), ("--jobs", args.jobs))
+                                      ("--gpu-memory", args.gpu_memory), ("--jobs", args.jobs),
+                                      ("--jobs-dir", args.jobs_dir))
              if value]
     if stray:
         parser.error(f"{', '.join(stray)} go with --from-yaml or --to-yaml")
@@ -303,10 +304,11 @@ def _jobs(args: argparse.Namespace, recipes: list[tuple[str, Any, Any, int | Non
     from hyper_parallel.launch.fleet import write_jobs
 
     command = shlex.join(["python", "-m", "hyper_parallel.codegen", *sys.argv[1:]])
+    folder = args.jobs_dir or Path("jobs")
     written, problems = write_jobs([(name, world) for name, _, _, world in recipes], module,
-                                   args.jobs, args.jobs_dir, command, reports, args.force)
+                                   args.jobs, folder, command, reports, args.force)
     if not args.quiet or problems:
-        print(f"jobs: wrote {len(written)} into {args.jobs_dir}")
+        print(f"jobs: wrote {len(written)} into {folder}")
     for problem in problems:
         print(f"jobs: error: {problem}", file=sys.stderr)
     return 2 if problems else 0
@@ -333,6 +335,8 @@ def _migrate(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
     if args.to_yaml and (args.preflight or args.gpu or args.gpu_memory is not None):
         parser.error("--preflight, --gpu and --gpu-memory go with --from-yaml (preflight a "
                      "recipe with python -m hyper_parallel.preflight --module M --config F)")
+    if args.jobs_dir is not None and not args.jobs:
+        parser.error("--jobs-dir says where --jobs writes; add --jobs")
     if args.to_yaml and args.jobs:
         parser.error("--jobs goes with --from-yaml (launch a recipe with python -m "
                      "hyper_parallel.launch --module M --config F)")
