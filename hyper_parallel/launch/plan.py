@@ -169,6 +169,9 @@ def _kubernetes_outputs(args: list[str], config: Any, options: dict[str, str]
     from hyper_parallel.trainer.hyper_trainer import resolve_output_folder
 
     mount = options["volume_mount"]
+    if not os.path.isabs(mount):
+        raise ConfigError(f"{mount!r} is not a path in the container; give an absolute one "
+                          "(/checkpoints)", path="--volume-mount")
     if os.path.isabs(config.dump_folder):
         dump = config.dump_folder
     else:

@@ -156,6 +156,8 @@ def test_the_trainjob_is_checked_against_kubeflow_trainers_schema(capsys):
     (("--scheduler=kubernetes", "--volume-claim=c"), "--image", "runs in a container"),
     (("--scheduler=kubernetes", "--image=i", "--volume-claim=c", "--volume-mount=/mnt",
       "--checkpoint.folder=/elsewhere/ckpt"), "checkpoint.folder", "not on the checkpoint volume"),
+    (("--scheduler=kubernetes", "--image=i", "--volume-claim=c", "--volume-mount=ckpt"),
+     "--volume-mount", "not a path in the container"),
     (("--scheduler=torchrun",), "--rdzv-host", "meet at a rendezvous"),
     (("--scheduler=slurm", "--nodes=3"), "--nodes", "gives 3 ranks; 2 nodes x 1 GPUs gives 2"),
 ])
