@@ -95,9 +95,38 @@ def options() -> argparse.ArgumentParser:
     return parser
 
 
+#: Options that only one kind of job reads -> the schedulers that read them (an option the
+#: chosen scheduler would ignore is refused, not dropped).
+_SCHEDULER_OPTIONS = {
+    "time": ("slurm",), "partition": ("slurm",), "account": ("slurm",), "sbatch": ("slurm",),
+    "rdzv_host": ("torchrun",), "rdzv_port": ("torchrun", "slurm"),
+    "setup": ("torchrun", "slurm"),
+    "image": ("kubernetes",), "namespace": ("kubernetes",), "volume_claim": ("kubernetes",),
+    "volume_mount": ("kubernetes",), "runtime": ("kubernetes",),
+}
+
+
+def _unread_options(args: argparse.Namespace) -> list[str]:
+    """The scheduler-specific options given that ``args.scheduler`` does not read."""
+    defaults = options().parse_args(["--scheduler", "slurm", "--gpus-per-node", "1"])
+    return [f"--{name.replace('_', '-')}" for name, readers in _SCHEDULER_OPTIONS.items()
+            if args.scheduler not in readers
+            and getattr(args, name) != getattr(defaults, name)]
+
+
 def request_of(args: argparse.Namespace, command: str):
-    """The parsed options as a :class:`~hyper_parallel.launch.plan.Request`."""
+    """The parsed options as a :class:`~hyper_parallel.launch.plan.Request`; an option the
+    chosen scheduler does not read is a ``ConfigError``."""
     from hyper_parallel.launch.plan import Request
+    from hyper_parallel.utils.errors import ConfigError
+
+    unread = _unread_options(args)
+    if unread:
+        readers = sorted({r for name in unread
+                          for r in _SCHEDULER_OPTIONS[name[2:].replace("-", "_")]})
+        raise ConfigError(f"{', '.join(unread)} {'is' if len(unread) == 1 else 'are'} read by "
+                          f"{' and '.join(readers)} jobs, not by {args.scheduler} jobs; remove "
+                          f"{'it' if len(unread) == 1 else 'them'}", path="--scheduler")
 
     scheduler_options = {key: value for key, value in (
         ("time", args.time), ("partition", args.partition), ("account", args.account),

@@ -159,6 +159,8 @@ def test_the_trainjob_is_checked_against_kubeflow_trainers_schema(capsys):
     (("--scheduler=kubernetes", "--image=i", "--volume-claim=c", "--volume-mount=ckpt"),
      "--volume-mount", "not a path in the container"),
     (("--scheduler=torchrun",), "--rdzv-host", "meet at a rendezvous"),
+    (("--scheduler=slurm", "--image=i", "--rdzv-host=h"), "--scheduler",
+     "--rdzv-host, --image are read by kubernetes and torchrun jobs, not by slurm jobs"),
     (("--scheduler=slurm", "--nodes=3"), "--nodes", "gives 3 ranks; 2 nodes x 1 GPUs gives 2"),
 ])
 def test_refusals_name_the_option_and_the_fix(capsys, extra, field, text):
