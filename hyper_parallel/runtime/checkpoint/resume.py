@@ -100,8 +100,8 @@ def newest_agreed(folder: str) -> str | None:
                       dist.ReduceOp.MIN).tolist()
     low, high = seen[0], -seen[1]
     if low != high:
-        logger.warning(
-            "The ranks see different newest checkpoints under %s (steps %d to %d): resuming "
-            "from step %d, the newest that every rank sees.", folder, max(low, 0), high, low,
-        )
+        chosen = (f"step {low}, the newest that every rank sees" if low >= 0 else
+                  "none: a rank sees no complete checkpoint there")
+        logger.warning("The ranks see different newest checkpoints under %s (up to step %d): "
+                       "taking %s.", folder, high, chosen)
     return None if low < 0 else step_dir(folder, low)
