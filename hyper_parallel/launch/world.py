@@ -12,7 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hyper_parallel.runtime.parallel_dims import PARALLELISM_FIELDS, ParallelDims
+from hyper_parallel.runtime.parallel_dims import (
+    PARALLELISM_FIELDS,
+    ParallelDims,
+    parallelism_degrees,
+)
 from hyper_parallel.utils.errors import ConfigError
 
 #: The degrees in the order the messages name them.
@@ -32,16 +36,10 @@ class Cluster:
 
 
 def degrees(parallelism: Any) -> dict[str, int]:
-    """``ParallelDims`` name -> degree of a ``parallelism`` section (an unset FSDP degree is 1)."""
-    shard = parallelism.data_parallel_shard_degree
-    return {
-        "dp_replicate": parallelism.data_parallel_replicate_degree,
-        "dp_shard": 1 if shard is None else shard,
-        "cp": parallelism.context_parallel_degree,
-        "tp": parallelism.tensor_parallel_degree,
-        "pp": parallelism.pipeline_parallel_degree,
-        "ep": parallelism.expert_parallel_degree,
-    }
+    """The degrees that multiply to the world size, by ``ParallelDims`` name (the expert tensor
+    degree is not an axis of the mesh: it divides the tensor-parallel ranks)."""
+    values = parallelism_degrees(parallelism)
+    return {name: values[name] for name in _ORDER}
 
 
 def describe(values: dict[str, int]) -> str:

@@ -60,6 +60,21 @@ PARALLELISM_FIELDS: dict[str, str] = {
 MAX_SAMPLES = sys.maxsize
 
 
+def parallelism_degrees(parallelism: Any) -> dict[str, int]:
+    """``ParallelDims`` name -> degree of the new tree's ``parallelism`` section
+    (``data_parallel_shard_degree`` unset means 1; -1 stays -1: inferred from the world)."""
+    dp_shard = parallelism.data_parallel_shard_degree
+    return {
+        "dp_replicate": parallelism.data_parallel_replicate_degree,
+        "dp_shard": 1 if dp_shard is None else dp_shard,
+        "cp": parallelism.context_parallel_degree,
+        "tp": parallelism.tensor_parallel_degree,
+        "pp": parallelism.pipeline_parallel_degree,
+        "ep": parallelism.expert_parallel_degree,
+        "etp": parallelism.expert_tensor_parallel_degree,
+    }
+
+
 def _check_parallelism(degrees: dict[str, int], world_size: int) -> None:
     """The rules of ``ParallelDims.__post_init__`` for a ``parallelism`` section, each failure a
     :class:`ConfigError` whose path is the field to change. ``degrees`` holds the
@@ -170,16 +185,7 @@ class ParallelDims:
         ``parallelism`` field to change (``ConfigError.path``), e.g.
         ``parallelism.tensor_parallel_degree`` when that degree does not divide the world.
         """
-        dp_shard = parallelism.data_parallel_shard_degree
-        degrees = {
-            "dp_replicate": parallelism.data_parallel_replicate_degree,
-            "dp_shard": 1 if dp_shard is None else dp_shard,
-            "cp": parallelism.context_parallel_degree,
-            "tp": parallelism.tensor_parallel_degree,
-            "pp": parallelism.pipeline_parallel_degree,
-            "ep": parallelism.expert_parallel_degree,
-            "etp": parallelism.expert_tensor_parallel_degree,
-        }
+        degrees = parallelism_degrees(parallelism)
         _check_parallelism(degrees, world_size)
         return cls(
             **degrees, world_size=world_size,
