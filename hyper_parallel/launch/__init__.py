@@ -7,6 +7,9 @@
                      to a job, preflighted
 * :mod:`.shell`      the torchrun and Slurm scripts (``templates/launch/``)
 * :mod:`.kubernetes` the Kubeflow Trainer ``TrainJob``, validated against Trainer's API models
+* :mod:`.options`    the launch's own options and the request they make (the command line and
+                     a fleet's ``--jobs``)
+* :mod:`.fleet`      one job per recipe of a converted fleet
 
 The launch sits above the engine: it imports the entry's parser and preflight; nothing below
 imports it.

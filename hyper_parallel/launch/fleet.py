@@ -32,8 +32,8 @@ def write_jobs(recipes: Sequence[tuple[str, int | None]], module: Path, launch_o
     shown in each job's header. ``legacy_names``: the recipes come from legacy YAMLs, so their
     problems name the YAMLs' keys (``train.accelerator.dp_shard``)."""
     from hyper_parallel.config.recipes import RecipeError
-    from hyper_parallel.launch.__main__ import options, request_of, write_job
-    from hyper_parallel.launch.plan import EXTENSIONS, plan_job, render
+    from hyper_parallel.launch.options import options, request_of
+    from hyper_parallel.launch.plan import EXTENSIONS, plan_job, refuse_other, render, write_job
 
     words = shlex.split(launch_options)
     stray = [w for w in words if w.split("=", 1)[0] in _PER_JOB]
@@ -61,7 +61,9 @@ def write_jobs(recipes: Sequence[tuple[str, int | None]], module: Path, launch_o
             plan = plan_job(["--module", shown_module, "--config", name], request,
                             report=(reports or {}).get(name))
             path = folder / f"{plan.job.name}.{EXTENSIONS[plan.job.scheduler]}"
-            write_job(path, render(plan.job), force)
+            text = render(plan.job)
+            refuse_other(path, text, force, "job", "--jobs-dir")
+            write_job(path, text)
         except ConfigError as exc:
             problems.append(f"{name}: {_legacy(exc) if legacy_names else exc}")
             continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from hyper_parallel.launch.world import Cluster
 
@@ -80,8 +81,9 @@ class Job:
     """Shell lines run before torchrun (``module load ...``, ``source .venv/bin/activate``)."""
     header: tuple[str, ...] = ()
     """What the job is and why it should fit: the comment lines at the top of its file."""
-    options: dict[str, str] = field(default_factory=dict)
-    """Scheduler options: Slurm ``time`` / ``partition`` / ``account``, torchrun
+    options: dict[str, Any] = field(default_factory=dict)
+    """Scheduler options: Slurm ``time`` / ``partition`` / ``account`` / ``sbatch`` (a list of
+    extra ``#SBATCH`` lines), torchrun
     ``rdzv_host``, Kubernetes ``image`` / ``namespace`` / ``volume_claim`` / ``volume_mount`` /
     ``runtime``."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +43,7 @@ class Request:
     omp_threads: int = 8
     env: list[str] = field(default_factory=list)
     setup: list[str] = field(default_factory=list)
-    options: dict[str, str] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
     recipe_output: str | None = None
     force: bool = False
     command: str = ""
@@ -113,12 +112,28 @@ def _legacy_recipe(argv: list[str], request: Request, workdir: Path
     recipe, path = from_yaml.convert(yaml_path, output=output, base=workdir,
                                      overrides=tuple(argv[1:]))
     path = path if path.is_absolute() else workdir / path
-    if path.exists() and not request.force and path.read_text() != recipe.text:
-        raise ConfigError(f"{path} exists and holds another recipe; pass --force to replace "
-                          "it, or choose another file", path="--recipe-output")
+    refuse_other(path, recipe.text, request.force, "recipe", "--recipe-output")
     shown = os.path.relpath(path, workdir)
     return (["--module", shown, "--config", recipe.name], recipe.target,
             f"YAML {argv[0]} as recipe {shown}:{recipe.name}", (path, recipe.text))
+
+
+def refuse_other(path: Path, text: str, force: bool, what: str, option: str) -> None:
+    """A ``ConfigError`` naming ``option`` when ``path`` holds another ``what`` than ``text``
+    and ``force`` is not set (the same text again is no conflict). Checked before anything is
+    written, so that a refused launch leaves nothing behind."""
+    if path.is_file() and not force and path.read_text() != text:
+        raise ConfigError(f"{path} exists and holds another {what}; pass --force to replace it, "
+                          f"or {option} to choose another file", path=option)
+
+
+def write_job(path: Path, text: str) -> None:
+    """Write a job file atomically with the umask's mode, a script also executable."""
+    from hyper_parallel.codegen.rendering.writing import atomic_write, current_umask
+
+    atomic_write(path, text)
+    if path.suffix in (".sh", ".sbatch"):
+        os.chmod(path, 0o777 & ~current_umask())
 
 
 def write_recipe(plan: Plan) -> str | None:
@@ -311,9 +326,5 @@ def submit_command(job: Job, path: str) -> list[str]:
     return ["bash", path]
 
 
-def shown(command: list[str]) -> str:
-    return shlex.join(command)
-
-
-__all__ = ["EXTENSIONS", "Plan", "Request", "job_name", "plan_job", "render", "submit_command",
-           "write_recipe"]
+__all__ = ["EXTENSIONS", "Plan", "Request", "job_name", "plan_job", "refuse_other", "render",
+           "submit_command", "write_job", "write_recipe"]

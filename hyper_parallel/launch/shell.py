@@ -51,7 +51,7 @@ def slurm_script(job: Job) -> str:
     for key in ("time", "partition", "account"):
         if job.options.get(key):
             sbatch.append(f"--{key}={job.options[key]}")
-    sbatch += [line for line in job.options.get("sbatch", "").split("\n") if line]
+    sbatch += job.options.get("sbatch", [])
     context["sbatch"] = sbatch
     return _render("slurm.sbatch.j2", context)
 

@@ -37,6 +37,11 @@ def _aligned(rows: list) -> list[str]:
             for row in rows]
 
 
+def _on_gpu(gpu: Gpu) -> str:
+    """``preflight on h100-80gb (79.6 GiB a GPU)``."""
+    return f"preflight on {gpu.name} ({gpu.memory_bytes / GIB:.1f} GiB a GPU)"
+
+
 def _gib(n: float) -> str:
     return f"{n / GIB:.2f}"
 
@@ -150,7 +155,7 @@ def summary(named: list[tuple[str, Preflight | Exception]], gpu: Gpu) -> str:
         notes.extend(f"{name}: problem: {p}" for p in result.problems)
         if not result.fits and result.suggestions:
             notes.append(f"{name}: would fit with {result.suggestions[0]}")
-    lines = [f"preflight on {gpu.name} ({gpu.memory_bytes / GIB:.1f} GiB a GPU):"]
+    lines = [f"{_on_gpu(gpu)}:"]
     lines += _aligned(rows)
     lines += [f"  {note}" for note in notes]
     return "\n".join(lines)
@@ -160,14 +165,13 @@ def verdict_line(report: Preflight) -> str:
     """The verdict in one line (a launched job's header): the fullest rank's figure and the
     headroom it leaves, or why it does not build."""
     gpu = report.gpu
-    head = f"preflight on {gpu.name} ({gpu.memory_bytes / GIB:.1f} GiB a GPU)"
     role = peak_role(report)
     if report.problems or role is None:
         problem = report.problems[0] if report.problems else "no rank role was built"
-        return f"{head}: fails to build: {problem}"
-    return (f"{head}: {role.verdict}, {_gib(role.total_bytes)} GiB on the fullest rank "
-            f"(rank{'s' if len(role.ranks) > 1 else ''} {_ranks(role.ranks)}), {_gib(gpu.memory_bytes - role.total_bytes)} GiB "
-            "headroom")
+        return f"{_on_gpu(gpu)}: fails to build: {problem}"
+    ranks = f"rank{'s' if len(role.ranks) > 1 else ''} {_ranks(role.ranks)}"
+    return (f"{_on_gpu(gpu)}: {role.verdict}, {_gib(role.total_bytes)} GiB on the fullest rank "
+            f"({ranks}), {_gib(gpu.memory_bytes - role.total_bytes)} GiB headroom")
 
 
 def exit_status(results: list[Preflight | Exception]) -> int:
