@@ -67,8 +67,13 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
+#: The keys of a batch that carry images (transformers' names), passed to the model when present.
+IMAGE_KEYS = ("pixel_values", "image_grid_thw")
+
+
 def forward_logits(model: torch.nn.Module, batch: dict) -> torch.Tensor:
-    return model(batch["input_ids"], position_ids=batch.get("position_ids"))
+    images = {key: batch[key] for key in IMAGE_KEYS if key in batch}
+    return model(batch["input_ids"], position_ids=batch.get("position_ids"), **images)
 
 
 def _loss_functions(

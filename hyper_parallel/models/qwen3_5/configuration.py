@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from hyper_parallel.models.qwen3_5.vision_config import Qwen3_5VisionConfig
 from hyper_parallel.utils.choices import DEFAULT_KERNELS, KERNEL_CHOICES, KernelChoice
 from hyper_parallel.utils.numbers import is_finite_number
 from hyper_parallel.utils.suggest import did_you_mean
@@ -35,6 +36,9 @@ LAYER_TYPE_CHOICES = (LINEAR_ATTENTION, FULL_ATTENTION)
 
 HF_TEXT_MODEL_TYPE = "qwen3_5_text"
 """``model_type`` that transformers maps to ``Qwen3_5TextConfig`` / ``Qwen3_5ForCausalLM``."""
+
+VISION_CONFIG = "vision_config"
+"""The field that makes the model image-text (None: the text decoder alone)."""
 
 FLAVOR_KEY = "flavor"
 """The one non-HF key accepted in ``model.config_overrides``: the base flavor's name."""
@@ -129,6 +133,11 @@ class Qwen3_5Config:
     """Written to ``config.json`` only."""
     eos_token_id: int | list[int] | None = None
     """Written to ``config.json`` only."""
+    vision_config: Qwen3_5VisionConfig | None = None
+    """The vision tower (:class:`~.vision_config.Qwen3_5VisionConfig`) that makes this the
+    image-text model Hugging Face publishes (``...ForConditionalGeneration``); None (the
+    default) is the text decoder alone. In ``model.config_overrides`` a mapping of the tower's
+    fields, applied over the flavor's tower (or the published one); ``null`` removes it."""
     kernels: KernelChoice = DEFAULT_KERNELS
     """Implementation of the Gated DeltaNet layers: ``auto`` (fla-core's CUDA kernels when the
     parameters are on CUDA and the package imports, else the torch path), ``torch`` or ``fla``
@@ -138,12 +147,15 @@ class Qwen3_5Config:
     # (a subclass -- the MoE family -- names its own).
     HF_ARCHITECTURE = "Qwen3_5ForCausalLM"
     HF_MODEL_TYPE = HF_TEXT_MODEL_TYPE
+    HF_IMAGE_TEXT_ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
+    HF_IMAGE_TEXT_MODEL_TYPE = "qwen3_5"
     NON_HF_FIELDS: ClassVar[tuple[str, ...]] = NON_HF_FIELDS
     UNUSED_FIELDS: ClassVar[tuple[str, ...]] = ()
     """Inherited fields this architecture does not use: never written to ``config.json``, and
     refused when set (see :func:`~.model_section.check_config_overrides`)."""
 
     def __post_init__(self) -> None:
+        self._check_vision()
         for name in _POSITIVE_INT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -229,6 +241,32 @@ class Qwen3_5Config:
                     f"{list(LAYER_TYPE_CHOICES)}."
                 )
 
+    def _check_vision(self) -> None:
+        """``vision_config`` given as a mapping (a YAML, ``config_overrides``) becomes the
+        dataclass; its placeholder ids must be tokens of this vocabulary."""
+        vision = self.vision_config
+        if vision is None:
+            return
+        if isinstance(vision, Mapping):
+            vision = Qwen3_5VisionConfig.from_overrides(None, vision, f"{type(self).__name__}")
+            self.vision_config = vision
+        if not isinstance(vision, Qwen3_5VisionConfig):
+            raise ValueError(
+                f"Qwen3_5Config.vision_config must be a mapping of the vision tower's fields or "
+                f"null, got {vision!r}."
+            )
+        for name, token in vision.token_ids().items():
+            if token >= self.vocab_size:
+                raise ValueError(
+                    f"Qwen3_5Config.vision_config: {name}={token} is not a token of the "
+                    f"vocabulary (vocab_size={self.vocab_size})."
+                )
+
+    @property
+    def is_image_text(self) -> bool:
+        """Whether the model has a vision tower (``vision_config`` set)."""
+        return self.vision_config is not None
+
     # ----------------------------------------------------------------- derived sizes
     @property
     def rotary_dim(self) -> int:
@@ -266,21 +304,39 @@ class Qwen3_5Config:
         values = {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}
         if getattr(self, "_layer_types_derived", False) and "layer_types" not in changes:
             values["layer_types"] = None
+        changes = merge_vision_override(self.vision_config, changes, type(self).__name__)
         values.update(changes)
         return type(self)(**values)
 
     # ----------------------------------------------------------------- HF config.json
     def to_hf_dict(self) -> dict[str, Any]:
-        """The Hugging Face text config (``model_type='qwen3_5_text'``) as a JSON-able dict.
-
-        ``transformers.AutoConfig`` / ``Qwen3_5ForCausalLM.from_pretrained`` read it directly.
+        """The Hugging Face config as a JSON-able dict: the text config (``model_type=
+        'qwen3_5_text'``, what ``Qwen3_5ForCausalLM.from_pretrained`` reads), or, with a vision
+        tower, the image-text config (``model_type='qwen3_5'``: ``text_config``,
+        ``vision_config`` and the placeholder token ids, what
+        ``Qwen3_5ForConditionalGeneration.from_pretrained`` reads).
         """
+        text = self._text_hf_dict()
+        if self.vision_config is None:
+            return text
+        return {
+            "architectures": [self.HF_IMAGE_TEXT_ARCHITECTURE],
+            "model_type": self.HF_IMAGE_TEXT_MODEL_TYPE,
+            "text_config": text,
+            "vision_config": self.vision_config.to_hf_dict(self.hidden_size),
+            **self.vision_config.token_ids(),
+            "tie_word_embeddings": self.tie_word_embeddings,
+        }
+
+    def _text_hf_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "architectures": [self.HF_ARCHITECTURE],
             "model_type": self.HF_MODEL_TYPE,
         }
         rope_keys = {"rope_theta", "partial_rotary_factor", "mrope_section"}
-        skipped = {"full_attention_interval", *self.NON_HF_FIELDS, *self.UNUSED_FIELDS}
+        skipped = {
+            "full_attention_interval", VISION_CONFIG, *self.NON_HF_FIELDS, *self.UNUSED_FIELDS
+        }
         for f in dataclasses.fields(self):
             if f.name in rope_keys or f.name in skipped:
                 continue
@@ -298,9 +354,10 @@ class Qwen3_5Config:
 
     @classmethod
     def from_hf_dict(cls, hf: Mapping[str, Any]) -> Qwen3_5Config:
-        """Build from an HF ``config.json`` dict: a ``qwen3_5_text`` config or a full ``qwen3_5``
-        (vision-language) config, whose ``text_config`` is used. Keys this model does not use
-        (vision, dropout, cache, ...) are ignored; a non-default RoPE type is rejected.
+        """Build from an HF ``config.json`` dict: a ``qwen3_5_text`` config, or a full
+        ``qwen3_5`` (image-text) config, whose ``text_config`` is the decoder and whose
+        ``vision_config`` and token ids the tower. Keys this model does not use (dropout,
+        cache, ...) are ignored; a non-default RoPE type is rejected.
         """
         text = dict(hf.get("text_config") or hf)
         if "tie_word_embeddings" not in text and "tie_word_embeddings" in hf:
@@ -311,7 +368,9 @@ class Qwen3_5Config:
             raise NotImplementedError(
                 f"HF config has rope_type={rope_type!r}; only 'default' RoPE is implemented."
             )
-        names = {f.name for f in dataclasses.fields(cls)} - {*cls.NON_HF_FIELDS, *cls.UNUSED_FIELDS}
+        names = {f.name for f in dataclasses.fields(cls)} - {
+            VISION_CONFIG, *cls.NON_HF_FIELDS, *cls.UNUSED_FIELDS
+        }
         values = {k: copy.deepcopy(v) for k, v in text.items() if k in names}
         for key in ("rope_theta", "partial_rotary_factor", "mrope_section"):
             if key in rope:
@@ -327,7 +386,31 @@ class Qwen3_5Config:
             interval = values.get("full_attention_interval", 4)
             if list(layer_types) == _derive_layer_types(len(layer_types), interval):
                 values["layer_types"] = None
+        if hf.get("vision_config") is not None and "text_config" in hf:
+            vision = Qwen3_5VisionConfig.from_hf_dict(hf["vision_config"], hf)
+            width = hf["vision_config"].get("out_hidden_size", values.get("hidden_size"))
+            if width is not None and width != values.get("hidden_size", width):
+                raise ValueError(
+                    f"HF config: vision_config.out_hidden_size ({width}) must equal the text "
+                    f"model's hidden_size ({values.get('hidden_size')})."
+                )
+            values[VISION_CONFIG] = vision
         return cls(**values)
+
+
+def merge_vision_override(
+    current: Qwen3_5VisionConfig | None, changes: Mapping[str, Any], where: str
+) -> dict[str, Any]:
+    """``changes`` with a ``vision_config`` mapping applied over ``current`` (the published
+    tower when there is none): how ``config_overrides: {vision_config: {depth: 2}}`` changes
+    one size of the flavor's tower."""
+    vision = changes.get(VISION_CONFIG)
+    if not isinstance(vision, Mapping):
+        return dict(changes)
+    return {
+        **changes,
+        VISION_CONFIG: Qwen3_5VisionConfig.from_overrides(current, vision, where),
+    }
 
 
 def _derive_layer_types(num_layers: int, interval: int) -> list[str]:

@@ -5,6 +5,12 @@ Module tree and state-dict names follow Hugging Face's ``Qwen3_5ForCausalLM`` ex
 
     model.embed_tokens, model.layers.{i}.{input_layernorm, post_attention_layernorm,
     self_attn.* | linear_attn.*, mlp.{gate,up,down}_proj}, model.norm, model.rotary_emb, lm_head
+
+With a ``vision_config`` the model is the image-text one Hugging Face publishes
+(``Qwen3_5ForConditionalGeneration``): the decoder also holds the vision tower as
+``model.visual`` (:mod:`.vision`; the checkpoints' own name), whose features replace the image
+placeholder tokens' embeddings, and image tokens get three-row positions
+(:mod:`.vision_positions`). Without one, nothing of this exists and the model is the text one.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from .kernels import log_kernel_choice
 from .mlp import Qwen3_5MLP
 from .norms import Qwen3_5RMSNorm
 from .rope import Qwen3_5RotaryEmbedding
+from .vision import Qwen3_5VisionModel, Qwen3_5VisionRotaryEmbedding
+from .vision_positions import decoder_positions
 from hyper_parallel.utils.module_names import strip_wrapper_prefixes
 
 
@@ -79,6 +87,9 @@ class Qwen3_5Decoder(nn.Module):
         )
         self.norm = Qwen3_5RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.rotary_emb = Qwen3_5RotaryEmbedding(config)
+        self.vision_config = config.vision_config
+        if config.vision_config is not None:
+            self.visual = Qwen3_5VisionModel(config.vision_config, config.hidden_size)
         self._logged_kernels: set[tuple[str, str, str, str]] = set()
 
     def select_kernels(self) -> None:
@@ -98,9 +109,17 @@ class Qwen3_5Decoder(nn.Module):
                     log_kernel_choice(module.kernels, selected)
 
     def forward(
-        self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor | None = None,
+        pixel_values: torch.Tensor | None = None,
+        image_grid_thw: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Token ids ``(B, S)`` -> final hidden states ``(B, S, H)``.
+
+        With images (an image-text model): ``pixel_values`` ``(patches, patch_dim)`` and
+        ``image_grid_thw`` ``(images, 3)``, the images of the rows in order, fill the
+        placeholder tokens; ``position_ids`` then defaults to the three-row positions.
 
         A pipeline stage (:mod:`hyper_parallel.models.pipelining`) lacks the modules other
         stages own: without ``embed_tokens`` the input is the previous stage's hidden states,
@@ -111,6 +130,16 @@ class Qwen3_5Decoder(nn.Module):
             hidden_states = input_ids
         else:
             hidden_states = self.embed_tokens(input_ids)
+        if pixel_values is not None:
+            hidden_states = self._place_images(input_ids, hidden_states, pixel_values,
+                                               image_grid_thw)
+            if position_ids is None:
+                position_ids = decoder_positions(
+                    input_ids,
+                    image_grid_thw,
+                    image_token_id=self.vision_config.image_token_id,
+                    merge=self.vision_config.spatial_merge_size,
+                )
         if position_ids is None:
             batch, seq = hidden_states.shape[:2]
             position_ids = torch.arange(seq, device=hidden_states.device).unsqueeze(0).expand(
@@ -120,6 +149,34 @@ class Qwen3_5Decoder(nn.Module):
         for layer in self.layers:
             hidden_states = layer(hidden_states, position_embeddings)
         return hidden_states if self.norm is None else self.norm(hidden_states)
+
+    def _place_images(
+        self,
+        input_ids: torch.Tensor,
+        embeddings: torch.Tensor,
+        pixel_values: torch.Tensor,
+        image_grid_thw: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """``embeddings`` with the image placeholder tokens' rows replaced, in order, by the
+        tower's features of the images."""
+        if self.vision_config is None:
+            raise ValueError(
+                "the batch holds images (pixel_values) but the model has no vision tower; "
+                "set model.config_overrides.vision_config or train an image-text flavor"
+            )
+        if image_grid_thw is None:
+            raise ValueError("pixel_values come without image_grid_thw (the images' patch grids)")
+        features = self.visual(pixel_values, image_grid_thw)
+        mask = input_ids == self.vision_config.image_token_id
+        placeholders = int(mask.sum())
+        if placeholders != features.shape[0]:
+            raise ValueError(
+                f"the batch has {placeholders} image placeholder tokens but its images give "
+                f"{features.shape[0]} features (image_grid_thw {image_grid_thw.tolist()})"
+            )
+        return embeddings.masked_scatter(
+            mask.unsqueeze(-1), features.to(embeddings.device, embeddings.dtype)
+        )
 
 
 class Qwen3_5ForCausalLM(nn.Module):
@@ -173,9 +230,16 @@ class Qwen3_5ForCausalLM(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
 
     def forward(
-        self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor | None = None,
+        pixel_values: torch.Tensor | None = None,
+        image_grid_thw: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        hidden_states = self.model(input_ids, position_ids)
+        if pixel_values is None:
+            hidden_states = self.model(input_ids, position_ids)
+        else:
+            hidden_states = self.model(input_ids, position_ids, pixel_values, image_grid_thw)
         return hidden_states if self.lm_head is None else self.lm_head(hidden_states)
 
     # ------------------------------------------------------------------ init
@@ -227,6 +291,8 @@ class Qwen3_5ForCausalLM(nn.Module):
             any_live = next((ps[0] for ps in live_params.values()), None)
             scratch_device = "cpu" if any_live is None else _local_device(any_live)
         std = self.config.initializer_range
+        vision = self.config.vision_config
+        vision_std = std if vision is None else vision.initializer_range
         seen: set[int] = set()
         filled: set[int] = set()
 
@@ -243,15 +309,17 @@ class Qwen3_5ForCausalLM(nn.Module):
                 _copy_full(other, held[0])
             filled.update(id(t) for t in held)
 
-        normal = lambda t: t.normal_(0.0, std)
+        text_normal = lambda t: t.normal_(0.0, std)
+        vision_normal = lambda t: t.normal_(0.0, vision_std)
         zeros = lambda t: t.zero_()
         ones = lambda t: t.fill_(1.0)
         for wrapped_name, module in self.named_modules():
             name = strip_wrapper_prefixes(wrapped_name)
+            normal = vision_normal if name.startswith("model.visual.") else text_normal
             # Every part holds its own copy of the modules each stage has (the rotary
             # embedding); the other modules are in one part at most.
             copies = live_modules.get(name, [])
-            if isinstance(module, nn.Linear):
+            if isinstance(module, (nn.Linear, nn.Conv3d)):
                 init(module.weight, normal)
                 init(module.bias, zeros)
             elif isinstance(module, nn.Embedding):
@@ -265,7 +333,10 @@ class Qwen3_5ForCausalLM(nn.Module):
                     init(w, normal)
                 init(module.dt_bias, ones)
                 init(module.A_log, lambda t: t.copy_(sample_A_log(t.shape, t.device)))
-            elif isinstance(module, Qwen3_5RotaryEmbedding):
+            elif isinstance(module, nn.LayerNorm):  # the vision tower's
+                init(module.weight, ones)
+                init(module.bias, zeros)
+            elif isinstance(module, (Qwen3_5RotaryEmbedding, Qwen3_5VisionRotaryEmbedding)):
                 for live in copies:
                     live.reset_inv_freq(buffer_device)
             else:

@@ -35,6 +35,7 @@ from hyper_parallel.models.qwen3_5.configuration import (
     FULL_ATTENTION,
     LINEAR_ATTENTION,
     Qwen3_5Config,
+    merge_vision_override,
 )
 from hyper_parallel.models.qwen3_5.context_parallel_rules import check_context_parallel
 from hyper_parallel.models.qwen3_5.model_section import apply_model_section
@@ -109,6 +110,7 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
             self.layer_types, self.full_attention_interval
         ):
             changes["layer_types"] = None
+        changes = merge_vision_override(self.vision_config, changes, _protocol_name(type(self)))
         return dataclasses.replace(self, **copy.deepcopy(changes))
 
     def __setattr__(self, name: str, value: Any) -> None:

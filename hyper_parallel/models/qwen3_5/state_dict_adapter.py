@@ -9,10 +9,14 @@ Load (``from_hf``) accepts both HF layouts:
 * ``model.language_model.X`` (``Qwen3_5ForConditionalGeneration``, the published checkpoints);
 * ``model.X`` (``Qwen3_5ForCausalLM``);
 
-drops ``model.visual.*``, ``mtp.*`` and ``model.mtp.*``, drops layers ``>= num_hidden_layers``
-(truncated models), and synthesises ``lm_head.weight`` from the embedding when tied and absent.
+keeps ``model.visual.*`` (the vision tower, the same name here) when the config has a
+``vision_config`` and drops it otherwise, drops ``mtp.*`` and ``model.mtp.*``, drops layers
+``>= num_hidden_layers`` (truncated models), and synthesises ``lm_head.weight`` from the
+embedding when tied and absent. (What is dropped is not lost: the Hugging Face export carries
+the source checkpoint's tensors the model does not hold.)
 
-Export (``to_hf``) writes the ``model.language_model.X`` layout plus ``lm_head.weight``;
+Export (``to_hf``) writes the ``model.language_model.X`` layout plus ``lm_head.weight`` (and
+``model.visual.X`` unchanged);
 transformers' ``Qwen3_5ForCausalLM.from_pretrained`` strips ``language_model`` itself (its
 ``qwen3_5_text`` checkpoint-conversion rule), so the exported directory loads there and into
 ``Qwen3_5ForConditionalGeneration``-style tooling alike. With tied embeddings ``lm_head.weight`` is
@@ -32,9 +36,11 @@ from .configuration import Qwen3_5Config
 
 HF_PREFIX = "model.language_model."
 OUR_PREFIX = "model."
+VISION_PREFIX = "model.visual."
 LM_HEAD = "lm_head.weight"
 EMBED = "model.embed_tokens.weight"
-_DROPPED_PREFIXES = ("model.visual.", "visual.", "mtp.", "model.mtp.", "model.language_model.mtp.")
+_DROPPED_PREFIXES = ("mtp.", "model.mtp.", "model.language_model.mtp.")
+_VISION_PREFIXES = (VISION_PREFIX, "visual.")
 _LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.")
 _SPLITS = {
     # fused HF suffix -> our (q, k, v) suffixes
@@ -102,6 +108,8 @@ class Qwen3_5StateDictAdapter:
             if key == LM_HEAD:
                 if not config.tie_word_embeddings:
                     out[LM_HEAD] = value
+            elif key.startswith(VISION_PREFIX):
+                out[key] = value
             elif key.startswith(OUR_PREFIX):
                 out[HF_PREFIX + key[len(OUR_PREFIX) :]] = value
             else:
@@ -125,13 +133,17 @@ class Qwen3_5StateDictAdapter:
         for key, value in hf_state_dict.items():
             if key.startswith(_DROPPED_PREFIXES):
                 continue
+            if key.startswith(_VISION_PREFIXES):
+                if config.vision_config is None:
+                    continue
+                out[VISION_PREFIX + key.split("visual.", 1)[1]] = _cast(value, dtype)
+                continue
             if key.startswith(HF_PREFIX):
                 key = OUR_PREFIX + key[len(HF_PREFIX) :]
             match = _LAYER_RE.match(key)
             if match and int(match.group(1)) >= config.num_hidden_layers:
                 continue
-            if dtype is not None and value.is_floating_point():
-                value = value.to(dtype)
+            value = _cast(value, dtype)
             fused = next((f for f in _SPLITS if key.endswith(f)), None)
             if fused is None:
                 out[key] = value
@@ -151,6 +163,10 @@ class Qwen3_5StateDictAdapter:
         if strict:
             check_keys_match(out, expected_keys(config))
         return out
+
+
+def _cast(value: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    return value.to(dtype) if dtype is not None and value.is_floating_point() else value
 
 
 def check_keys_match(state_dict: Mapping[str, Any], expected: list[str]) -> None:

@@ -81,6 +81,8 @@ class Qwen3_5MoeConfig(Qwen3_5Config):
 
     HF_ARCHITECTURE = "Qwen3_5MoeForCausalLM"
     HF_MODEL_TYPE = HF_TEXT_MODEL_TYPE
+    HF_IMAGE_TEXT_ARCHITECTURE = "Qwen3_5MoeForConditionalGeneration"
+    HF_IMAGE_TEXT_MODEL_TYPE = "qwen3_5_moe"
     NON_HF_FIELDS: ClassVar[tuple[str, ...]] = (*DENSE_NON_HF_FIELDS, "experts_implementation")
     UNUSED_FIELDS: ClassVar[tuple[str, ...]] = ("intermediate_size",)
 

@@ -1,0 +1,116 @@
+"""Where image tokens sit: the decoder's three-row (time, height, width) positions, and the
+tower's per-patch grid coordinates.
+
+Text tokens count up by one on all three rows, as in a text-only model. An image of
+``t x h x w`` patches, merged ``m x m``, occupies ``t*h*w/m^2`` consecutive placeholder tokens;
+they all start at the position ``p`` the next text token would have had, the time row stays
+``p`` (one frame), the height row runs ``p .. p + h/m - 1`` and the width row
+``p .. p + w/m - 1`` over the merged grid in raster order, and the text after the image resumes
+at ``p + max(h, w) / m``. This is Hugging Face's ``get_rope_index`` for Qwen3.5, written for
+training: no attention mask (rows are packed or right-padded), no cache, and the image spans are
+found from ``input_ids`` (the placeholder token), so no ``mm_token_type_ids`` is needed.
+
+Everything here depends only on ids and grid sizes, never on weights: the data pipeline can
+compute it on the CPU, and every pipeline stage gets the same positions.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def decoder_positions(
+    input_ids: torch.Tensor, image_grid_thw: torch.Tensor, *, image_token_id: int, merge: int
+) -> torch.Tensor:
+    """``(3, B, S)`` positions of ``input_ids`` ``(B, S)`` whose image placeholder runs hold the
+    images of ``image_grid_thw`` ``(num_images, 3)`` in row order.
+
+    A run of placeholder tokens longer than one image's tokens holds several images back to
+    back; a count that does not match ``image_grid_thw`` is a ``ValueError``.
+    """
+    batch, seq = input_ids.shape
+    ids = input_ids.tolist()
+    grids = [tuple(int(v) for v in g) for g in image_grid_thw.tolist()]
+    out = torch.empty((3, batch, seq), dtype=torch.long)
+    next_image = 0
+    for row in range(batch):
+        row_ids = ids[row]
+        columns: list[torch.Tensor] = []
+        pos = 0
+        i = 0
+        while i < seq:
+            if row_ids[i] != image_token_id:
+                j = i
+                while j < seq and row_ids[j] != image_token_id:
+                    j += 1
+                columns.append(torch.arange(pos, pos + j - i).expand(3, -1))
+                pos += j - i
+                i = j
+                continue
+            if next_image >= len(grids):
+                raise ValueError(
+                    f"row {row} has image placeholder tokens at {i} beyond the "
+                    f"{len(grids)} image(s) of image_grid_thw"
+                )
+            t, h, w = grids[next_image]
+            next_image += 1
+            gh, gw = h // merge, w // merge
+            count = t * gh * gw
+            if row_ids[i : i + count] != [image_token_id] * count:
+                raise ValueError(
+                    f"row {row}: image {next_image - 1} ({t}x{h}x{w} patches, {count} tokens) "
+                    f"does not fit the placeholder run at {i}"
+                )
+            time = torch.full((t, gh, gw), pos, dtype=torch.long)
+            height = (torch.arange(gh) + pos).view(1, gh, 1).expand(t, gh, gw)
+            width = (torch.arange(gw) + pos).view(1, 1, gw).expand(t, gh, gw)
+            columns.append(torch.stack([time, height, width]).reshape(3, -1))
+            pos += max(gh, gw)
+            i += count
+        out[:, row] = torch.cat(columns, dim=1)
+    if next_image != len(grids):
+        raise ValueError(
+            f"image_grid_thw has {len(grids)} image(s) but input_ids hold placeholders for "
+            f"{next_image}"
+        )
+    return out.to(input_ids.device)
+
+
+def patch_coordinates(grid_thw: torch.Tensor, merge: int) -> torch.Tensor:
+    """``(patches, 2)`` (row, column) of every patch of the images ``grid_thw``, in the order
+    the image processor emits them: merge blocks in raster order, the ``merge x merge`` patches
+    of a block in raster order inside it, frames one after another."""
+    coords = []
+    for t, h, w in grid_thw.tolist():
+        rows = torch.arange(h).view(h // merge, merge, 1, 1).expand(-1, -1, w // merge, merge)
+        cols = torch.arange(w).view(1, 1, w // merge, merge).expand(h // merge, merge, -1, -1)
+        block_rows = rows.permute(0, 2, 1, 3).reshape(-1)
+        block_cols = cols.permute(0, 2, 1, 3).reshape(-1)
+        coords.append(torch.stack([block_rows, block_cols], dim=-1).repeat(t, 1))
+    return torch.cat(coords).to(grid_thw.device)
+
+
+def interpolation_taps(
+    grid_thw: torch.Tensor, side: int, merge: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bilinear resampling (corners aligned) of a ``side x side`` table of learned positions to
+    each image's ``h x w`` grid: ``(patches, 4)`` indices into the flattened table and their
+    weights, in the patch order of :func:`patch_coordinates`."""
+    coords = patch_coordinates(grid_thw, merge).to(torch.float32)
+    sizes = torch.cat(
+        [torch.tensor([[h, w]]).expand(t * h * w, 2) for t, h, w in grid_thw.tolist()]
+    ).to(coords)
+    # Corners aligned: patch 0 samples entry 0, the last patch entry side - 1.
+    src = coords * (side - 1) / torch.clamp(sizes - 1, min=1)
+    floor = torch.floor(src)
+    offsets = torch.arange(2, device=src.device)
+    taps = (floor.long()[..., None] + offsets).clamp(0, side - 1)  # (P, 2 axes, 2)
+    weights = (1 - (src[..., None] - floor[..., None] - offsets).abs()).clamp(min=0)
+    indices = (taps[:, 0, :, None] * side + taps[:, 1, None, :]).reshape(-1, 4)
+    products = (weights[:, 0, :, None] * weights[:, 1, None, :]).reshape(-1, 4)
+    return indices, products
+
+
+def attention_segments(grid_thw: torch.Tensor) -> list[int]:
+    """Patches per attention segment: each frame of each image attends within itself."""
+    return [h * w for t, h, w in grid_thw.tolist() for _ in range(t)]
