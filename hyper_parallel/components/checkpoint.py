@@ -156,6 +156,7 @@ class CheckpointManager(Configurable):
         model_config: Any | None = None,
         pipeline_group: Any | None = None,
         data_rank: tuple[int, int] | None = None,
+        weights_source: str | None = None,
     ) -> None:
         """
         Args:
@@ -171,6 +172,10 @@ class CheckpointManager(Configurable):
                 another layout with the same data-parallel size -- another pipeline or tensor
                 degree -- resume each rank's data position from a rank that read the same data.
                 Collective when given (the ranks exchange theirs once).
+            weights_source: the checkpoint the run's weights came from (``model.weights_path``):
+                a Hugging Face export carries its tensors the model does not hold (the MTP
+                head; the vision tower of a text-only run) unchanged, so the export is as whole
+                as its source (:mod:`hyper_parallel.runtime.checkpoint.carried`).
         """
         # The runtime (torch, DCP) is imported here, where the manager is built: the Config
         # above is configuration and must import without it.
@@ -190,6 +195,7 @@ class CheckpointManager(Configurable):
         self.model_config = model_config
         self.pipeline_group = pipeline_group
         self.data_rank = data_rank
+        self.weights_source = weights_source
         self._data_ranks = None if data_rank is None else _all_data_ranks(data_rank[0])
         if config.export_hf and (sd_adapter is None or model_config is None):
             # A trainer passes its model spec's state_dict_adapter: a spec without one is a
@@ -301,10 +307,12 @@ class CheckpointManager(Configurable):
         """The Hugging Face export of the checkpoint ``path`` saved from the live model
         (collective; streamed, see :mod:`hyper_parallel.runtime.checkpoint.hf_export`)."""
         target = os.path.join(path, self._ckpt.HF_SUBDIR)
+        carry = self._ckpt.carried_weights(self.weights_source, self.sd_adapter, self.model_config)
         self._ckpt.export_hf_weights(
             self._model, self.sd_adapter, self.model_config, target,
             pipeline_group=self.pipeline_group,
             max_shard_size=self.config.export_hf_max_shard_size,
+            carry=carry,
         )
         self.exported.append(target)
 

@@ -74,6 +74,10 @@ _FIELD_OF_ROLE = {
     "shuffle": "shuffle",
     "streaming": "streaming",
     "num_workers": "num_workers",
+    "messages_key": "messages_key",
+    "image_key": "image_key",
+    "processor_path": "processor_path",
+    "vl_grid": "vl_grid_t/h/w",
 }
 
 
@@ -103,8 +107,12 @@ class BaseDataLoader(Configurable):
         JSON / JSON lines of one kind of record, told by the first record: Alpaca records
         (``instruction``, optional ``input``, ``output``) for supervised fine-tuning, see
         ``template``, or text records (the text under ``text_key``, one sample each, as
-        ``hf_datasets``). ``preset_pt``: pre-tokenized batches written with ``torch.save``,
-        replayed in file order. (``megatron`` and ``vl_dummy`` are refused.)"""
+        ``hf_datasets``), or image-text chat records (``messages_key``, images under
+        ``image_key``; an image-text model). ``preset_pt``: pre-tokenized batches written with
+        ``torch.save``, replayed in file order (they may carry ``pixel_values`` and
+        ``image_grid_thw``). ``vl_dummy``: synthetic image-text samples, one random image of
+        ``vl_grid_t x vl_grid_h x vl_grid_w`` patches and random text (an image-text model).
+        (``megatron`` is refused.)"""
 
         dataset_path: str | None = None
         """Where the data is; required by every type but ``dummy``. ``jsonl`` / ``text`` /
@@ -159,6 +167,32 @@ class BaseDataLoader(Configurable):
         global sample budget of an epoch. The position is resumable mid-epoch. Needs
         ``num_workers`` 0."""
 
+        messages_key: str = "messages"
+        """``json_file``: the key of an image-text record's chat messages (a list of ``{"role":
+        "system" | "user" | "assistant", "content": ...}``); records holding it are rendered as
+        Qwen's chat and trained on the assistant answers only."""
+
+        image_key: str = "image"
+        """``json_file`` image-text records: the key of the record's image path (or list of
+        paths), relative to the file's folder; absent on a text-only record."""
+
+        processor_path: str | None = None
+        """``json_file`` image-text records: a folder holding the checkpoint's
+        ``preprocessor_config.json`` (transformers' ``Qwen2VLImageProcessor``: resizing and
+        normalisation); ``pkg://vl_corpus`` is the demo corpus's. Unset: Qwen's published
+        settings at the model tower's patch sizes."""
+
+        vl_grid_t: int = 2
+        """``vl_dummy``: the synthetic image's patch grid in time (frames / temporal patch)."""
+
+        vl_grid_h: int = 2
+        """``vl_dummy``: the synthetic image's patch grid height (a multiple of the tower's
+        spatial merge, 2)."""
+
+        vl_grid_w: int = 2
+        """``vl_dummy``: the synthetic image's patch grid width (a multiple of the tower's
+        spatial merge, 2)."""
+
         def __post_init__(self) -> None:
             reason = (REFUSED_DATA_TYPES.get(self.dataset) if isinstance(self.dataset, str)
                       else None)
@@ -198,6 +232,14 @@ class BaseDataLoader(Configurable):
             if problems:
                 require(False, self, _FIELD_OF_ROLE[problems[0].role], problems[0].reason)
             integer_at_least(self, "num_workers", 0)
+            for name in ("messages_key", "image_key"):
+                require(isinstance(getattr(self, name), str) and getattr(self, name) != "",
+                        self, name, "must be a non-empty JSON key")
+            if self.processor_path is not None:
+                require(isinstance(self.processor_path, str) and self.processor_path != "",
+                        self, "processor_path", "must be a folder path, or None")
+            for name in ("vl_grid_t", "vl_grid_h", "vl_grid_w"):
+                integer_at_least(self, name, 1)
             if self.prefetch_factor is not None:
                 integer_at_least(self, "prefetch_factor", 1)
                 require(
@@ -221,6 +263,7 @@ class BaseDataLoader(Configurable):
         num_samples: int | None = None,
         pad_to_multiple_of: int = 1,
         field_names: Mapping[str, str] | None = None,
+        vision: Any | None = None,
     ) -> None:
         """
         Args:
@@ -245,13 +288,20 @@ class BaseDataLoader(Configurable):
                 ``subset``, ``text_key``, ``template``, ``max_samples``, ``max_seq_len``), e.g.
                 ``{"path": "validation.dataset_path"}``; the roles not given are named
                 ``<Config class>.<field>`` (and ``training.seq_len``).
+            vision: the model's vision tower (its ``vision_config``), for image-text data: the
+                placeholder ids and patch geometry the samples are made for (None: a text
+                model, which image-text data is an error for).
         """
         # The data layer (torch, torchdata) is imported here, where the loader is built: the
         # Config above is configuration and must import without it.
         from hyper_parallel.data import build_dataloader, collate
+        from hyper_parallel.data.vision import collate_vision
 
         self.config = config
         self.field_names = dict(field_names or {})
+        self.vision = vision
+        self.seed = seed
+        self.holds_images = False  # build_dataset / build_stream say, for the collate
         if config.dataset in TYPES_NEEDING_TOKENIZER and tokenizer is None:
             raise ValueError(
                 f"{type(config).__qualname__}.dataset={config.dataset!r} tokenizes text: build the "
@@ -284,8 +334,8 @@ class BaseDataLoader(Configurable):
             num_workers=config.num_workers,
             pin_memory=config.pin_memory,
             prefetch_factor=config.prefetch_factor,
-            collate_fn=functools.partial(collate, pad_id=pad_id,
-                                         pad_to_multiple_of=pad_to_multiple_of),
+            collate_fn=functools.partial(collate_vision if self.holds_images else collate,
+                                         pad_id=pad_id, pad_to_multiple_of=pad_to_multiple_of),
         )
 
     def build_dataset(
@@ -298,9 +348,17 @@ class BaseDataLoader(Configurable):
     ) -> Dataset:
         """The map-style dataset of ``self.config`` (override for another data source)."""
         from hyper_parallel.data import build_dataset
+        from hyper_parallel.data.vision_source import holds_images
 
-        return build_dataset(self.config.dataset, num_samples=num_samples,
-                             **self._source(tokenizer, seq_len, vocab_size))
+        c = self.config
+        dataset = build_dataset(
+            c.dataset, num_samples=num_samples, vision=self.vision,
+            images={"messages_key": c.messages_key, "image_key": c.image_key,
+                    "processor_path": c.processor_path,
+                    "vl_grid": (c.vl_grid_t, c.vl_grid_h, c.vl_grid_w), "seed": self.seed},
+            **self._source(tokenizer, seq_len, vocab_size))
+        self.holds_images = holds_images(dataset)
+        return dataset
 
     def build_stream(
         self,
@@ -315,7 +373,15 @@ class BaseDataLoader(Configurable):
         """``streaming``: this rank's share of the stream of ``self.config`` (an
         ``IterableDataset``; override for another stream)."""
         from hyper_parallel.data.streaming import build_streaming_dataset
+        from hyper_parallel.data.vision_source import holds_chat_records
 
+        c = self.config
+        if c.dataset == "json_file" and holds_chat_records(
+                c.dataset_path, c.messages_key, self._field("path")):
+            raise ValueError(
+                f"{self._field('streaming')}=True: image-text chat records are not streamed "
+                "(each sample reads its image files); load them (streaming False)"
+            )
         return build_streaming_dataset(
             self.config.dataset, dp_rank=dp_rank, dp_size=dp_world_size, seed=seed,
             shuffle=self.config.shuffle, **self._source(tokenizer, seq_len, vocab_size))

@@ -45,6 +45,7 @@ from torch.utils.data import Dataset, Subset
 
 from hyper_parallel.data.files import decode_utf8, resolve_data_files
 from hyper_parallel.data.tokenizer import TextTokenizer, load_tokenizer
+from hyper_parallel.data.vision_source import holds_chat_records
 from hyper_parallel.utils.data_types import (
     DATA_TYPES,
     LEGACY_DATA_FIELDS,
@@ -247,6 +248,8 @@ def build_dataset(
     template: str = "empty",
     max_samples: int | None = None,
     fields: Mapping[str, str] | None = None,
+    vision: object = None,
+    images: Mapping[str, object] | None = None,
 ) -> Dataset:
     """Build the dataset selected by ``data.type``.
 
@@ -275,6 +278,13 @@ def build_dataset(
             is N); more than the dataset holds is an error.
         fields: config field names for the errors, keyed like :data:`LEGACY_FIELDS` (missing
             keys keep the legacy names; ``"path"`` defaults to ``path_field``).
+        vision: the model's vision tower (``vision_config``): ``vl_dummy`` samples and
+            ``json_file`` chat records are made for it, ``preset_pt`` batches carrying images
+            are dealt to their rows by its placeholder id (None: a text model, which image data
+            is an error for).
+        images: the image settings (:func:`~.vision_source.build_vision_dataset`'s
+            ``messages_key``, ``image_key``, ``processor_path``, ``vl_grid``, ``seed``); their
+            defaults when None.
     """
     names = {**LEGACY_FIELDS, "path": path_field, **(fields or {})}
     path_field = names["path"]
@@ -287,6 +297,18 @@ def build_dataset(
                                 max_samples=max_samples, fields=names)
     if problems:
         raise ValueError(problems[0].message)
+    images = dict(images or {})
+    if type == "vl_dummy" or (type == "json_file" and train_path and holds_chat_records(
+            train_path, str(images.get("messages_key", "messages")), path_field)):
+        # Image-text data: made for the model's tower (data.vision_source).
+        from hyper_parallel.data.vision_source import build_vision_dataset
+
+        dataset = build_vision_dataset(
+            type, vision=vision, train_path=train_path, max_seq_len=max_seq_len,
+            tokenizer=tokenizer, vocab_size=vocab_size,
+            num_samples=num_samples if max_samples is None else max_samples, fields=names,
+            **images)
+        return first_samples(dataset, max_samples, field=names["max_samples"])
     if type == "dummy":
         if max_samples is None and num_samples is None:
             raise ValueError("the dummy dataset needs num_samples "
@@ -303,7 +325,8 @@ def build_dataset(
         from hyper_parallel.data.preset import PresetBatchesDataset
 
         dataset: Dataset = PresetBatchesDataset(train_path, max_seq_len=max_seq_len,
-                                                vocab_size=vocab_size, fields=names)
+                                                vocab_size=vocab_size, fields=names,
+                                                vision=vision)
         return first_samples(dataset, max_samples, field=names["max_samples"])
 
     # The remaining types tokenize text (TYPES_NEEDING_TOKENIZER).

@@ -6,6 +6,12 @@ list of batches, each a dict with ``input_ids`` (an integer tensor ``[B, S]``) a
 file order -- sample ``k`` is row ``k`` of the batches concatenated -- so the file's own batch
 size need not match the run's. ``labels`` default to a copy of ``input_ids``.
 
+A batch of an image-text model may also carry its images by transformers' names:
+``pixel_values`` ``(patches, patch_dim)`` and ``image_grid_thw`` ``(images, 3)``, the images of
+the batch's rows in order (what ``Qwen2VLImageProcessor`` and ``collate_vision`` produce). They
+are dealt to the rows by the rows' image placeholder tokens (the model's ``image_token_id``;
+``t*h*w / merge**2`` of them per image), so the samples are replayed with their own images.
+
 The order is the point, so the dataset refuses to be shuffled (its ``data_type`` is one of the
 ordered types; the loader and the config check it). Every sample has exactly ``max_seq_len`` tokens: the file is the
 data, a length mismatch means the run is configured for other data.
@@ -27,6 +33,7 @@ from hyper_parallel.data.loader import IGNORE_INDEX
 
 DEFAULT_FIELDS = {"path": "data.train_path", "max_seq_len": "data.max_seq_len"}
 _KEYS = ("input_ids", "labels", "attention_mask")
+_IMAGE_KEYS = ("pixel_values", "image_grid_thw")
 
 
 def _integer(t: torch.Tensor) -> bool:
@@ -45,7 +52,7 @@ class PresetBatchesDataset(Dataset):
     data_type = "preset_pt"
 
     def __init__(self, path: str, *, max_seq_len: int, vocab_size: int | None = None,
-                 fields: Mapping[str, str] | None = None) -> None:
+                 fields: Mapping[str, str] | None = None, vision: Any = None) -> None:
         names = {**DEFAULT_FIELDS, **(fields or {})}
         path_field, len_field = names["path"], names["max_seq_len"]
         resolved = assets.resolve_path(os.path.expanduser(path))
@@ -68,6 +75,7 @@ class PresetBatchesDataset(Dataset):
         if not batches:
             raise fail("the list of batches is empty")
         columns: dict[str, list[torch.Tensor]] = {k: [] for k in _KEYS}
+        images: list[tuple[torch.Tensor, torch.Tensor] | None] = []
         seq_len = None
         has_mask = "attention_mask" in batches[0] if isinstance(batches[0], dict) else False
         for i, batch in enumerate(batches):
@@ -76,9 +84,10 @@ class PresetBatchesDataset(Dataset):
                            "input_ids (and optionally labels, attention_mask)")
             if "input_ids" not in batch:
                 raise fail(f"batch {i} has no input_ids (keys: {sorted(map(str, batch))})")
-            unknown = sorted(str(k) for k in batch if k not in _KEYS)
+            unknown = sorted(str(k) for k in batch if k not in (*_KEYS, *_IMAGE_KEYS))
             if unknown:
-                raise fail(f"batch {i} has unknown keys {unknown}; allowed: {', '.join(_KEYS)}")
+                raise fail(f"batch {i} has unknown keys {unknown}; allowed: "
+                           f"{', '.join((*_KEYS, *_IMAGE_KEYS))}")
             ids = batch["input_ids"]
             if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or not _integer(ids):
                 what = (f"a {ids.dim()}-D {ids.dtype} tensor of shape {tuple(ids.shape)}"
@@ -104,6 +113,7 @@ class PresetBatchesDataset(Dataset):
                 raise fail(f"batch {i} {'has' if not has_mask else 'lacks'} attention_mask but "
                            f"batch 0 {'does not' if not has_mask else 'has one'}; give it in "
                            "every batch or in none")
+            images += _row_images(batch, i, ids, vision, fail)
             columns["input_ids"].append(ids.to(torch.long))
             labels = batch.get("labels")
             columns["labels"].append(ids.to(torch.long) if labels is None
@@ -123,6 +133,9 @@ class PresetBatchesDataset(Dataset):
         self.num_batches = len(batches)
         self.max_seq_len = max_seq_len
         self.source = path
+        self.images = images
+        #: Whether the samples carry images (the loader collates them with ``collate_vision``).
+        self.holds_images = any(image is not None for image in images)
 
     def _check_ids(self, fail: Any, vocab_size: int | None) -> None:
         low = int(self.input_ids.min())
@@ -149,6 +162,8 @@ class PresetBatchesDataset(Dataset):
         sample = {"input_ids": self.input_ids[index].clone(), "labels": self.labels[index].clone()}
         if self.attention_mask is not None:
             sample["attention_mask"] = self.attention_mask[index].clone()
+        if self.holds_images and self.images[index] is not None:
+            sample["pixel_values"], sample["image_grid_thw"] = self.images[index]
         return sample
 
     def head(self, n: int) -> PresetBatchesDataset:
@@ -156,6 +171,7 @@ class PresetBatchesDataset(Dataset):
         out = object.__new__(type(self))
         out.__dict__.update(self.__dict__)
         out.input_ids, out.labels = self.input_ids[:n], self.labels[:n]
+        out.images = self.images[:n]
         if self.attention_mask is not None:
             out.attention_mask = self.attention_mask[:n]
         return out
@@ -164,6 +180,49 @@ class PresetBatchesDataset(Dataset):
         """One line for the training log."""
         return (f"{self.source}: {self.num_batches} preset batches -> {len(self)} samples of "
                 f"{self.max_seq_len} tokens, replayed in file order")
+
+
+def _row_images(batch: Mapping[str, Any], i: int, ids: torch.Tensor, vision: Any,
+                fail: Any) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
+    """Batch ``i``'s images dealt to its rows (None for a row without any), in order: each row
+    takes the next images whose placeholder tokens it holds."""
+    given = [k for k in _IMAGE_KEYS if k in batch]
+    if not given:
+        return [None] * ids.shape[0]
+    if len(given) == 1:
+        raise fail(f"batch {i} has {given[0]} without {(set(_IMAGE_KEYS) - set(given)).pop()}")
+    if vision is None:
+        raise fail(f"batch {i} carries images (pixel_values) but the model has no vision tower; "
+                   "train an image-text flavor (e.g. debugmodel_vl)")
+    pixels, grid = batch["pixel_values"], batch["image_grid_thw"]
+    if (not isinstance(pixels, torch.Tensor) or pixels.dim() != 2
+            or pixels.shape[1] != vision.patch_dim or not pixels.is_floating_point()):
+        raise fail(f"batch {i} pixel_values must be a float tensor (patches, {vision.patch_dim}), "
+                   f"got {getattr(pixels, 'shape', type(pixels).__name__)}")
+    if not isinstance(grid, torch.Tensor) or grid.dim() != 2 or grid.shape[1] != 3:
+        raise fail(f"batch {i} image_grid_thw must be an integer tensor (images, 3)")
+    patches = grid.prod(-1)
+    if int(patches.sum()) != pixels.shape[0]:
+        raise fail(f"batch {i}: image_grid_thw describes {int(patches.sum())} patches but "
+                   f"pixel_values has {pixels.shape[0]}")
+    tokens = (patches // vision.merge_unit).tolist()
+    starts = [0, *torch.cumsum(patches, 0).tolist()]
+    out: list[tuple[torch.Tensor, torch.Tensor] | None] = []
+    image = 0
+    for row, held in enumerate((ids == vision.image_token_id).sum(dim=1).tolist()):
+        first = image
+        while held > 0 and image < len(tokens):
+            held -= tokens[image]
+            image += 1
+        if held != 0:
+            raise fail(f"batch {i} row {row}: its image placeholder tokens do not add up to "
+                       f"whole images of image_grid_thw {grid.tolist()}")
+        out.append(None if image == first else (
+            pixels[starts[first]:starts[image]].clone(), grid[first:image].to(torch.long).clone()))
+    if image != len(tokens):
+        raise fail(f"batch {i}: {len(tokens) - image} image(s) of image_grid_thw have no "
+                   "placeholder tokens in input_ids")
+    return out
 
 
 __all__ = ["PresetBatchesDataset"]

@@ -55,7 +55,7 @@ from hyper_parallel.trainer.legacy_train_sections import (
     WandbConfig,
 )
 from hyper_parallel.utils.choices import DEFAULT_KERNELS, KERNEL_CHOICES
-from hyper_parallel.utils.data_types import DATA_TYPES, REFUSED_DATA_TYPES
+from hyper_parallel.utils.data_types import DATA_TYPES, REFUSED_DATA_TYPES, TYPES_NEEDING_PATH
 from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.field_problems import ConfigValueError, FieldProblem
 from hyper_parallel.utils.legacy_model_fields import LEGACY_UNIVERSAL_FIELDS
@@ -202,26 +202,30 @@ class DataConfig:
     trainer did (written ``human_assistant`` in a recipe)."""
 
     image_key: str = "image"
-    """Vision-language data: the image column. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """``json_file`` image-text records: the key of a record's image path (or list of paths),
+    relative to the file's folder."""
 
     messages_key: str = "messages"
-    """Vision-language data: the chat-messages column. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """``json_file``: the key of an image-text record's chat messages; records holding it are
+    rendered as Qwen's chat and trained on the assistant answers only (an image-text model)."""
 
     processor_path: str | None = None
-    """Vision-language data: the Hugging Face processor (image processor and tokenizer) of real
-    vision-language datasets; unset, ``model.tokenizer_path`` or ``model.weights_path``. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """``json_file`` image-text records: a folder holding the checkpoint's
+    ``preprocessor_config.json`` (the image processor); unset, Qwen's published settings. The
+    tokenizer is ``model.tokenizer_path``."""
 
     image_token_id: int = 151655
-    """Vision-language synthetic data: the image placeholder token. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """The image placeholder token of synthetic image-text data. Refused unless at its default:
+    the id is the model's (its ``vision_config``) and the tokenizer's."""
 
     vl_grid_t: int = 2
-    """Vision-language synthetic data: temporal patch grid. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """``vl_dummy``: the synthetic image's patch grid in time."""
 
     vl_grid_h: int = 2
-    """Vision-language synthetic data: patch grid height. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """``vl_dummy``: the synthetic image's patch grid height (a multiple of 2, the merge)."""
 
     vl_grid_w: int = 2
-    """Vision-language synthetic data: patch grid width. Refused unless at its default (the reason is in the error and the migration guide)."""
+    """``vl_dummy``: the synthetic image's patch grid width (a multiple of 2, the merge)."""
 
     streaming: bool = False
     """``hf_datasets`` / ``json_file``: read the data as a ``datasets`` stream (record by record,
@@ -256,7 +260,7 @@ class DataConfig:
             one_of(self.type, DATA_TYPES, "type")
         if self.train_size is not None:
             at_least(self.train_size, 1, "train_size")
-        if self.type != "dummy":
+        if self.type in TYPES_NEEDING_PATH:
             require(
                 self.train_path is not None,
                 "train_path",
@@ -265,6 +269,10 @@ class DataConfig:
             )
         at_least(self.max_seq_len, 2, "max_seq_len")
         require(bool(self.text_key), "text_key", "must be a non-empty key")
+        require(bool(self.messages_key), "messages_key", "must be a non-empty key")
+        require(bool(self.image_key), "image_key", "must be a non-empty key")
+        for name in ("vl_grid_t", "vl_grid_h", "vl_grid_w"):
+            at_least(getattr(self, name), 1, name)
         at_least(self.num_workers, 0, "num_workers")
         if self.prefetch_factor is not None:
             at_least(self.prefetch_factor, 1, "prefetch_factor")

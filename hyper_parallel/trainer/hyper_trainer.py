@@ -78,6 +78,10 @@ _DATA_FIELDS = {
     "shuffle": "dataloader.shuffle",
     "streaming": "dataloader.streaming",
     "num_workers": "dataloader.num_workers",
+    "messages_key": "dataloader.messages_key",
+    "image_key": "dataloader.image_key",
+    "processor_path": "dataloader.processor_path",
+    "vl_grid": "dataloader.vl_grid_t/h/w",
 }
 
 
@@ -164,6 +168,7 @@ class HyperTrainer(BaseTrainer, Configurable):
             model_config=self.model_config,
             pipeline_group=None if self.pipeline is None else self.pipeline.group,
             data_rank=(self.dist.dp_rank, self.dist.dp_size),
+            weights_source=config.model.weights_path,
         )
         self.metrics = config.metrics.build(                                        # 10
             trainer=self,
@@ -322,6 +327,8 @@ class HyperTrainer(BaseTrainer, Configurable):
             "seed": c.debug.seed,
             "tokenizer": self.tokenizer,
             "vocab_size": getattr(self.model_config, "vocab_size", None),
+            # Image-text data is made for the model's tower (placeholder ids, patch sizes).
+            "vision": getattr(self.model_config, "vision_config", None),
             # Sequence- and context-parallel splits need a length they divide.
             "pad_to_multiple_of": self.parallel_dims.seq_divisor,
         }

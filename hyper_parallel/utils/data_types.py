@@ -33,7 +33,7 @@ from typing import Literal, get_args
 from hyper_parallel.utils.numbers import MAX_INT
 
 #: The data types, as the ``Literal`` that ``BaseDataLoader.Config.dataset`` is annotated with.
-DataType = Literal["dummy", "jsonl", "text", "hf_datasets", "json_file", "preset_pt"]
+DataType = Literal["dummy", "jsonl", "text", "hf_datasets", "json_file", "preset_pt", "vl_dummy"]
 DATA_TYPES: tuple[str, ...] = get_args(DataType)
 
 #: Types the legacy trainer registered that hyper_parallel deliberately does not implement,
@@ -43,10 +43,6 @@ REFUSED_DATA_TYPES: dict[str, str] = {
         "Megatron indexed .bin/.idx datasets need megatron-core's data loader, which "
         "hyper_parallel does not ship; convert the corpus to jsonl or a preset_pt file"
     ),
-    "vl_dummy": (
-        "the vision-language synthetic data needs a vision model; hyper_parallel trains "
-        "text-only Qwen3.5"
-    ),
 }
 
 #: ``json_file`` templates: ``empty`` = prompt-masked SFT (the prompt's labels are -100);
@@ -54,8 +50,11 @@ REFUSED_DATA_TYPES: dict[str, str] = {
 Template = Literal["empty", "human_assistant"]
 TEMPLATES: tuple[str, ...] = get_args(Template)
 
-#: Types that read ``dataset_path`` (every type but ``dummy``).
-TYPES_NEEDING_PATH: tuple[str, ...] = tuple(t for t in DATA_TYPES if t != "dummy")
+#: Synthetic types: nothing is read, so no ``dataset_path``.
+SYNTHETIC_TYPES: tuple[str, ...] = ("dummy", "vl_dummy")
+
+#: Types that read ``dataset_path`` (every type but the synthetic ones).
+TYPES_NEEDING_PATH: tuple[str, ...] = tuple(t for t in DATA_TYPES if t not in SYNTHETIC_TYPES)
 
 #: Types that tokenize text (``dummy`` draws ids, ``preset_pt`` holds them already).
 TYPES_NEEDING_TOKENIZER: tuple[str, ...] = ("jsonl", "text", "hf_datasets", "json_file")
@@ -190,6 +189,7 @@ __all__ = [
     "REFUSED_DATA_TYPES",
     "STREAMING_TYPES",
     "STREAM_SHUFFLE_BUFFER",
+    "SYNTHETIC_TYPES",
     "TEMPLATES",
     "TYPES_NEEDING_PATH",
     "TYPES_NEEDING_TOKENIZER",

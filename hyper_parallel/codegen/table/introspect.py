@@ -27,6 +27,7 @@ from typing import Any
 from hyper_parallel.codegen.errors import CodegenError
 from hyper_parallel.codegen.table import types as T
 from hyper_parallel.utils.docstrings import attribute_docstrings
+from hyper_parallel.utils.literal_keys import dict_literal_keys
 
 MISSING: Any = dataclasses.MISSING
 
@@ -285,12 +286,11 @@ def mapping_keys(src_root: Path, module: str, name: str) -> list[str]:
             f"({'not defined' if node is None else ast.unparse(node)[:40] + '...'}); the generator "
             "reads the flavor names from its keys"
         )
-    keys = []
-    for key in node.keys:
-        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-            raise CodegenError(f"{mod.path}: the keys of {name} must be string literals")
-        keys.append(key.value)
-    return keys
+    try:
+        keys = dict_literal_keys(ast.parse(mod.path.read_text(encoding="utf-8")), name)
+    except ValueError as exc:
+        raise CodegenError(f"{mod.path}: {exc}") from None
+    return list(keys or ())
 
 
 def function_parameters(src_root: Path, module: str, name: str) -> list[str]:

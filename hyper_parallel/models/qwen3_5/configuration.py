@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hyper_parallel.models.qwen3_5.vision_config import Qwen3_5VisionConfig
+from hyper_parallel.models.qwen3_5.vision_config import Qwen3_5VisionConfig, image_text_flavor
 from hyper_parallel.utils.choices import DEFAULT_KERNELS, KERNEL_CHOICES, KernelChoice
 from hyper_parallel.utils.numbers import is_finite_number
 from hyper_parallel.utils.suggest import did_you_mean
@@ -545,4 +545,19 @@ FLAVORS: dict[str, Qwen3_5Config] = {
         tie_word_embeddings=False,
     ),
 }
-"""Named sizes: the published Qwen3.5 dense sizes, the CPU debug model and the tiny test model. Treat as read-only; use ``FLAVORS[name].replace(...)``."""
+# Every published Qwen3.5 is image-text: each text flavor has an image-text one, the same
+# decoder plus the vision tower (not ``tiny``, a layout-test model). Written out, key by key:
+# the legacy parser reads the flavor names from this file without importing it.
+FLAVORS.update(
+    {
+        "debugmodel_vl": image_text_flavor(FLAVORS["debugmodel"], debug=True),
+        "0.8b_vl": image_text_flavor(FLAVORS["0.8b"]),
+        "2b_vl": image_text_flavor(FLAVORS["2b"]),
+        "4b_vl": image_text_flavor(FLAVORS["4b"]),
+        "9b_vl": image_text_flavor(FLAVORS["9b"]),
+        "27b_vl": image_text_flavor(FLAVORS["27b"]),
+    }
+)
+"""Named sizes: the published Qwen3.5 dense sizes, the CPU debug model and the tiny test model,
+then the image-text flavor of each but ``tiny`` (``<name>_vl``). Treat as read-only; use
+``FLAVORS[name].replace(...)``."""

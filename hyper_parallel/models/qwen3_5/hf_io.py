@@ -10,10 +10,12 @@ Layouts (the ``save_pretrained`` conventions):
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import Any
 from pathlib import Path
 
 import torch
@@ -157,12 +159,22 @@ def save_hf_checkpoint(
 
 
 def write_hf_config(
-    path: str | os.PathLike, config: Qwen3_5Config, dtype: str | None = None
+    path: str | os.PathLike, config: Qwen3_5Config, dtype: str | None = None,
+    base: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``path/config.json`` (``config.to_hf_dict()``; ``dtype`` is the weights' dtype
     name, e.g. ``"float32"``, when known), flushed to disk; returns the file. The streamed
-    export (``runtime/checkpoint/hf_export.py``) writes its weights itself and this file here."""
+    export (``runtime/checkpoint/hf_export.py``) writes its weights itself and this file here.
+
+    ``base``: the source checkpoint's ``config.json``, when the export carries weights from it.
+    A text-only model exported with the tower of an image-text source keeps the source's
+    image-text config, its ``text_config`` replaced by this model's: the checkpoint is still
+    the image-text model it was."""
     hf_config = config.to_hf_dict()
+    if base is not None and "text_config" in base and "text_config" not in hf_config:
+        hf_config = {**copy.deepcopy(dict(base)), "text_config": hf_config}
+        hf_config.pop("dtype", None)
+        hf_config["text_config"].pop("dtype", None)
     if dtype:
         hf_config["dtype"] = dtype
     target = Path(path) / CONFIG_FILE

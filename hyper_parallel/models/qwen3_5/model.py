@@ -140,6 +140,8 @@ class Qwen3_5Decoder(nn.Module):
                     image_token_id=self.vision_config.image_token_id,
                     merge=self.vision_config.spatial_merge_size,
                 )
+        elif self.vision_config is not None and self.embed_tokens is not None:
+            hidden_states = self._run_tower_idle(hidden_states)
         if position_ids is None:
             batch, seq = hidden_states.shape[:2]
             position_ids = torch.arange(seq, device=hidden_states.device).unsqueeze(0).expand(
@@ -149,6 +151,21 @@ class Qwen3_5Decoder(nn.Module):
         for layer in self.layers:
             hidden_states = layer(hidden_states, position_embeddings)
         return hidden_states if self.norm is None else self.norm(hidden_states)
+
+    def _run_tower_idle(self, embeddings: torch.Tensor) -> torch.Tensor:
+        """``embeddings`` plus zero times the tower's output on one blank merge block.
+
+        A micro-batch without images still runs the tower, so every rank runs the same
+        modules: under FSDP a tower that one rank skips while another runs it would leave the
+        other's all-gathers and gradient reduce-scatters waiting forever. Adding ``0 *`` the
+        output changes no value (the logits are bit-identical) and gives the tower zero
+        gradients."""
+        vision = self.vision_config
+        side = vision.spatial_merge_size
+        grid = torch.tensor([[1, side, side]], device=embeddings.device)
+        blank = torch.zeros(side * side, vision.patch_dim, device=embeddings.device)
+        features = self.visual(blank, grid)
+        return embeddings + 0 * features.sum().to(embeddings.dtype)
 
     def _place_images(
         self,
@@ -215,7 +232,8 @@ class Qwen3_5ForCausalLM(nn.Module):
         """The modules pipeline stages are cut between, in forward order
         (:mod:`hyper_parallel.models.pipelining`)."""
         layers = [f"model.layers.{i}" for i in range(self.config.num_hidden_layers)]
-        return ["model.embed_tokens", *layers, "model.norm", "lm_head"]
+        tower = [] if self.config.vision_config is None else ["model.visual"]
+        return [*tower, "model.embed_tokens", *layers, "model.norm", "lm_head"]
 
     def tie_weights(self) -> None:
         """``lm_head.weight = model.embed_tokens.weight`` when ``tie_word_embeddings`` (call

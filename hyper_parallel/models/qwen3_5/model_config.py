@@ -157,6 +157,8 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
 
         parallelism = getattr(trainer_config, "parallelism", None)
         if parallelism is not None:
+            if self.vision_config is not None:
+                refuse_degrees(parallelism, "the image-text model", IMAGE_TEXT_REFUSALS)
             self._check_parallelism(parallelism)
 
         training = getattr(trainer_config, "training", None)
@@ -208,6 +210,26 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
 Qwen3_5ModelConfig._owner = LazyOwner(  # type: ignore[assignment]
     "hyper_parallel.models.qwen3_5.protocol:Qwen3_5Model"
 )
+
+
+IMAGE_TEXT_REFUSALS = (
+    (
+        "pipeline_parallel_degree",
+        "pipeline parallelism (the later stages would need the image tokens' three-row "
+        "positions, which the batch does not carry to them yet)",
+    ),
+    (
+        "context_parallel_degree",
+        "context parallelism (a sequence's image tokens would be split from the image the "
+        "tower encodes whole)",
+    ),
+    (
+        "expert_parallel_degree",
+        "expert parallelism (it spreads a batch's rows over ranks, and the rows' images would "
+        "have to follow them)",
+    ),
+)
+"""The parallel degrees the image-text model refuses for now, and why (``refuse_degrees``)."""
 
 
 def refuse_degrees(parallelism: Any, model: str, refused: tuple[tuple[str, str], ...]) -> None:

@@ -121,16 +121,35 @@ class Qwen3_5Model(Qwen3_5ForCausalLM, BaseModel):
 
         c = self.config
         tied = 6 * c.vocab_size * c.hidden_size if c.tie_word_embeddings else 0
-        return token_mixing_flops_per_token(c, seq_len) + tied
+        # The vision tower's work is per image patch, not per token: its weights are left out
+        # of the per-token count (the FLOPs and MFU of a step are the decoder's). Its position
+        # table is an embedding, which N leaves out already.
+        v = c.vision_config
+        tower = 0 if v is None else 6 * (
+            v.num_params(c.hidden_size) - v.num_position_embeddings * v.hidden_size)
+        return token_mixing_flops_per_token(c, seq_len) + tied - tower
 
 
 def _miniature(config: Qwen3_5ModelConfig) -> Qwen3_5ModelConfig:
     """The same architecture, tiny: one layer per mixer type in use, narrow vocab / hidden / MLP
-    (head counts, head sizes, RoPE, flags unchanged)."""
+    (head counts, head sizes, RoPE, flags unchanged), one narrow vision block when the model
+    has a tower."""
     kinds = list(dict.fromkeys(config.layer_types))  # in order of first use
+    vocab = min(config.vocab_size, 512)
+    vision = config.vision_config
+    if vision is not None:  # one narrow block; the placeholder ids moved into the small vocab
+        vision = dataclasses.replace(
+            vision, depth=1, hidden_size=min(vision.hidden_size, 64),
+            num_heads=min(vision.num_heads, 4),
+            intermediate_size=min(vision.intermediate_size, 128),
+            num_position_embeddings=min(vision.num_position_embeddings, 64),
+            image_token_id=vocab - 1, video_token_id=vocab - 2,
+            vision_start_token_id=vocab - 3, vision_end_token_id=vocab - 4,
+        )
     return dataclasses.replace(
         config,
-        vocab_size=min(config.vocab_size, 512),
+        vision_config=vision,
+        vocab_size=vocab,
         hidden_size=min(config.hidden_size, 128),
         intermediate_size=min(config.intermediate_size, 128),
         num_hidden_layers=len(kinds),

@@ -117,6 +117,16 @@ class Qwen3_5StateDictAdapter:
         return out
 
     @staticmethod
+    def carried(name: str, config: Qwen3_5Config) -> bool:
+        """Whether the Hugging Face tensor ``name`` of a source checkpoint is one the model does
+        not hold and an export carries unchanged: the MTP head, and the vision tower when the
+        model is the text decoder alone. (Layers past ``num_hidden_layers`` are not carried: a
+        truncated model is another model.)"""
+        if name.startswith(_DROPPED_PREFIXES):
+            return True
+        return config.vision_config is None and name.startswith(_VISION_PREFIXES)
+
+    @staticmethod
     def from_hf(
         hf_state_dict: Mapping[str, torch.Tensor],
         config: Qwen3_5Config,

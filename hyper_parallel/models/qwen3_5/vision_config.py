@@ -204,3 +204,37 @@ class Qwen3_5VisionConfig:
                 )
         start = base if base is not None else cls()
         return dataclasses.replace(start, **copy.deepcopy(dict(overrides)))
+
+
+IMAGE_TEXT_SUFFIX = "_vl"
+"""An image-text flavor is its text flavor's name plus this (``9b_vl``, ``debugmodel_vl``)."""
+
+DEBUG_VISION = Qwen3_5VisionConfig(
+    depth=2,
+    hidden_size=64,
+    intermediate_size=128,
+    num_heads=4,
+    num_position_embeddings=64,
+    # The placeholder ids of the shipped image-text tokenizer (``pkg://tokenizer_vl``: the
+    # shipped 2048-token BPE plus the ChatML and vision tokens at 2048..2053).
+    image_token_id=2052,
+    video_token_id=2053,
+    vision_start_token_id=2050,
+    vision_end_token_id=2051,
+)
+"""The CPU debug tower: two blocks of width 64 with the published patch geometry (16 x 16
+pixels, 2 frames, 2 x 2 merge), so the shipped demo images and the processor's settings are the
+published ones."""
+
+DEBUG_VL_VOCAB_SIZE = 2056
+"""The debug image-text models' vocabulary: the shipped image-text tokenizer's 2054 tokens,
+rounded up to a multiple of 8 (tensor parallelism splits the embedding)."""
+
+
+def image_text_flavor(text: Any, *, debug: bool = False) -> Any:
+    """The image-text flavor of the text flavor ``text``: the published tower (and Qwen's token
+    ids) on a published size; with ``debug``, :data:`DEBUG_VISION` and the shipped image-text
+    tokenizer's vocabulary (:data:`DEBUG_VL_VOCAB_SIZE`)."""
+    if debug:
+        return text.replace(vocab_size=DEBUG_VL_VOCAB_SIZE, vision_config=DEBUG_VISION)
+    return text.replace(vision_config=Qwen3_5VisionConfig())

@@ -3,10 +3,10 @@ tower's per-patch grid coordinates.
 
 Text tokens count up by one on all three rows, as in a text-only model. An image of
 ``t x h x w`` patches, merged ``m x m``, occupies ``t*h*w/m^2`` consecutive placeholder tokens;
-they all start at the position ``p`` the next text token would have had, the time row stays
-``p`` (one frame), the height row runs ``p .. p + h/m - 1`` and the width row
+they all start at the position ``p`` the next text token would have had: the time row runs
+``p .. p + t - 1`` over the frames, the height row ``p .. p + h/m - 1`` and the width row
 ``p .. p + w/m - 1`` over the merged grid in raster order, and the text after the image resumes
-at ``p + max(h, w) / m``. This is Hugging Face's ``get_rope_index`` for Qwen3.5, written for
+at ``p + max(h, w) / m`` (the frames do not count). This is Hugging Face's ``get_rope_index`` for Qwen3.5, written for
 training: no attention mask (rows are packed or right-padded), no cache, and the image spans are
 found from ``input_ids`` (the placeholder token), so no ``mm_token_type_ids`` is needed.
 
@@ -61,7 +61,7 @@ def decoder_positions(
                     f"row {row}: image {next_image - 1} ({t}x{h}x{w} patches, {count} tokens) "
                     f"does not fit the placeholder run at {i}"
                 )
-            time = torch.full((t, gh, gw), pos, dtype=torch.long)
+            time = (torch.arange(t) + pos).view(t, 1, 1).expand(t, gh, gw)
             height = (torch.arange(gh) + pos).view(1, gh, 1).expand(t, gh, gw)
             width = (torch.arange(gw) + pos).view(1, 1, gw).expand(t, gh, gw)
             columns.append(torch.stack([time, height, width]).reshape(3, -1))

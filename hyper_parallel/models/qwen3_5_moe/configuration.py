@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from hyper_parallel.models.qwen3_5.configuration import NON_HF_FIELDS as DENSE_NON_HF_FIELDS
+from hyper_parallel.models.qwen3_5.vision_config import image_text_flavor
 from hyper_parallel.models.qwen3_5.configuration import Qwen3_5Config
 from hyper_parallel.utils.choices import (
     DEFAULT_EXPERTS_IMPLEMENTATION,
@@ -170,5 +171,15 @@ FLAVORS: dict[str, Qwen3_5MoeConfig] = {
         shared_expert_intermediate_size=1024,
     ),
 }
-"""Named sizes: the published Qwen3.5 MoE sizes and the CPU debug model. Treat as read-only; use
-``FLAVORS[name].replace(...)``."""
+# Every published Qwen3.5 MoE is image-text: each flavor has an image-text one (``<name>_vl``),
+# written out key by key (the legacy parser reads the names from this file's text).
+FLAVORS.update(
+    {
+        "debugmodel_vl": image_text_flavor(FLAVORS["debugmodel"], debug=True),
+        "35b_a3b_vl": image_text_flavor(FLAVORS["35b_a3b"]),
+        "122b_a10b_vl": image_text_flavor(FLAVORS["122b_a10b"]),
+        "397b_a17b_vl": image_text_flavor(FLAVORS["397b_a17b"]),
+    }
+)
+"""Named sizes: the published Qwen3.5 MoE sizes and the CPU debug model, then the image-text
+flavor of each (``<name>_vl``). Treat as read-only; use ``FLAVORS[name].replace(...)``."""

@@ -39,6 +39,7 @@ from hyper_parallel.models.qwen3_5.parallelize import (
     apply_ac,
     apply_tp,
     set_fsdp_prefetch,
+    shard_vision_tower,
     split_mp_policy,
 )
 from hyper_parallel.models.qwen3_5.parallelize_v2 import (
@@ -155,12 +156,14 @@ def apply_moe_fsdp(
         else:
             ignored.update(block.experts.parameters())
     extra = {"ignored_params": ignored} if ignored else {}
+    tower = shard_vision_tower(model, mesh=dense_mesh, **kwargs, **layer_mp)
     for layer in model.model.layers:
         fully_shard(layer, mesh=dense_mesh, **kwargs, **layer_mp, **extra)
     fully_shard(model, mesh=dense_mesh, **kwargs, **root_mp, **extra)
     set_fsdp_prefetch(
-        [[layer, *([b.experts for b in moe_blocks(layer)] if expert_mesh is not None else [])]
-         for layer in model.model.layers],
+        [*tower,
+         *([layer, *([b.experts for b in moe_blocks(layer)] if expert_mesh is not None else [])]
+           for layer in model.model.layers)],
         forward=forward_prefetch, backward=backward_prefetch)
     return model
 

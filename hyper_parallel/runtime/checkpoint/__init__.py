@@ -28,6 +28,8 @@ import checkpoint as ckpt``; ``ckpt.save_checkpoint(...)``):
 * :mod:`.resume`       :func:`resolve_resume_path` (the ``load_path`` setting), :func:`newest_agreed`
                        (``resume_latest``) and :data:`RESUME_RULE`
 * :mod:`.retention`    :func:`purge_old_checkpoints` (``keep_latest_k``)
+* :mod:`.carried`      :func:`carried_weights` (the source checkpoint's tensors the model does not
+                       hold -- the MTP head, a text-only run's vision tower -- for the export)
 * :mod:`.hf_export`    :func:`export_hf_weights` (Hugging Face safetensors, streamed unit by unit;
                        its file plan in :mod:`.hf_plan`, its file writer in
                        :mod:`.safetensors_stream`)
@@ -42,6 +44,7 @@ from hyper_parallel.runtime.fault_injection import FAULT_INJECT_ENV
 from hyper_parallel.runtime.fault_injection import SAVE_KILL_EXIT_CODE as FAULT_EXIT_CODE
 
 from .async_writer import async_save_in_flight, wait_async_save
+from .carried import carried_weights
 from .errors import LEGACY_LOAD_PATH_FIELD, LOAD_PATH_FIELD, CheckpointError
 from .extra_state import get_rng_state, set_rng_state
 from .hf_export import HF_TOKENIZER_ASSETS, export_hf_weights, require_hf_assets_dir
@@ -83,6 +86,7 @@ __all__ = [
     "async_save_in_flight",
     "complete_checkpoints",
     "dataloader_file",
+    "carried_weights",
     "export_hf_weights",
     "get_rng_state",
     "is_complete_checkpoint",

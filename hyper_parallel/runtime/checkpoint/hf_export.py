@@ -24,7 +24,10 @@ transformers' ``save_pretrained``: ``model.safetensors`` when everything fits in
    appends the result to its open file (:mod:`.safetensors_stream`: a file is never held in
    memory); the other ranks drop what they gathered. Under pipeline parallelism a barrier over
    the pipeline ends each round.
-4. Rank 0 writes the index, ``config.json`` (through the model package,
+4. Carried weights (:mod:`.carried`): the source checkpoint's tensors the model does not hold
+   (the MTP head; the vision tower of a text-only run) are one more unit, written last by
+   pipeline rank 0's writer, read from the source file one tensor at a time.
+5. Rank 0 writes the index, ``config.json`` (through the model package,
    ``hf_io.write_hf_config``) and the tokenizer files of the adapter's ``hf_assets_path``, then
    renames the hidden ``.<name>.tmp`` it all went into to ``path``: an interrupted export never
    leaves a half-written ``hf_ckpt``.
@@ -77,6 +80,7 @@ from hyper_parallel.utils.sizes import HF_DEFAULT_MAX_SHARD_SIZE, parse_byte_siz
 
 from .async_writer import wait_async_save
 from .atomic import _fsync_dir, _replace_dir, _write_json
+from .carried import CARRIED_UNIT, CarriedWeights
 from .dcp_io import _model_parts
 from .errors import CheckpointError
 from .hf_plan import INDEX_FILE, ExportPlan, ShardFile, TensorSpec, UnitSpec, plan_export
@@ -343,13 +347,17 @@ def _shard_bytes(max_shard_size: int | str) -> int:
     return parse_byte_size(max_shard_size)
 
 
-def _publish(tmp: str, path: str, plan: ExportPlan, adapter: Any, model_config: Any) -> None:
-    """Rank 0, after every file is written: the index, config.json, the tokenizer files, the
-    rename that makes ``path`` appear."""
+def _publish(tmp: str, path: str, plan: ExportPlan, adapter: Any, model_config: Any,
+             carry: CarriedWeights | None) -> None:
+    """Rank 0, after every file is written: the index, config.json (over the source's, when
+    weights were carried from it), the tokenizer files, the rename that makes ``path``
+    appear."""
     if plan.sharded:
         _write_json(plan.index(), os.path.join(tmp, INDEX_FILE))
     dtype = plan.dtype()
-    _hf_config_writer()(tmp, model_config, _DTYPE_NAMES.get(dtype) if dtype else None)
+    # Only an export that carries weights writes over its source's config.json.
+    over = {} if carry is None else {"base": carry.source_config()}
+    _hf_config_writer()(tmp, model_config, _DTYPE_NAMES.get(dtype) if dtype else None, **over)
     _copy_hf_assets(getattr(adapter, "hf_assets_path", None), tmp)
     _fsync_dir(tmp)
     _replace_dir(tmp, path)
@@ -357,9 +365,15 @@ def _publish(tmp: str, path: str, plan: ExportPlan, adapter: Any, model_config: 
                 "" if len(plan.files) == 1 else "s", plan.total_size / 1e6)
 
 
+def _write_carried(carry: CarriedWeights, files: _ShardWriter) -> None:
+    for name, tensor in carry.tensors():
+        files.write(name, tensor)
+
+
 def export_hf_weights(
     model: torch.nn.Module | list[torch.nn.Module], adapter, model_config, path: str,
     *, pipeline_group: Any = None, max_shard_size: int | str = HF_DEFAULT_MAX_SHARD_SIZE,
+    carry: CarriedWeights | None = None,
 ) -> str:
     """Write ``model`` as a Hugging Face checkpoint into ``path``, streamed (see the module
     docstring); returns ``path``. Collective: every rank calls it.
@@ -370,7 +384,9 @@ def export_hf_weights(
     ``meta`` tensors (the plan is made from shapes). ``pipeline_group``: the ranks that hold the
     stages of one model, under pipeline parallelism. ``max_shard_size``: the largest file, in
     bytes or as transformers writes it (``"5GB"``; default transformers' ``save_pretrained``
-    default); a tensor larger than that gets a file of its own.
+    default); a tensor larger than that gets a file of its own. ``carry``: the source
+    checkpoint's tensors the model does not hold (:func:`.carried.carried_weights`), written
+    unchanged after the model's.
 
     Bound: no rank waits in a collective for more than one unit (a decoder layer) to be
     gathered, converted and written by another; the writer's host memory is one unit.
@@ -393,7 +409,10 @@ def export_hf_weights(
             shutil.rmtree(tmp)
         os.makedirs(tmp)
 
-    plan = plan_export(_all_units(mine, order, pipeline_group), max_shard_bytes)
+    every_unit = _all_units(mine, order, pipeline_group)
+    if carry is not None:  # the same on every rank: read from the source's headers
+        every_unit.append(UnitSpec(CARRIED_UNIT, 0, carry.specs))
+    plan = plan_export(every_unit, max_shard_bytes)
     if not plan.files:
         raise CheckpointError("HF export: the adapter converts the model to no tensor at all")
     # Every pipeline rank runs as many rounds as the rank with the most units.
@@ -404,11 +423,15 @@ def export_hf_weights(
     spans = _pipeline_spans(pipeline_group)
 
     files = _ShardWriter(tmp, plan.files_of(me.pipeline_rank)) if me.writes else None
+    carries = carry is not None and me.pipeline_rank == 0
+    work = len(units) + carries
     try:
         for j in range(rounds):
             if j < len(units):
                 _export_unit(units[j], mine[j], to_hf, model_config, files)
-            if files is not None and j + 1 >= len(units):
+            elif carries and j == len(units) and files is not None:
+                _write_carried(carry, files)  # no collective: the writer reads the source
+            if files is not None and j + 1 >= work:
                 # Closed (fsynced) before the round's barrier: rank 0 publishes after the last
                 # one, when every stage's writer is done.
                 files.close()
@@ -419,5 +442,5 @@ def export_hf_weights(
             files.abort()
         raise
     if _rank() == 0:
-        _publish(tmp, path, plan, adapter, model_config)
+        _publish(tmp, path, plan, adapter, model_config, carry)
     return path

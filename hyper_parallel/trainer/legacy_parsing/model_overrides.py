@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from hyper_parallel.utils.literal_keys import dict_literal_keys
 from hyper_parallel.utils.numbers import MAX_INT
 from hyper_parallel.utils.suggest import did_you_mean
 
@@ -78,19 +79,10 @@ def model_override_keys(name: str) -> ModelOverrideKeys | None:
     _read_class(tree, entry.cls, fields, unused)
     for name_ in unused:
         fields.pop(name_, None)
-    flavors: tuple[str, ...] | None = None
-    for node in tree.body:
-        targets = (
-            node.targets if isinstance(node, ast.Assign)
-            else [node.target] if isinstance(node, ast.AnnAssign) else []
-        )
-        value = getattr(node, "value", None)
-        if any(isinstance(t, ast.Name) and t.id == entry.flavors for t in targets) and isinstance(
-            value, ast.Dict
-        ):
-            flavors = tuple(
-                k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
-            )
+    try:
+        flavors = dict_literal_keys(tree, entry.flavors)
+    except ValueError:
+        flavors = None
     if not fields:
         return None
     return ModelOverrideKeys(fields, flavors, entry.flavor_key)

@@ -99,12 +99,12 @@ def test_field_default_reads_the_dataclass():
 
 def test_an_unsupported_value_is_refused_against_the_dataclass_default():
     legacy = HyperTrainerConfig()
-    legacy.data.image_key = "img"
+    legacy.data.image_token_id = 7
     with pytest.raises(ConfigError) as info:
         legacy_to_trainer_config(legacy)
-    row = field_mapping("data.image_key")
-    assert info.value.path == "data.image_key"
-    assert f"(default 'image'; {TABLE}:{row.line})" in str(info.value)
+    row = field_mapping("data.image_token_id")
+    assert info.value.path == "data.image_token_id"
+    assert f"(default 151655; {TABLE}:{row.line})" in str(info.value)
 
 
 def test_the_parser_reads_the_unsupported_rows_of_field_map():

@@ -65,12 +65,7 @@ OFF_DEFAULT = {
     "model.tp_plan": "{q_proj: colwise}",
     "model.cp_modules": "[self_attn]",
     "model.ep_modules": "[mlp]",
-    "data.image_key": "img",
-    "data.messages_key": "conversations",
     "data.image_token_id": "7",
-    "data.vl_grid_t": "4",
-    "data.vl_grid_h": "4",
-    "data.vl_grid_w": "4",
     "train.backend": "mindspore",
     "train.accelerator.zero_stage": "3",
     "train.accelerator.comm_fusion": "false",
@@ -82,7 +77,6 @@ OFF_DEFAULT = {
     "train.accelerator.moe_token_dispatcher_type": "deredundency",
     "train.moe_monitor.num_recomputations": "2",
     "train.accelerator.npu_nums_per_device": "4",
-    "data.processor_path": "/models/qwen3-vl",
     "data.load": "single",
 }
 
@@ -165,11 +159,11 @@ def test_comm_fusion_true_is_what_fully_shard_does_and_false_says_why():
                     source="old.yaml")
 
 
-@pytest.mark.parametrize("kind", ["megatron", "vl_dummy"])
+@pytest.mark.parametrize("kind", ["megatron"])
 def test_refused_data_types_name_their_reason(kind):
     with pytest.raises(ConfigError) as info:
         load_config(HyperTrainerConfig, f"data: {{type: {kind}, train_path: x}}\n",
                     source="old.yaml")
     message = str(info.value)
     assert "old.yaml:1" in message and "data.type" in message
-    assert {"megatron": "megatron-core", "vl_dummy": "text-only"}[kind] in message
+    assert {"megatron": "megatron-core"}[kind] in message

@@ -81,19 +81,21 @@ def test_data_types_home_is_framework_free_and_shared():
     import hyper_parallel.data.datasets as ds_module
 
     assert data_types.DATA_TYPES == ("dummy", "jsonl", "text", "hf_datasets", "json_file",
-                                     "preset_pt")
+                                     "preset_pt", "vl_dummy")
     assert ds_module.DATA_TYPES is data_types.DATA_TYPES
-    assert set(data_types.REFUSED_DATA_TYPES) == {"megatron", "vl_dummy"}
+    assert set(data_types.REFUSED_DATA_TYPES) == {"megatron"}
     assert data_types.TEMPLATES == ("empty", "human_assistant")
     source = Path(data_types.__file__).read_text()
     assert "import torch" not in source and "hyper_parallel.data" not in source.split('"""')[-1]
     with pytest.raises(ValueError, match=r"data\.type='megatron' is not supported: Megatron "
                                          r"indexed .*convert the corpus to jsonl"):
         build_dataset("megatron", train_path="x", max_seq_len=8)
-    with pytest.raises(ValueError, match=r"'vl_dummy' is not supported: the vision-language"):
-        build_dataset("vl_dummy", train_path=None, max_seq_len=8)
+    with pytest.raises(ValueError, match=r"data\.type='vl_dummy' gives image-text batches, but "
+                                         r"the model has no vision tower"):
+        build_dataset("vl_dummy", train_path=None, max_seq_len=8, num_samples=4)
     with pytest.raises(ValueError, match=r"'parquet' is not supported; choose one of dummy, "
-                                         r"jsonl, text, hf_datasets, json_file, preset_pt"):
+                                         r"jsonl, text, hf_datasets, json_file, preset_pt, "
+                                         r"vl_dummy"):
         build_dataset("parquet", train_path="x", max_seq_len=8)
 
 
@@ -492,13 +494,14 @@ def test_config_fields_and_defaults():
         ("dataset", "dummy"), ("dataset_path", None), ("dataset_subset", None),
         ("text_key", "text"), ("template", "empty"), ("max_samples", None),
         ("num_workers", 0), ("shuffle", True), ("pin_memory", True), ("prefetch_factor", None),
-        ("streaming", False),
+        ("streaming", False), ("messages_key", "messages"), ("image_key", "image"),
+        ("processor_path", None), ("vl_grid_t", 2), ("vl_grid_h", 2), ("vl_grid_w", 2),
     ]
 
 
 @pytest.mark.parametrize(("kwargs", "pattern"), [
     ({"dataset": "megatron"}, r"dataset='megatron': is not supported: Megatron indexed"),
-    ({"dataset": "vl_dummy"}, r"dataset='vl_dummy': is not supported: the vision-language"),
+    ({"dataset": "vl_dummy", "vl_grid_h": 0}, r"vl_grid_h=0: must be"),
     ({"dataset": "hf_datasets"}, r"dataset_path=None: is required for dataset='hf_datasets'"),
     ({"dataset": "json_file", "dataset_path": ""}, r"dataset_path='': is required"),
     ({"dataset": "preset_pt", "shuffle": False}, r"dataset_path=None: is required"),

@@ -96,9 +96,16 @@ def test_replace_rederives_layer_types_and_hf_dict_round_trip():
     assert FLAVORS["0.8b"].num_hidden_layers == 24  # flavors are not mutated
     for name, flavor in FLAVORS.items():
         hf = flavor.to_hf_dict()
-        assert hf["model_type"] == "qwen3_5_text"
-        assert hf["rope_parameters"]["mrope_section"] == flavor.mrope_section
+        text = hf["text_config"] if flavor.vision_config is not None else hf
+        assert hf["model_type"] == ("qwen3_5" if name.endswith("_vl") else "qwen3_5_text")
+        assert text["model_type"] == "qwen3_5_text"
+        assert text["rope_parameters"]["mrope_section"] == flavor.mrope_section
         assert Qwen3_5Config.from_hf_dict(hf) == flavor, name
+        # What transformers reads back is the same architecture.
+        transformers = pytest.importorskip("transformers")
+        back = (transformers.Qwen3_5Config if flavor.vision_config is not None
+                else transformers.Qwen3_5TextConfig)(**hf)
+        assert Qwen3_5Config.from_hf_dict(back.to_dict()) == flavor, name
     # A full vision-language config: text_config is used, top-level tie flag honoured.
     vlm = {
         "model_type": "qwen3_5",

@@ -600,7 +600,14 @@ def test_param_counts_on_meta(name):
 @pytest.mark.parametrize("name", list(FLAVORS))
 def test_hf_config_round_trip(name):
     flavor = FLAVORS[name]
-    d = flavor.to_hf_dict()
+    full = flavor.to_hf_dict()
+    if flavor.vision_config is not None:  # the image-text config: the decoder is its text_config
+        assert full["model_type"] == "qwen3_5_moe"
+        assert full["architectures"] == ["Qwen3_5MoeForConditionalGeneration"]
+        assert full["vision_config"]["out_hidden_size"] == flavor.hidden_size
+        vl = transformers.Qwen3_5MoeConfig(**full)
+        assert Qwen3_5MoeConfig.from_hf_dict(vl.to_dict()) == flavor
+    d = full.get("text_config", full)
     assert d["model_type"] == "qwen3_5_moe_text"
     assert d["architectures"] == ["Qwen3_5MoeForCausalLM"]
     assert "intermediate_size" not in d and "experts_implementation" not in d
@@ -620,9 +627,10 @@ def test_hf_config_round_trip(name):
         assert getattr(hf_cfg, key) == getattr(flavor, key), key
     assert hf_cfg.rope_parameters["partial_rotary_factor"] == flavor.partial_rotary_factor
     assert hf_cfg.rope_parameters["mrope_section"] == flavor.mrope_section
-    assert Qwen3_5MoeConfig.from_hf_dict(d) == flavor
-    assert Qwen3_5MoeConfig.from_hf_dict(hf_cfg.to_dict()) == flavor
+    assert Qwen3_5MoeConfig.from_hf_dict(full) == flavor
+    text_only = flavor.replace(vision_config=None)  # the decoder alone: its text config
+    assert Qwen3_5MoeConfig.from_hf_dict(hf_cfg.to_dict()) == text_only
     # How the experts are computed is not architecture: it does not travel.
     loop = flavor.replace(experts_implementation="loop")
-    assert loop.to_hf_dict() == d
+    assert loop.to_hf_dict() == full
     assert Qwen3_5MoeConfig.from_hf_dict(loop.to_hf_dict()).experts_implementation == "grouped_mm"

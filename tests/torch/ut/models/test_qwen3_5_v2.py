@@ -138,7 +138,8 @@ def test_flavor_config_is_the_legacy_flavor(name):
 
 
 def test_flavor_names_and_unknown_flavor():
-    assert FLAVOR_NAMES == ("debugmodel", "tiny", "0.8b", "2b", "4b", "9b", "27b")
+    assert FLAVOR_NAMES == ("debugmodel", "tiny", "0.8b", "2b", "4b", "9b", "27b", "debugmodel_vl",
+                            "0.8b_vl", "2b_vl", "4b_vl", "9b_vl", "27b_vl")
     with pytest.raises(ValueError, match=r"unknown Qwen3.5 flavor '0.8B'.*did you mean '0.8b'"):
         flavor_config("0.8B")
 

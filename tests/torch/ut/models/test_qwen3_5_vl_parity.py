@@ -38,7 +38,7 @@ TOL = 1e-4
 GRAD_ULPS_OF_MODEL_MAX = 32
 IMAGE, VIDEO, START, END = 300, 301, 302, 303
 PATCH, MERGE = 4, 2
-GRIDS = [[1, 4, 4], [1, 4, 8], [1, 2, 2]]  # 4, 8 and 1 placeholder tokens
+GRIDS = [[1, 4, 4], [1, 4, 8], [2, 2, 2]]  # 4, 8 and 2 (two frames) placeholder tokens
 
 _TEXT = dict(
     vocab_size=320,
@@ -113,7 +113,7 @@ def _batch(seed: int = 1) -> dict[str, torch.Tensor]:
     ``START, IMAGE * n, END``; labels are -100 on them, the ids elsewhere."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, 290, (2, 48), generator=g)
-    spans = [(0, 3, 4), (0, 20, 8), (1, 30, 1)]
+    spans = [(0, 3, 4), (0, 20, 8), (1, 30, 2)]
     for row, at, n in spans:
         ids[row, at] = START
         ids[row, at + 1 : at + 1 + n] = IMAGE
@@ -168,7 +168,7 @@ def test_tower_and_positions_bit_identical(family, tmp_path):
         ref = torch.cat(hf.model.get_image_features(batch["pixel_values"],
                                                     batch["image_grid_thw"]).pooler_output)
         got = ours.model.visual(batch["pixel_values"], batch["image_grid_thw"])
-    assert got.shape == (13, 64)
+    assert got.shape == (14, 64)
     assert torch.equal(got, ref)
     ref_pos, _ = hf.model.get_rope_index(
         batch["input_ids"], (batch["input_ids"] == IMAGE).int(),

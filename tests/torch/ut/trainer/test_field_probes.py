@@ -482,6 +482,34 @@ class Fixtures:
         path.write_text(json.dumps(records))
         return str(path)
 
+    def make_vl_two_chats_jsonl(self) -> str:
+        """Image-text chat records of the shipped demo corpus, each holding two chats
+        (``messages`` and ``conversation``: another record's) and two images (``image`` and
+        ``picture``: another record's), so each key moves what is trained."""
+        from hyper_parallel.assets import resolve_path
+
+        source = Path(resolve_path("pkg://vl_corpus/train.jsonl"))
+        records = [json.loads(line) for line in source.read_text().splitlines()]
+        records = [r for r in records if isinstance(r.get("image"), str)][:8]
+        out = []
+        for record, other in zip(records, records[1:] + records[:1]):
+            out.append({"messages": record["messages"], "conversation": other["messages"],
+                        "image": str(source.parent / record["image"]),
+                        "picture": str(source.parent / other["image"])})
+        return self._jsonl("vl_two_chats.jsonl", out)
+
+    def make_vl_processor_folder(self) -> str:
+        """The demo corpus's image processor with another normalisation."""
+        from hyper_parallel.assets import resolve_path
+
+        settings = json.loads(Path(resolve_path("pkg://vl_corpus/preprocessor_config.json"))
+                              .read_text())
+        settings["image_mean"] = [0.2, 0.4, 0.6]
+        folder = self.root / "vl_processor"
+        folder.mkdir()
+        (folder / "preprocessor_config.json").write_text(json.dumps(settings))
+        return str(folder)
+
     def make_spec_tiny_lm(self) -> Any:
         from hyper_parallel.protocols.model_spec import ModelSpec
         from tests.torch.ut.trainer.test_trainer_config_build import TinyLM

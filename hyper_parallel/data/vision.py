@@ -1,0 +1,596 @@
+"""Image-text (vision-language) samples for Qwen3.5: synthetic, from chat records, and collate.
+
+An image enters the model twice: as pixel patches for the vision tower and as placeholder tokens
+in the text, whose embeddings the model replaces by the vision tower's output. In a sequence an
+image is ``<|vision_start|>`` + N x ``<|image_pad|>`` + ``<|vision_end|>``, with
+``N = t * h * w / merge_size**2`` for its patch grid ``image_grid_thw = (t, h, w)``. The two must
+agree exactly, so a sample is never cut inside an image span.
+
+A sample is a dict of ``input_ids`` and ``labels`` (1-D int64; ``labels`` = ``input_ids`` on the
+trained tokens, -100 elsewhere, unshifted: the model shifts them) and, when it has images,
+``pixel_values`` (``(patches, 3 * temporal_patch_size * patch_size**2)`` float32) and
+``image_grid_thw`` (``(images, 3)`` int64). The placeholders and their start/end tokens are
+always -100: there is nothing to predict about them.
+
+* :class:`VisionDummyDataset` -- synthetic samples (the legacy ``vl_dummy``): one random image and
+  random text, no files;
+* :class:`ImageTextDataset` -- chat records with images from JSON lines files, loss only on the
+  assistant answers; images are preprocessed by transformers' ``Qwen2VLImageProcessor``
+  (:func:`image_processor`) in ``__getitem__``, so DataLoader workers do the work;
+* :func:`collate_vision` -- one sample per row, right-padded (:func:`~.loader.collate`); pixels
+  and grids of the batch's images concatenated in row order.
+
+Packing several short samples into one row is not done: a packed row would need per-sample
+position ids (Qwen's 3-D rotary positions restart with each sample) and attention boundaries,
+which the batch (``input_ids``, ``labels``, ``pixel_values``, ``image_grid_thw``) does not carry;
+one sample per row, padded, is correct with any model. Videos are not read either
+(``<|video_pad|>`` is only looked up, so the token table is complete).
+
+PIL and transformers are imported only when images are read or an image processor is built, so
+importing this module costs no more than the rest of :mod:`hyper_parallel.data`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+from hyper_parallel import assets
+from hyper_parallel.data.files import decode_utf8, resolve_data_files
+from hyper_parallel.data.loader import collate
+from hyper_parallel.utils.choices import IGNORE_INDEX
+
+IMAGE_TOKEN = "<|image_pad|>"
+VIDEO_TOKEN = "<|video_pad|>"
+VISION_START_TOKEN = "<|vision_start|>"
+VISION_END_TOKEN = "<|vision_end|>"
+IM_START_TOKEN = "<|im_start|>"
+IM_END_TOKEN = "<|im_end|>"
+#: Where an image goes inside a user message's text (LLaVA / LLaMA-Factory convention).
+IMAGE_MARKER = "<image>"
+ROLES = ("system", "user", "assistant")
+#: The per-sample keys :func:`collate_vision` concatenates instead of padding.
+VISION_KEYS = ("pixel_values", "image_grid_thw")
+
+# Qwen3-VL's published preprocessor settings (the vision tower of Qwen3.5 is Qwen3-VL's): patch
+# 16, temporal patch 2, merge 2, mean = std = 0.5, images scaled to 256*256 .. 4096*4096 pixels.
+DEFAULT_MIN_PIXELS = 256 * 256
+DEFAULT_MAX_PIXELS = 4096 * 4096
+PROCESSOR_CONFIG_FILE = "preprocessor_config.json"
+
+
+# ----------------------------------------------------------------------------------------------
+# Special tokens
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VisionTokens:
+    """The ids of the vision (and ChatML) special tokens of a tokenizer / model vocabulary."""
+
+    image_token_id: int
+    video_token_id: int
+    vision_start_token_id: int
+    vision_end_token_id: int
+    im_start_token_id: int | None = None
+    im_end_token_id: int | None = None
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        """Every id that is set: tokens no text may produce (they mean structure)."""
+        return tuple(v for f in fields(self) if (v := getattr(self, f.name)) is not None)
+
+
+_TOKEN_FIELDS = {"image_token_id": IMAGE_TOKEN, "video_token_id": VIDEO_TOKEN,
+                 "vision_start_token_id": VISION_START_TOKEN,
+                 "vision_end_token_id": VISION_END_TOKEN}
+_CHAT_FIELDS = {"im_start_token_id": IM_START_TOKEN, "im_end_token_id": IM_END_TOKEN}
+
+
+def _token_id(tokenizer: Any, token: str) -> int | None:
+    """``token``'s id in a ``TextTokenizer``, a HF ``tokenizers.Tokenizer`` or a transformers
+    tokenizer; None when it has none."""
+    backend = getattr(tokenizer, "backend", tokenizer)
+    if hasattr(backend, "token_to_id"):
+        return backend.token_to_id(token)
+    found = tokenizer.convert_tokens_to_ids(token)
+    return None if found is None or found == getattr(tokenizer, "unk_token_id", None) else found
+
+
+def vision_tokens(tokenizer: Any, *, chat: bool = True) -> VisionTokens:
+    """The :class:`VisionTokens` of ``tokenizer``, looked up by their token strings
+    (``<|image_pad|>``, ``<|video_pad|>``, ``<|vision_start|>``, ``<|vision_end|>`` and, with
+    ``chat``, ``<|im_start|>`` / ``<|im_end|>``). A ``ValueError`` names every missing one."""
+    wanted = {**_TOKEN_FIELDS, **(_CHAT_FIELDS if chat else {})}
+    ids = {name: _token_id(tokenizer, token) for name, token in wanted.items()}
+    missing = [wanted[name] for name, value in ids.items() if value is None]
+    if missing:
+        where = getattr(tokenizer, "path", None) or type(tokenizer).__name__
+        raise ValueError(
+            f"the tokenizer {where!r} has no {', '.join(missing)} token"
+            f"{'s' if len(missing) > 1 else ''}; image-text data needs Qwen's vision tokens "
+            f"(the shipped pkg://tokenizer_vl has them)")
+    return VisionTokens(**ids)
+
+
+def image_span(num_tokens: int, tokens: VisionTokens) -> list[int]:
+    """The ids of one image in the text: start, ``num_tokens`` pads, end."""
+    return [tokens.vision_start_token_id, *[tokens.image_token_id] * num_tokens,
+            tokens.vision_end_token_id]
+
+
+def placeholder_counts(image_grid_thw: torch.Tensor, merge_size: int) -> list[int]:
+    """Placeholder tokens per image: ``t * h * w / merge_size**2`` for each grid row."""
+    patches = image_grid_thw.prod(dim=-1)
+    if bool((patches % (merge_size * merge_size)).any()):
+        raise ValueError(f"image_grid_thw {image_grid_thw.tolist()}: h * w must be a multiple "
+                         f"of merge_size**2 = {merge_size ** 2}")
+    return (patches // (merge_size * merge_size)).tolist()
+
+
+# ----------------------------------------------------------------------------------------------
+# Image processor
+# ----------------------------------------------------------------------------------------------
+
+
+def image_processor(processor_path: str | None = None, *, patch_size: int = 16,
+                    temporal_patch_size: int = 2, merge_size: int = 2,
+                    min_pixels: int = DEFAULT_MIN_PIXELS,
+                    max_pixels: int = DEFAULT_MAX_PIXELS) -> Any:
+    """A transformers ``Qwen2VLImageProcessor``: loaded from ``processor_path`` (a local folder
+    holding ``preprocessor_config.json``, or that file; ``pkg://vl_corpus`` is the demo
+    corpus's) or, when it is None, built from the keyword sizes (Qwen3-VL's by default).
+
+    The keywords are ignored when a path is given: the file is the one statement of a
+    checkpoint's settings. The torchvision backend is used when torchvision is installed, else
+    the PIL/numpy one (the same patches, up to the interpolation of images it has to resize).
+    Never reaches the network.
+    """
+    if importlib.util.find_spec("torchvision") is not None:
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import (
+            Qwen2VLImageProcessor as cls,
+        )
+    else:
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+            Qwen2VLImageProcessorPil as cls,
+        )
+    if processor_path is None:
+        return cls(patch_size=patch_size, temporal_patch_size=temporal_patch_size,
+                   merge_size=merge_size, min_pixels=min_pixels, max_pixels=max_pixels,
+                   image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+    path = assets.resolve_path(os.path.expanduser(processor_path))
+    if os.path.isfile(path) and os.path.basename(path) == PROCESSOR_CONFIG_FILE:
+        path = os.path.dirname(path)
+    if not os.path.isfile(os.path.join(path, PROCESSOR_CONFIG_FILE)):
+        raise FileNotFoundError(f"processor_path={processor_path!r}: no {PROCESSOR_CONFIG_FILE} "
+                                f"in {path!r}; point it at a checkpoint folder holding one "
+                                "(pkg://vl_corpus for the demo corpus) or leave it unset")
+    return cls.from_pretrained(path, local_files_only=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Synthetic samples
+# ----------------------------------------------------------------------------------------------
+
+
+class VisionDummyDataset(Dataset):
+    """Random image-text samples of exactly ``max_seq_len`` tokens (the legacy ``vl_dummy``).
+
+    Sample ``i``: ``<|vision_start|>`` + ``t*h*w / merge_size**2`` x ``<|image_pad|>`` +
+    ``<|vision_end|>`` + random text ids (below ``vocab_size``, never one of ``tokens``' ids or
+    ``exclude_ids``) up to ``max_seq_len``; labels -100 on the image span, the ids elsewhere;
+    ``pixel_values`` ``(t*h*w, patch_dim)`` standard normal. Everything comes from a generator
+    seeded ``seed + i``, so a sample depends only on its index, not on the data-parallel layout.
+    """
+
+    #: Its samples carry images (the loader collates them with :func:`collate_vision`).
+    holds_images = True
+
+    def __init__(self, num_samples: int, max_seq_len: int, vocab_size: int, *,
+                 tokens: VisionTokens, grid_thw: Sequence[int] = (1, 4, 4),
+                 patch_dim: int = 3 * 2 * 16 * 16, merge_size: int = 2, seed: int = 42,
+                 exclude_ids: Sequence[int] = ()) -> None:
+        for name, value in (("num_samples", num_samples), ("max_seq_len", max_seq_len),
+                            ("vocab_size", vocab_size), ("patch_dim", patch_dim),
+                            ("merge_size", merge_size)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"VisionDummyDataset: {name} must be a positive int, "
+                                 f"got {value!r}")
+        grid = tuple(grid_thw)
+        if len(grid) != 3 or not all(isinstance(g, int) and g >= 1 for g in grid):
+            raise ValueError(f"VisionDummyDataset: grid_thw must be three positive ints "
+                             f"(t, h, w), got {grid_thw!r}")
+        t, h, w = grid
+        if h % merge_size or w % merge_size:
+            raise ValueError(f"VisionDummyDataset: grid_thw={grid}: h and w must be multiples of "
+                             f"merge_size={merge_size} (the model merges merge_size x "
+                             "merge_size patches into one token)")
+        self.num_image_tokens = t * h * w // (merge_size * merge_size)
+        span = self.num_image_tokens + 2
+        if span > max_seq_len:
+            raise ValueError(
+                f"VisionDummyDataset: the image span of grid_thw={grid} is {span} tokens "
+                f"(start + {self.num_image_tokens} placeholders + end), more than "
+                f"max_seq_len={max_seq_len}; raise max_seq_len or use a smaller grid")
+        too_big = [i for i in tokens.ids if i >= vocab_size]
+        if too_big:
+            raise ValueError(f"VisionDummyDataset: special token ids {too_big} are not below "
+                             f"vocab_size={vocab_size}; the model's vocabulary must hold them")
+        special = torch.tensor([*tokens.ids, *exclude_ids], dtype=torch.long)
+        allowed = torch.ones(vocab_size, dtype=torch.bool)
+        allowed[special[(special >= 0) & (special < vocab_size)]] = False
+        self._text_ids = allowed.nonzero().flatten()
+        if self._text_ids.numel() == 0:
+            raise ValueError(f"VisionDummyDataset: vocab_size={vocab_size} leaves no id for text")
+        self.num_samples, self.max_seq_len, self.vocab_size = num_samples, max_seq_len, vocab_size
+        self.tokens, self.grid_thw, self.patch_dim = tokens, grid, patch_dim
+        self.merge_size, self.seed = merge_size, seed
+        self._span = torch.tensor(image_span(self.num_image_tokens, tokens), dtype=torch.long)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        if not 0 <= index < self.num_samples:
+            raise IndexError(f"VisionDummyDataset index {index} out of range "
+                             f"[0, {self.num_samples})")
+        gen = torch.Generator().manual_seed(self.seed + index)
+        t, h, w = self.grid_thw
+        pixel_values = torch.randn(t * h * w, self.patch_dim, generator=gen)
+        picks = torch.randint(0, self._text_ids.numel(),
+                              (self.max_seq_len - self._span.numel(),), generator=gen)
+        text = self._text_ids[picks]
+        input_ids = torch.cat([self._span, text])
+        labels = torch.cat([torch.full_like(self._span, IGNORE_INDEX), text])
+        return {"input_ids": input_ids, "labels": labels, "pixel_values": pixel_values,
+                "image_grid_thw": torch.tensor([self.grid_thw], dtype=torch.long)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Chat records with images
+# ----------------------------------------------------------------------------------------------
+
+# A rendered record is a list of pieces: ``(ids, trained)`` runs of tokens, or the int ``k`` for
+# the record's k-th image, whose span is only known once the image is processed.
+_Piece = tuple[list[int], bool] | int
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """Where an image goes in a message: its own path (an image part naming one) or None (the
+    record's next image)."""
+
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class _Record:
+    where: str  # file:line
+    images: tuple[str, ...]  # absolute paths, in placeholder order
+    pieces: tuple[_Piece, ...]
+
+
+class ImageTextDataset(Dataset):
+    """Chat records with images, rendered as Qwen's ChatML, one sample per record.
+
+    Files: ``path`` is a ``.jsonl`` file, a folder (its ``*.jsonl`` files) or a glob; ``pkg://``
+    addresses the shipped assets (``pkg://vl_corpus/train.jsonl``). Each line is a record::
+
+        {"messages": [{"role": "user", "content": "How many circles?"},
+                      {"role": "assistant", "content": "three"}],
+         "image": "images/0001.png"}
+
+    ``messages_key`` / ``image_key`` name the two keys. Roles are ``system``, ``user`` and
+    ``assistant``; a ``content`` is a string or a list of parts (strings, ``{"type": "text",
+    "text": ...}``, ``{"type": "image"}``). The image key holds a path or a list of paths,
+    relative to the jsonl file's folder (absolute paths too), or is absent for a text-only
+    record. Images go where a user message has an ``<image>`` marker or an image part, in order
+    (an image part may name its own path under ``"image"``); a record with no marker at all gets
+    all its images at the start of its first user message.
+
+    Rendering: ``<|im_start|>{role}\\n{content}<|im_end|>\\n`` per message, each image as
+    ``<|vision_start|>`` + N x ``<|image_pad|>`` + ``<|vision_end|>``. Only assistant contents
+    and their ``<|im_end|>`` are trained (labels = ids); everything else is -100. Text between
+    special tokens is tokenized piece by piece (role header, content); since every boundary
+    follows a newline or a special token, where byte-level BPE pre-tokenizers split anyway,
+    the ids equal tokenizing the rendered string unless a content starts with whitespace.
+
+    ``__init__`` reads, checks and tokenizes every record (errors name ``file:line``: bad JSON,
+    missing keys, unknown roles, missing image files, marker/image count mismatches, a text that
+    encodes to a special id). ``__getitem__`` reads and preprocesses the record's images with
+    ``processor`` (so DataLoader workers do it) and builds the sample. A sample longer than
+    ``max_seq_len`` is cut to it when all its image spans fit before the cut; otherwise it is a
+    ``ValueError`` naming the record.
+    """
+
+    #: Its samples carry images (the loader collates them with :func:`collate_vision`).
+    holds_images = True
+
+    def __init__(self, path: str, *, tokenizer: Any, max_seq_len: int,
+                 processor: Any = None, tokens: VisionTokens | None = None,
+                 messages_key: str = "messages", image_key: str = "image",
+                 path_field: str = "data.train_path",
+                 length_field: str = "data.max_seq_len") -> None:
+        if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or max_seq_len < 1:
+            raise ValueError(f"{length_field} must be a positive int, got {max_seq_len!r}")
+        self.length_field = length_field
+        self.tokenizer, self.max_seq_len = tokenizer, max_seq_len
+        self.tokens = tokens if tokens is not None else vision_tokens(tokenizer, chat=True)
+        if self.tokens.im_start_token_id is None or self.tokens.im_end_token_id is None:
+            raise ValueError("ImageTextDataset renders ChatML: tokens needs im_start_token_id "
+                             "and im_end_token_id (vision_tokens(tokenizer, chat=True))")
+        self.processor = processor if processor is not None else image_processor(None)
+        self.merge_size = int(self.processor.merge_size)
+        self.messages_key, self.image_key = messages_key, image_key
+        self.source = path
+        files = resolve_data_files(path, suffix=".jsonl", path_field=path_field)
+        self.records = self._render([r for f in files for r in self._read(f)])
+        if not self.records:
+            raise ValueError(f"{path_field}={path!r}: no records")
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _read(self, file: str) -> Iterator[tuple[str, str, list, list[str]]]:
+        """``(where, folder, messages, image paths)`` of every record of ``file``, checked."""
+        folder = os.path.dirname(os.path.abspath(file))
+        with open(file, "rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                where = f"{file}:{lineno}"
+                line = decode_utf8(raw, where)
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno}); "
+                                     "expected one record per line") from exc
+                if not isinstance(obj, dict):
+                    raise ValueError(f"{where}: expected a JSON object, got "  # noqa: TRY004
+                                     f"{type(obj).__name__}")
+                messages = obj.get(self.messages_key)
+                if messages is None:
+                    raise ValueError(f"{where}: no key {self.messages_key!r} (messages_key); the "
+                                     f"object has keys {sorted(obj)}")
+                if not isinstance(messages, list) or not messages:
+                    raise ValueError(f"{where}: {self.messages_key!r} must be a non-empty list "
+                                     "of messages")
+                yield (where, folder, messages,
+                       self._image_paths(obj.get(self.image_key), folder, where))
+
+    def _image_paths(self, value: Any, folder: str, where: str) -> list[str]:
+        if value is None:
+            return []
+        paths = [value] if isinstance(value, str) else value
+        if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
+            raise ValueError(f"{where}: {self.image_key!r} (image_key) must be a path or a list "
+                             f"of paths, got {value!r:.80}")
+        return [self._image_file(p, folder, where) for p in paths]
+
+    @staticmethod
+    def _image_file(path: str, folder: str, where: str) -> str:
+        full = os.path.join(folder, os.path.expanduser(path))
+        if not os.path.isfile(full):
+            raise FileNotFoundError(f"{where}: image {path!r} not found (looked at {full!r}; "
+                                    "relative paths start at the jsonl file's folder)")
+        return full
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def _render(self, raw: list[tuple[str, str, list, list[str]]]) -> list[_Record]:
+        """ChatML pieces of every record; the text of all records is encoded in one batch."""
+        drafts = [self._draft(*r) for r in raw]
+        texts = [p[0] for _, _, pieces in drafts for p in pieces if isinstance(p, tuple)
+                 and isinstance(p[0], str)]
+        encoded = iter(self.tokenizer.encode_batch(texts))
+        special = set(self.tokens.ids)
+        records = []
+        for where, images, pieces in drafts:
+            out: list[_Piece] = []
+            for piece in pieces:
+                if isinstance(piece, tuple) and isinstance(piece[0], str):
+                    ids = list(next(encoded))
+                    if special.intersection(ids):
+                        raise ValueError(f"{where}: the text {piece[0]!r:.60} encodes to a "
+                                         "vision/chat special token id; text must not")
+                    piece = (ids, piece[1])
+                out.append(piece)
+            records.append(_Record(where, tuple(images), tuple(out)))
+        return records
+
+    def _draft(self, where: str, folder: str, messages: list, images: list[str]
+               ) -> tuple[str, list[str], list]:
+        """Pieces with text still as strings; image pieces index the final image list."""
+        parts_by_message = []
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise ValueError(  # noqa: TRY004 - bad file content, like the other data errors
+                    f"{where}: message {i} is {type(message).__name__}, expected an object with "
+                    "'role' and 'content'")
+            role = message.get("role")
+            if role not in ROLES:
+                raise ValueError(f"{where}: message {i} has role {role!r}; expected one of "
+                                 f"{', '.join(ROLES)}")
+            parts = self._parts(message.get("content"), where, i)
+            if role != "user" and any(isinstance(p, _Slot) for p in parts):
+                raise ValueError(f"{where}: message {i} ({role}) holds an image; images go in "
+                                 "user messages")
+            parts_by_message.append((role, parts))
+        if not any(role == "assistant" for role, _ in parts_by_message):
+            raise ValueError(f"{where}: no assistant message, so nothing to train on")
+
+        slots = sum(isinstance(p, _Slot) for _, parts in parts_by_message for p in parts)
+        queue = list(images)
+        if slots == 0 and queue:  # no marker: all images open the first user message
+            first_user = next((k for k, (r, _) in enumerate(parts_by_message) if r == "user"),
+                              None)
+            if first_user is None:
+                raise ValueError(f"{where}: the record has images but no user message")
+            role, parts = parts_by_message[first_user]
+            parts_by_message[first_user] = (role, [_Slot()] * len(queue) + parts)
+        ordered: list[str] = []
+        pieces: list = []
+        tok = self.tokens
+        for role, parts in parts_by_message:
+            trained = role == "assistant"
+            pieces += [([tok.im_start_token_id], False), (f"{role}\n", False)]
+            for part in parts:
+                if isinstance(part, str):
+                    if part:
+                        pieces.append((part, trained))
+                    continue
+                if part.path is not None:
+                    ordered.append(self._image_file(part.path, folder, where))
+                elif queue:
+                    ordered.append(queue.pop(0))
+                else:
+                    raise ValueError(f"{where}: more image placeholders ({IMAGE_MARKER!r} "
+                                     f"markers or image parts) than the {len(images)} image(s) "
+                                     f"under {self.image_key!r} (image_key)")
+                pieces.append(len(ordered) - 1)
+            pieces += [([tok.im_end_token_id], trained), ("\n", False)]
+        if queue:
+            raise ValueError(f"{where}: {len(images)} image(s) under {self.image_key!r} but only "
+                             f"{len(images) - len(queue)} placeholder(s) for them "
+                             f"({IMAGE_MARKER!r} markers or image parts) in the messages")
+        return where, ordered, pieces
+
+    @staticmethod
+    def _parts(content: Any, where: str, i: int) -> list[str | _Slot]:
+        """A message's content as text strings and image slots, in order."""
+        if isinstance(content, str):
+            chunks = content.split(IMAGE_MARKER)
+            out: list = [chunks[0]]
+            for chunk in chunks[1:]:
+                out += [_Slot(), chunk]
+            return out
+        if not isinstance(content, list):
+            raise ValueError(  # noqa: TRY004
+                f"{where}: message {i} content must be a string or a list of parts, got "
+                f"{type(content).__name__}")
+        out = []
+        for part in content:
+            if isinstance(part, str):
+                out += ImageTextDataset._parts(part, where, i)
+            elif isinstance(part, dict) and part.get("type", "text") == "text":
+                text = part.get("text")
+                if not isinstance(text, str):
+                    raise ValueError(  # noqa: TRY004
+                        f"{where}: message {i}: a text part needs a string 'text'")
+                out += ImageTextDataset._parts(text, where, i)
+            elif isinstance(part, dict) and part.get("type") == "image":
+                path = part.get("image", part.get("path"))
+                out.append(_Slot(path if isinstance(path, str) and path else None))
+            else:
+                raise ValueError(f"{where}: message {i}: unsupported content part {part!r:.80} "
+                                 "(strings, {'type': 'text', 'text': ...} or {'type': 'image'})")
+        return out
+
+    # -- samples ----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        record = self.records[index]
+        sample: dict[str, torch.Tensor] = {}
+        counts: list[int] = []
+        if record.images:
+            sample = self._pixels(record)
+            counts = placeholder_counts(sample["image_grid_thw"], self.merge_size)
+        ids: list[int] = []
+        labels: list[int] = []
+        images_end = 0
+        for piece in record.pieces:
+            if isinstance(piece, int):
+                span = image_span(counts[piece], self.tokens)
+                ids += span
+                labels += [IGNORE_INDEX] * len(span)
+                images_end = len(ids)
+            else:
+                run, trained = piece
+                ids += run
+                labels += run if trained else [IGNORE_INDEX] * len(run)
+        if len(ids) > self.max_seq_len:
+            if images_end > self.max_seq_len:
+                raise ValueError(
+                    f"{record.where}: the sample is {len(ids)} tokens, more than "
+                    f"{self.length_field}={self.max_seq_len}, and its images reach token "
+                    f"{images_end}, so it cannot be cut without splitting an image; raise "
+                    f"{self.length_field} or lower the processor's max_pixels")
+            ids, labels = ids[: self.max_seq_len], labels[: self.max_seq_len]
+        return {"input_ids": torch.tensor(ids, dtype=torch.long),
+                "labels": torch.tensor(labels, dtype=torch.long), **sample}
+
+    def _pixels(self, record: _Record) -> dict[str, torch.Tensor]:
+        from PIL import Image
+
+        images = []
+        for path in record.images:
+            try:
+                with Image.open(path) as image:
+                    images.append(image.convert("RGB"))
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"{record.where}: cannot read image {path!r}: {exc}") from exc
+        out = self.processor(images=images, return_tensors="pt")
+        return {"pixel_values": out["pixel_values"].to(torch.float32),
+                "image_grid_thw": out["image_grid_thw"].to(torch.long)}
+
+    def describe(self) -> str:
+        """One line for the training log."""
+        with_images = sum(bool(r.images) for r in self.records)
+        return (f"{self.source}: {len(self)} chat records ({with_images} with images), one "
+                f"sample each, at most {self.max_seq_len} tokens")
+
+
+# ----------------------------------------------------------------------------------------------
+# Collate
+# ----------------------------------------------------------------------------------------------
+
+
+def collate_vision(batch: Sequence[Mapping[str, torch.Tensor]], pad_id: int,
+                   pad_to_multiple_of: int = 1) -> dict[str, torch.Tensor]:
+    """Pad ``input_ids`` / ``labels`` (and the other 1-D keys) like :func:`~.loader.collate` and
+    concatenate the images of the batch along dim 0, row by row: ``pixel_values``
+    ``(patches, patch_dim)`` and ``image_grid_thw`` ``(images, 3)``, in the order the
+    placeholders appear in the flattened ``input_ids``. A batch without any image has neither
+    key. Use ``functools.partial(collate_vision, pad_id=tokenizer.pad_id)`` as a collate_fn.
+    """
+    if not batch:
+        raise ValueError("collate_vision: empty batch")
+    text = [{k: v for k, v in s.items() if k not in VISION_KEYS} for s in batch]
+    out = collate(text, pad_id, pad_to_multiple_of)
+    pixels, grids = [], []
+    for row, sample in enumerate(batch):
+        has = [k in sample for k in VISION_KEYS]
+        if any(has) and not all(has):
+            raise ValueError(f"collate_vision: sample {row} has only one of {VISION_KEYS}")
+        if not all(has):
+            continue
+        pv, grid = sample["pixel_values"], sample["image_grid_thw"]
+        if grid.dim() != 2 or grid.shape[-1] != 3 or pv.dim() != 2:
+            raise ValueError(f"collate_vision: sample {row}: pixel_values must be 2-D and "
+                             f"image_grid_thw (images, 3), got {tuple(pv.shape)} and "
+                             f"{tuple(grid.shape)}")
+        if int(grid.prod(dim=-1).sum()) != pv.shape[0]:
+            raise ValueError(f"collate_vision: sample {row}: {pv.shape[0]} pixel rows but "
+                             f"image_grid_thw {grid.tolist()} describes "
+                             f"{int(grid.prod(dim=-1).sum())} patches")
+        if grid.shape[0]:
+            pixels.append(pv)
+            grids.append(grid)
+    if pixels:
+        out["pixel_values"] = torch.cat(pixels)
+        out["image_grid_thw"] = torch.cat(grids)
+    return out
+
+
+__all__ = ["IMAGE_MARKER", "VISION_KEYS", "ImageTextDataset", "VisionDummyDataset",
+           "VisionTokens", "collate_vision", "image_processor", "image_span",
+           "placeholder_counts", "vision_tokens"]
