@@ -294,8 +294,7 @@ class BaseDataLoader(Configurable):
         """
         # The data layer (torch, torchdata) is imported here, where the loader is built: the
         # Config above is configuration and must import without it.
-        from hyper_parallel.data import build_dataloader, collate
-        from hyper_parallel.data.vision import collate_vision
+        from hyper_parallel.data import build_dataloader
 
         self.config = config
         self.field_names = dict(field_names or {})
@@ -334,9 +333,20 @@ class BaseDataLoader(Configurable):
             num_workers=config.num_workers,
             pin_memory=config.pin_memory,
             prefetch_factor=config.prefetch_factor,
-            collate_fn=functools.partial(collate_vision if self.holds_images else collate,
-                                         pad_id=pad_id, pad_to_multiple_of=pad_to_multiple_of),
+            collate_fn=self._collate(pad_id, pad_to_multiple_of),
         )
+
+    def _collate(self, pad_id: int, pad_to_multiple_of: int) -> Any:
+        """The loader's collate: ``collate``, or for image-text data ``collate_vision`` with
+        the tower's positions (computed in the loader, on the host)."""
+        from hyper_parallel.data import collate
+        from hyper_parallel.data.vision import collate_vision
+
+        if not self.holds_images:
+            return functools.partial(collate, pad_id=pad_id, pad_to_multiple_of=pad_to_multiple_of)
+        return functools.partial(collate_vision, pad_id=pad_id,
+                                 pad_to_multiple_of=pad_to_multiple_of,
+                                 positions=getattr(self.vision, "decoder_positions", None))
 
     def build_dataset(
         self,

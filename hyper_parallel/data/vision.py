@@ -555,12 +555,16 @@ class ImageTextDataset(Dataset):
 
 
 def collate_vision(batch: Sequence[Mapping[str, torch.Tensor]], pad_id: int,
-                   pad_to_multiple_of: int = 1) -> dict[str, torch.Tensor]:
+                   pad_to_multiple_of: int = 1, positions: Any = None) -> dict[str, torch.Tensor]:
     """Pad ``input_ids`` / ``labels`` (and the other 1-D keys) like :func:`~.loader.collate` and
     concatenate the images of the batch along dim 0, row by row: ``pixel_values``
     ``(patches, patch_dim)`` and ``image_grid_thw`` ``(images, 3)``, in the order the
     placeholders appear in the flattened ``input_ids``. A batch without any image has neither
     key. Use ``functools.partial(collate_vision, pad_id=tokenizer.pad_id)`` as a collate_fn.
+
+    ``positions(input_ids, image_grid_thw)``: the model's positions of a batch with images (its
+    tower's ``decoder_positions``), added as ``position_ids`` ``(3, B, S)``: computed here, on
+    the host (in the loader's workers), rather than by the model from ids on the device.
     """
     if not batch:
         raise ValueError("collate_vision: empty batch")
@@ -588,6 +592,8 @@ def collate_vision(batch: Sequence[Mapping[str, torch.Tensor]], pad_id: int,
     if pixels:
         out["pixel_values"] = torch.cat(pixels)
         out["image_grid_thw"] = torch.cat(grids)
+        if positions is not None:
+            out["position_ids"] = positions(out["input_ids"], out["image_grid_thw"])
     return out
 
 

@@ -141,6 +141,9 @@ NOT_SIMULATED = ("hf_assets_path", "dump_folder", "tokenizer", "dataloader", "ch
 #: over them is one simulation.
 VALUES_ONLY = {"optimizer": ("lr",), "lr_scheduler": None, "training": ("steps",),
                "debug": ("seed",)}
+#: The data settings that do shape a micro-batch (kept from the run): the patch grid of an
+#: image-text model's images (:func:`_images`).
+SIMULATED_DATA = ("vl_grid_t", "vl_grid_h", "vl_grid_w")
 
 
 def _defaults(section: Any, names: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -154,8 +157,8 @@ def simulation_config(config: HyperTrainer.Config) -> HyperTrainer.Config:
     """What the simulation runs of ``config``: the same run, built on ``meta``, without
     pretrained weights (they change no shape), uncompiled and on the torch kernels (fla-core's
     run on CUDA only; docs/preflight.md says what that leaves out), the sections it never reads
-    (:data:`NOT_SIMULATED`) and the settings that move no tensor (:data:`VALUES_ONLY`) at
-    their defaults."""
+    (:data:`NOT_SIMULATED`, but the data's :data:`SIMULATED_DATA`) and the settings that move no
+    tensor (:data:`VALUES_ONLY`) at their defaults."""
     model = config.model
     changes: dict[str, Any] = {}
     if getattr(model, "kernels", "auto") != "auto":
@@ -168,9 +171,13 @@ def simulation_config(config: HyperTrainer.Config) -> HyperTrainer.Config:
                                            **_defaults(getattr(config, name), names)))
                 for name, names in VALUES_ONLY.items()}
     training = sections.pop("training")
+    unread = _defaults(config, NOT_SIMULATED)
+    data = config.dataloader
+    unread["dataloader"] = type(data)(**{n: getattr(data, n) for n in SIMULATED_DATA
+                                         if hasattr(data, n)})
     return dataclasses.replace(
         config,
-        **_defaults(config, NOT_SIMULATED),
+        **unread,
         **sections,
         model=dataclasses.replace(model, **changes) if changes else model,
         training=dataclasses.replace(training, init_device="meta"),
@@ -262,7 +269,33 @@ def _micro_batch(build: RoleBuild, warm_up: bool = False) -> dict:
         dims = build.parallel_dims
         rows, seq = dims.batch_split, min(seq, dims.seq_divisor * WARM_UP_TOKENS)
     ids = torch.zeros(rows, seq, dtype=torch.long)
-    return build._own_part({"input_ids": ids, "labels": ids.clone()})
+    batch = {"input_ids": ids, "labels": ids.clone()}
+    vision = getattr(build.model_config, "vision_config", None)
+    if vision is not None:
+        batch.update(_images(vision, build.config.dataloader, rows, seq))
+    return build._own_part(batch)
+
+
+def _images(vision: Any, data: Any, rows: int, seq: int) -> dict:
+    """An image-text model's images of a micro-batch: one image per row, of the data's
+    ``vl_grid_t x vl_grid_h x vl_grid_w`` patches (exactly ``vl_dummy``'s; for chat records the
+    grid states the image size a run budgets for), as many as fit. The pixels are fake; the
+    grids and the positions are the host data the loader makes (real tensors: the tower reads
+    the grids back, and the model places the images by the positions' rows)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    grid = (data.vl_grid_t, data.vl_grid_h, data.vl_grid_w)
+    tokens = vision.tokens_per_image(*grid)
+    if tokens + 2 > seq:
+        return {}  # no image fits a row: the data loader refuses the run, not preflight
+    with unset_fake_temporarily():
+        ids = torch.zeros(rows, seq, dtype=torch.long)
+        ids[:, 1:1 + tokens] = vision.image_token_id
+        grids = torch.tensor([grid] * rows)
+        positions = vision.decoder_positions(ids, grids)
+    patches = rows * grid[0] * grid[1] * grid[2]
+    return {"input_ids": ids, "pixel_values": torch.zeros(patches, vision.patch_dim),
+            "image_grid_thw": grids, "position_ids": positions}
 
 
 def _kinds(snapshot: dict) -> dict[str, int]:

@@ -57,11 +57,16 @@ class StepResult:
     micro-batches and the ranks; None when the model adds none."""
 
 
+#: Batch keys that stay on the host: the images' patch grids, which the vision tower reads
+#: back as Python ints (on a GPU every read would wait for the device).
+HOST_KEYS = ("image_grid_thw",)
+
+
 def move_to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=True)
     if isinstance(batch, dict):
-        return {k: move_to_device(v, device) for k, v in batch.items()}
+        return {k: v if k in HOST_KEYS else move_to_device(v, device) for k, v in batch.items()}
     if isinstance(batch, (list, tuple)):
         return type(batch)(move_to_device(v, device) for v in batch)
     return batch

@@ -66,13 +66,15 @@ def _edit_recipe(repo, recipe: str, old: str, new: str) -> None:
 
 
 def test_unknown_flavor_in_the_flavor_list(repo_copy):
-    edit(repo_copy / DESCRIPTOR, "flavors: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b]",
-         "flavors:\n  - debugmodel\n  - tiny\n  - 0.8b\n  - 2b\n  - 4B\n  - 9b\n  - 27b")
+    edit(repo_copy / DESCRIPTOR, "flavors: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b, debugmodel_vl]",
+         "flavors:\n  - debugmodel\n  - tiny\n  - 0.8b\n  - 2b\n  - 4B\n  - 9b\n  - 27b\n"
+         "  - debugmodel_vl")
     line = _line_of(repo_copy, "  - 4B")
     message = _error(repo_copy)
     assert (f"{DESCRIPTOR}:{line}: flavors[4]: unknown flavor '4B' (did you mean '4b'?); the "
             "flavor table hyper_parallel.models.qwen3_5.configuration:FLAVORS has: debugmodel, "
-            "tiny, 0.8b, 2b, 4b, 9b, 27b") in message
+            "tiny, 0.8b, 2b, 4b, 9b, 27b, debugmodel_vl, 0.8b_vl, 2b_vl, 4b_vl, 9b_vl, 27b_vl"
+            ) in message
 
 
 def test_unknown_flavor_of_a_recipe(repo_copy):
@@ -84,8 +86,8 @@ def test_unknown_flavor_of_a_recipe(repo_copy):
 
 
 def test_flavor_in_the_table_but_not_listed(repo_copy):
-    edit(repo_copy / DESCRIPTOR, "flavors: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b]",
-         "flavors: [debugmodel, tiny, 0.8b, 2b, 4b, 27b]")
+    edit(repo_copy / DESCRIPTOR, "flavors: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b, debugmodel_vl]",
+         "flavors: [debugmodel, tiny, 0.8b, 2b, 4b, 27b, debugmodel_vl]")
     message = _error(repo_copy)
     line = _line_of(repo_copy, "flavor: 9b")
     assert (f"{DESCRIPTOR}:{line}: recipes.qwen3_5_v2_9b_fsdp8.flavor: unknown flavor '9b' (it "
@@ -404,7 +406,8 @@ def test_the_registry_lists_exactly_the_descriptor_recipes(registry, descriptor)
                 "qwen3_5_v2_debugmodel_tp2"}
     assert required <= set(names)
     assert {r.flavor for r in descriptor.recipes} <= set(descriptor.flavors)
-    assert descriptor.flavors == ["debugmodel", "tiny", "0.8b", "2b", "4b", "9b", "27b"]
+    assert descriptor.flavors == ["debugmodel", "tiny", "0.8b", "2b", "4b", "9b", "27b",
+                                  "debugmodel_vl"]
 
 
 def test_every_model_family_has_its_registry():
@@ -662,8 +665,8 @@ def test_every_problem_of_the_descriptor_is_reported_at_once(repo_copy):
 
 
 def test_a_missing_part_of_the_descriptor_does_not_hide_the_others(repo_copy):
-    edit(repo_copy / DESCRIPTOR, "\nflavors: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b]",
-         "\nflavours: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b]")
+    edit(repo_copy / DESCRIPTOR, "\nflavors: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b, debugmodel_vl]",
+         "\nflavours: [debugmodel, tiny, 0.8b, 2b, 4b, 9b, 27b, debugmodel_vl]")
     edit(repo_copy / DESCRIPTOR, "  spec_factory: hyper_parallel.models.qwen3_5_v2.spec:",
          "  spec_factory: hyper_parallel.models.qwen3_5_v2.nospec:")
     text = "\n".join(_descriptor_problems(repo_copy))

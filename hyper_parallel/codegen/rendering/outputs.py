@@ -48,7 +48,7 @@ RECIPES = "recipes"
 _READING_THE_TABLE = ("codegen/errors",) + tuple(f"codegen/table/{name}" for name in (
     "checked_yaml", "constraints", "coverage", "field_table", "introspect", "mapping_rows",
     "probes", "types")) + tuple(f"utils/{name}" for name in (
-    "docstrings", "suggest", "yaml_core", "yaml_lines"))
+    "docstrings", "literal_keys", "suggest", "yaml_core", "yaml_lines"))
 _FRAMING = tuple(f"codegen/rendering/{name}" for name in ("framing", "render", "templating"))
 SECTIONS_MODULES = tuple(sorted(("codegen/rendering/sections_context", *_READING_THE_TABLE,
                                  *_FRAMING)))

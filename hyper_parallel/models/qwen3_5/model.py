@@ -16,6 +16,7 @@ placeholder tokens' embeddings, and image tokens get three-row positions
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -29,7 +30,6 @@ from .mlp import Qwen3_5MLP
 from .norms import Qwen3_5RMSNorm
 from .rope import Qwen3_5RotaryEmbedding
 from .vision import Qwen3_5VisionModel, Qwen3_5VisionRotaryEmbedding
-from .vision_positions import decoder_positions
 from hyper_parallel.utils.module_names import strip_wrapper_prefixes
 
 
@@ -131,15 +131,11 @@ class Qwen3_5Decoder(nn.Module):
         else:
             hidden_states = self.embed_tokens(input_ids)
         if pixel_values is not None:
+            if position_ids is None:  # the data loader makes them; a caller may not have
+                position_ids = self._require_vision().decoder_positions(input_ids,
+                                                                        image_grid_thw)
             hidden_states = self._place_images(input_ids, hidden_states, pixel_values,
                                                image_grid_thw)
-            if position_ids is None:
-                position_ids = decoder_positions(
-                    input_ids,
-                    image_grid_thw,
-                    image_token_id=self.vision_config.image_token_id,
-                    merge=self.vision_config.spatial_merge_size,
-                )
         elif self.vision_config is not None and self.embed_tokens is not None:
             hidden_states = self._run_tower_idle(hidden_states)
         if position_ids is None:
@@ -152,6 +148,14 @@ class Qwen3_5Decoder(nn.Module):
             hidden_states = layer(hidden_states, position_embeddings)
         return hidden_states if self.norm is None else self.norm(hidden_states)
 
+    def _require_vision(self) -> Any:
+        if self.vision_config is None:
+            raise ValueError(
+                "the batch holds images (pixel_values) but the model has no vision tower; "
+                "set model.config_overrides.vision_config or train an image-text flavor"
+            )
+        return self.vision_config
+
     def _run_tower_idle(self, embeddings: torch.Tensor) -> torch.Tensor:
         """``embeddings`` plus zero times the tower's output on one blank merge block.
 
@@ -162,7 +166,7 @@ class Qwen3_5Decoder(nn.Module):
         gradients."""
         vision = self.vision_config
         side = vision.spatial_merge_size
-        grid = torch.tensor([[1, side, side]], device=embeddings.device)
+        grid = [(1, side, side)]  # host data, like a batch's image_grid_thw
         blank = torch.zeros(side * side, vision.patch_dim, device=embeddings.device)
         features = self.visual(blank, grid)
         return embeddings + 0 * features.sum().to(embeddings.dtype)
@@ -176,21 +180,14 @@ class Qwen3_5Decoder(nn.Module):
     ) -> torch.Tensor:
         """``embeddings`` with the image placeholder tokens' rows replaced, in order, by the
         tower's features of the images."""
-        if self.vision_config is None:
-            raise ValueError(
-                "the batch holds images (pixel_values) but the model has no vision tower; "
-                "set model.config_overrides.vision_config or train an image-text flavor"
-            )
+        self._require_vision()
         if image_grid_thw is None:
             raise ValueError("pixel_values come without image_grid_thw (the images' patch grids)")
         features = self.visual(pixel_values, image_grid_thw)
+        # The placeholders were matched to the images on the host, image by image, where the
+        # positions were made (vision_positions.decoder_positions: by the data loader, or by
+        # forward): no count is read back from the device here.
         mask = input_ids == self.vision_config.image_token_id
-        placeholders = int(mask.sum())
-        if placeholders != features.shape[0]:
-            raise ValueError(
-                f"the batch has {placeholders} image placeholder tokens but its images give "
-                f"{features.shape[0]} features (image_grid_thw {image_grid_thw.tolist()})"
-            )
         return embeddings.masked_scatter(
             mask.unsqueeze(-1), features.to(embeddings.device, embeddings.dtype)
         )

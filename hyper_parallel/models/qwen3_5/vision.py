@@ -16,12 +16,19 @@ operators, same dtypes, same order), so the features are bit-identical to
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .vision_config import Qwen3_5VisionConfig
-from .vision_positions import attention_segments, interpolation_taps, patch_coordinates
+from .vision_positions import (
+    attention_segments,
+    image_grids,
+    interpolation_taps,
+    patch_coordinates,
+)
 
 
 class Qwen3_5VisionPatchEmbed(nn.Module):
@@ -176,7 +183,8 @@ class Qwen3_5VisionPatchMerger(nn.Module):
 
 class Qwen3_5VisionModel(nn.Module):
     """``forward(pixel_values (patches, patch_dim), grid_thw (images, 3))`` -> ``(tokens,
-    out_hidden_size)``, one row per placeholder token, images in order."""
+    out_hidden_size)``, one row per placeholder token, images in order. ``grid_thw`` is a host
+    tensor (the batch's ``image_grid_thw`` stays on the host) or a list of ``(t, h, w)``."""
 
     def __init__(self, config: Qwen3_5VisionConfig, out_hidden_size: int) -> None:
         super().__init__()
@@ -187,13 +195,16 @@ class Qwen3_5VisionModel(nn.Module):
         self.blocks = nn.ModuleList(Qwen3_5VisionBlock(config) for _ in range(config.depth))
         self.merger = Qwen3_5VisionPatchMerger(config, out_hidden_size)
 
-    def forward(self, pixel_values: torch.Tensor, grid_thw: torch.Tensor) -> torch.Tensor:
+    def forward(self, pixel_values: torch.Tensor, grid_thw: Any) -> torch.Tensor:
         config = self.config
+        # The images' geometry is host data (read back once, if a tensor at all): the taps,
+        # coordinates and segments are made on the host and copied to the device.
+        grids = image_grids(grid_thw)
         taps, weights = interpolation_taps(
-            grid_thw, config.position_grid_side, config.spatial_merge_size
+            grids, config.position_grid_side, config.spatial_merge_size
         )
-        coords = patch_coordinates(grid_thw, config.spatial_merge_size)
-        segments = attention_segments(grid_thw)
+        coords = patch_coordinates(grids, config.spatial_merge_size)
+        segments = attention_segments(grids)
         hidden_states = self.patch_embed(pixel_values)
         positions = (self.pos_embed(taps.to(hidden_states.device)) * weights.to(
             hidden_states.device

@@ -16,7 +16,19 @@ compute it on the CPU, and every pipeline stage gets the same positions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
+
+#: Images' patch grids as host data: ``(t, h, w)`` per image.
+Grids = list[tuple[int, int, int]]
+
+
+def image_grids(grid_thw: torch.Tensor | Sequence[Sequence[int]]) -> Grids:
+    """``(t, h, w)`` of every image: an ``image_grid_thw`` tensor (read back once) or a sequence
+    of triples."""
+    rows = grid_thw.tolist() if isinstance(grid_thw, torch.Tensor) else grid_thw
+    return [(int(t), int(h), int(w)) for t, h, w in rows]
 
 
 def decoder_positions(
@@ -30,7 +42,7 @@ def decoder_positions(
     """
     batch, seq = input_ids.shape
     ids = input_ids.tolist()
-    grids = [tuple(int(v) for v in g) for g in image_grid_thw.tolist()]
+    grids = image_grids(image_grid_thw)
     out = torch.empty((3, batch, seq), dtype=torch.long)
     next_image = 0
     for row in range(batch):
@@ -76,30 +88,26 @@ def decoder_positions(
     return out.to(input_ids.device)
 
 
-def patch_coordinates(grid_thw: torch.Tensor, merge: int) -> torch.Tensor:
-    """``(patches, 2)`` (row, column) of every patch of the images ``grid_thw``, in the order
+def patch_coordinates(grids: Grids, merge: int) -> torch.Tensor:
+    """``(patches, 2)`` (row, column) of every patch of the images ``grids``, in the order
     the image processor emits them: merge blocks in raster order, the ``merge x merge`` patches
-    of a block in raster order inside it, frames one after another."""
+    of a block in raster order inside it, frames one after another. On the host."""
     coords = []
-    for t, h, w in grid_thw.tolist():
+    for t, h, w in grids:
         rows = torch.arange(h).view(h // merge, merge, 1, 1).expand(-1, -1, w // merge, merge)
         cols = torch.arange(w).view(1, 1, w // merge, merge).expand(h // merge, merge, -1, -1)
         block_rows = rows.permute(0, 2, 1, 3).reshape(-1)
         block_cols = cols.permute(0, 2, 1, 3).reshape(-1)
         coords.append(torch.stack([block_rows, block_cols], dim=-1).repeat(t, 1))
-    return torch.cat(coords).to(grid_thw.device)
+    return torch.cat(coords)
 
 
-def interpolation_taps(
-    grid_thw: torch.Tensor, side: int, merge: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+def interpolation_taps(grids: Grids, side: int, merge: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Bilinear resampling (corners aligned) of a ``side x side`` table of learned positions to
     each image's ``h x w`` grid: ``(patches, 4)`` indices into the flattened table and their
-    weights, in the patch order of :func:`patch_coordinates`."""
-    coords = patch_coordinates(grid_thw, merge).to(torch.float32)
-    sizes = torch.cat(
-        [torch.tensor([[h, w]]).expand(t * h * w, 2) for t, h, w in grid_thw.tolist()]
-    ).to(coords)
+    weights, in the patch order of :func:`patch_coordinates`. On the host."""
+    coords = patch_coordinates(grids, merge).to(torch.float32)
+    sizes = torch.cat([torch.tensor([[h, w]]).expand(t * h * w, 2) for t, h, w in grids]).to(coords)
     # Corners aligned: patch 0 samples entry 0, the last patch entry side - 1.
     src = coords * (side - 1) / torch.clamp(sizes - 1, min=1)
     floor = torch.floor(src)
@@ -111,6 +119,6 @@ def interpolation_taps(
     return indices, products
 
 
-def attention_segments(grid_thw: torch.Tensor) -> list[int]:
+def attention_segments(grids: Grids) -> list[int]:
     """Patches per attention segment: each frame of each image attends within itself."""
-    return [h * w for t, h, w in grid_thw.tolist() for _ in range(t)]
+    return [h * w for t, h, w in grids for _ in range(t)]

@@ -25,6 +25,18 @@ def _vl_tokenizer():
     return HuggingFaceTokenizer.Config(path="pkg://tokenizer_vl").build()
 
 
+def test_image_batches_carry_the_towers_positions():
+    from hyper_parallel.models.qwen3_5.vision_positions import decoder_positions
+
+    batch = next(iter(_loader(BaseDataLoader.Config(dataset="vl_dummy", pin_memory=False,
+                                                    vl_grid_h=4, vl_grid_w=4))))
+    expected = decoder_positions(batch["input_ids"], batch["image_grid_thw"],
+                                 image_token_id=VISION.image_token_id,
+                                 merge=VISION.spatial_merge_size)
+    assert torch.equal(batch["position_ids"], expected)
+    assert not torch.equal(expected[1], expected[2])  # three rows: image tokens have 2-D places
+
+
 def test_vl_dummy_batches_follow_the_grid_and_the_tower():
     loader = _loader(BaseDataLoader.Config(dataset="vl_dummy", pin_memory=False, shuffle=False,
                                            vl_grid_t=2, vl_grid_h=4, vl_grid_w=2))
@@ -78,8 +90,10 @@ def test_preset_batches_replay_their_images(tmp_path):
     source = _loader(BaseDataLoader.Config(dataset="vl_dummy", pin_memory=False, shuffle=False,
                                            vl_grid_h=4, vl_grid_w=4))
     batches = [b for _, b in zip(range(3), source)]
+    assert all(b["position_ids"].shape == (3, *b["input_ids"].shape) for b in batches)
     path = tmp_path / "batches.pt"
-    torch.save(batches, path)
+    # The processor's outputs by transformers' names; the positions are the loader's to make.
+    torch.save([{k: v for k, v in b.items() if k != "position_ids"} for b in batches], path)
     replay = _loader(BaseDataLoader.Config(dataset="preset_pt", dataset_path=str(path),
                                            shuffle=False, pin_memory=False))
     for original, replayed in zip(batches, replay):
