@@ -257,12 +257,42 @@ def split_rows(batch: Any, rank: int, parts: int) -> Any:
     ranks load together and split (expert parallelism). ``n`` must be a multiple of ``parts``
     (``ParallelDims.validate_training`` checks ``training.local_batch_size``)."""
     if isinstance(batch, dict):
+        if "images_per_row" in batch:
+            return _split_image_rows(batch, rank, parts)
         return {k: split_rows(v, rank, parts) for k, v in batch.items()}
     rows = batch.shape[0]
     if rows % parts:
         raise ValueError(f"a batch of {rows} rows cannot be split over {parts} ranks")
     size = rows // parts
     return batch[rank * size:(rank + 1) * size]
+
+
+def _split_image_rows(batch: dict, rank: int, parts: int) -> dict:
+    """:func:`split_rows` of an image-text batch: the rows, and the images those rows hold
+    (``images_per_row``; their ``pixel_values`` rows by the grids' patch counts). A share
+    whose rows hold no image has no image keys."""
+    rows = batch["input_ids"].shape[0]
+    if rows % parts:
+        raise ValueError(f"a batch of {rows} rows cannot be split over {parts} ranks")
+    size = rows // parts
+    start, stop = rank * size, (rank + 1) * size
+    counts = [0, *torch.cumsum(batch["images_per_row"], 0).tolist()]
+    first, last = counts[start], counts[stop]
+    patches = [0, *torch.cumsum(batch["image_grid_thw"].prod(-1), 0).tolist()]
+    out = {}
+    for key, value in batch.items():
+        if key == "image_grid_thw":
+            out[key] = value[first:last]
+        elif key == "pixel_values":
+            out[key] = value[patches[first]:patches[last]]
+        elif key == "position_ids" and value.dim() == 3:  # (3, B, S): rows are dim 1
+            out[key] = value[:, start:stop]
+        else:
+            out[key] = value[start:stop]
+    if first == last:
+        for key in ("image_grid_thw", "pixel_values", "images_per_row"):
+            out.pop(key)
+    return out
 
 
 def split_sequence(batch: dict, rank: int, parts: int) -> dict:

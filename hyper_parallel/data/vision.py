@@ -58,6 +58,9 @@ IMAGE_MARKER = "<image>"
 ROLES = ("system", "user", "assistant")
 #: The per-sample keys :func:`collate_vision` concatenates instead of padding.
 VISION_KEYS = ("pixel_values", "image_grid_thw")
+#: The batch key of the images each row holds (``(B,)``), which :func:`~.loader.split_rows`
+#: deals the images by.
+IMAGES_PER_ROW = "images_per_row"
 
 # Qwen3-VL's published preprocessor settings (the vision tower of Qwen3.5 is Qwen3-VL's): patch
 # 16, temporal patch 2, merge 2, mean = std = 0.5, images scaled to 256*256 .. 4096*4096 pixels.
@@ -559,8 +562,8 @@ def collate_vision(batch: Sequence[Mapping[str, torch.Tensor]], pad_id: int,
     """Pad ``input_ids`` / ``labels`` (and the other 1-D keys) like :func:`~.loader.collate` and
     concatenate the images of the batch along dim 0, row by row: ``pixel_values``
     ``(patches, patch_dim)`` and ``image_grid_thw`` ``(images, 3)``, in the order the
-    placeholders appear in the flattened ``input_ids``. A batch without any image has neither
-    key. Use ``functools.partial(collate_vision, pad_id=tokenizer.pad_id)`` as a collate_fn.
+    placeholders appear in the flattened ``input_ids``, and ``images_per_row`` ``(B,)``. A
+    batch without any image has none of these keys. Use ``functools.partial(collate_vision, pad_id=tokenizer.pad_id)`` as a collate_fn.
 
     ``positions(input_ids, image_grid_thw)``: the model's positions of a batch with images (its
     tower's ``decoder_positions``), added as ``position_ids`` ``(3, B, S)``: computed here, on
@@ -592,11 +595,14 @@ def collate_vision(batch: Sequence[Mapping[str, torch.Tensor]], pad_id: int,
     if pixels:
         out["pixel_values"] = torch.cat(pixels)
         out["image_grid_thw"] = torch.cat(grids)
+        # How many images each row holds: what a split of the rows needs to take its images.
+        out[IMAGES_PER_ROW] = torch.tensor(
+            [int(s["image_grid_thw"].shape[0]) if "image_grid_thw" in s else 0 for s in batch])
         if positions is not None:
             out["position_ids"] = positions(out["input_ids"], out["image_grid_thw"])
     return out
 
 
-__all__ = ["IMAGE_MARKER", "VISION_KEYS", "ImageTextDataset", "VisionDummyDataset",
+__all__ = ["IMAGES_PER_ROW", "IMAGE_MARKER", "VISION_KEYS", "ImageTextDataset", "VisionDummyDataset",
            "VisionTokens", "collate_vision", "image_processor", "image_span",
            "placeholder_counts", "vision_tokens"]

@@ -58,8 +58,9 @@ class StepResult:
 
 
 #: Batch keys that stay on the host: the images' patch grids, which the vision tower reads
-#: back as Python ints (on a GPU every read would wait for the device).
-HOST_KEYS = ("image_grid_thw",)
+#: back as Python ints (on a GPU every read would wait for the device), and how many images
+#: each row holds (read by a split of the rows).
+HOST_KEYS = ("image_grid_thw", "images_per_row")
 
 
 def move_to_device(batch: Any, device: torch.device) -> Any:

@@ -215,18 +215,14 @@ Qwen3_5ModelConfig._owner = LazyOwner(  # type: ignore[assignment]
 IMAGE_TEXT_REFUSALS = (
     (
         "pipeline_parallel_degree",
-        "pipeline parallelism (the later stages would need the image tokens' three-row "
-        "positions, which the batch does not carry to them yet)",
+        "pipeline parallelism (the schedule cuts its inputs into micro-batches along one "
+        "dimension, and a batch's images are not row-aligned: each row holds its own number "
+        "of patches)",
     ),
     (
         "context_parallel_degree",
         "context parallelism (a sequence's image tokens would be split from the image the "
         "tower encodes whole)",
-    ),
-    (
-        "expert_parallel_degree",
-        "expert parallelism (it spreads a batch's rows over ranks, and the rows' images would "
-        "have to follow them)",
     ),
 )
 """The parallel degrees the image-text model refuses for now, and why (``refuse_degrees``)."""

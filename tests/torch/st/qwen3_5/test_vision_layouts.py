@@ -2,7 +2,8 @@
 
 One legacy YAML in the style of the upstream image-text YAMLs (``data.type: vl_dummy`` at a
 ``vl_grid_t/h/w``, the debug image-text flavor) trains 8 steps on one rank and on FSDP 2, HSDP
-(2 replicas), TP 2 (the decoder sharded, the tower replicated) and, with the tower frozen
+(2 replicas), TP 2 (the decoder sharded, the tower replicated), the MoE family's on EP 2
+(each rank its rows and their images) and, with the tower frozen
 (``model.freeze_modules: [model.visual]``, as the upstream YAMLs freeze it), on one rank and
 FSDP 2. Each layout's per-step loss is within ``LAYOUT_RTOL`` (1e-6) of its one-rank run, its
 gradient norm within ``GRAD_NORM_RTOL`` (1e-5): the text model's bounds
@@ -12,7 +13,7 @@ _full_norm``), which the sharded runs' partial sums do not share; measured here:
 norms 4.5e-6 at worst, the text debug model's norms 4.2e-6 on the same YAML. The recipe
 ``--from-yaml`` writes from the YAML trains bit for bit as the YAML.
 
-Pipeline, context and expert parallelism refuse the image-text model, each with its reason
+Pipeline and context parallelism refuse the image-text model, each with its reason
 (``models/qwen3_5/model_config.py: IMAGE_TEXT_REFUSALS``); the refusals are checked here too.
 All runs go through the layout harness in one plan (one job per world size).
 """
@@ -34,7 +35,7 @@ STEPS = 8
 VL_YAML = """\
 # Image-text training on synthetic images (legacy vl_dummy), the debug image-text model.
 model:
-  name: qwen3_5
+  name: {model}
   config_overrides:
     flavor: debugmodel_vl
     num_hidden_layers: 4
@@ -70,9 +71,11 @@ def _make_files(folder: Path) -> dict:
 
     folder.mkdir(parents=True, exist_ok=True)
     files = {}
-    for name, freeze in (("vl", ""), ("vl_frozen", "  freeze_modules: [model.visual]\n")):
+    for name, model, freeze in (("vl", "qwen3_5", ""),
+                                ("vl_frozen", "qwen3_5", "  freeze_modules: [model.visual]\n"),
+                                ("vl_moe", "qwen3_5_moe", "")):
         path = folder / f"{name}.yaml"
-        path.write_text(VL_YAML.format(steps=STEPS, freeze=freeze))
+        path.write_text(VL_YAML.format(steps=STEPS, freeze=freeze, model=model))
         files[name] = str(path)
     work = folder / "recipe"
     work.mkdir(exist_ok=True)
@@ -87,7 +90,7 @@ def _make_files(folder: Path) -> dict:
 @pytest.fixture(scope="module")
 def runs(run_once, layouts) -> dict:
     files = run_once.get(("vision layouts files", STEPS), _make_files)
-    yaml, frozen = (files["vl"],), (files["vl_frozen"],)
+    yaml, frozen, moe = (files["vl"],), (files["vl_frozen"],), (files["vl_moe"],)
     found = layouts.run_cases({
         "1 rank": Case(yaml, Layout()),
         "FSDP 2": Case(yaml, Layout(dp_shard=2)),
@@ -97,6 +100,8 @@ def runs(run_once, layouts) -> dict:
         "frozen FSDP 2": Case(frozen, Layout(dp_shard=2)),
         "recipe 1 rank": Case(("--module", "vl_recipe", "--config", "vl_recipe"), Layout(),
                               pythonpath=(files["recipe folder"],)),
+        "MoE 1 rank": Case(moe, Layout()),
+        "MoE EP 2": Case(moe, Layout(ep=2)),
         "PP 2": Case(yaml, Layout(pp=2)),
         "CP 2": Case(yaml, Layout(cp=2)),
     }, params=False)
@@ -109,6 +114,14 @@ def test_layout_matches_one_rank(runs, layout):
                             grad_norm_rtol=GRAD_NORM_RTOL)
     print(f"image-text {layout} vs 1 rank: {worst}")
     assert len(runs[layout].steps) == STEPS
+
+
+def test_moe_expert_parallel_matches_one_rank(runs):
+    """EP splits each batch's rows over the ranks: each takes its rows' images."""
+    worst = assert_same_run(runs["MoE EP 2"], runs["MoE 1 rank"], rtol=LAYOUT_RTOL,
+                            grad_norm_rtol=GRAD_NORM_RTOL)
+    print(f"image-text MoE EP 2 vs 1 rank: {worst}")
+    assert len(runs["MoE EP 2"].steps) == STEPS
 
 
 def test_frozen_tower_on_fsdp_matches_one_rank_and_trains_less(runs):

@@ -93,7 +93,9 @@ def test_preset_batches_replay_their_images(tmp_path):
     assert all(b["position_ids"].shape == (3, *b["input_ids"].shape) for b in batches)
     path = tmp_path / "batches.pt"
     # The processor's outputs by transformers' names; the positions are the loader's to make.
-    torch.save([{k: v for k, v in b.items() if k != "position_ids"} for b in batches], path)
+    made_by_the_loader = ("position_ids", "images_per_row")
+    torch.save([{k: v for k, v in b.items() if k not in made_by_the_loader} for b in batches],
+               path)
     replay = _loader(BaseDataLoader.Config(dataset="preset_pt", dataset_path=str(path),
                                            shuffle=False, pin_memory=False))
     for original, replayed in zip(batches, replay):
@@ -102,3 +104,36 @@ def test_preset_batches_replay_their_images(tmp_path):
     with pytest.raises(ValueError, match="carries images.*no vision tower"):
         _loader(BaseDataLoader.Config(dataset="preset_pt", dataset_path=str(path),
                                       shuffle=False, pin_memory=False), vision=None)
+
+
+def test_a_row_split_takes_its_rows_images():
+    """Expert parallelism's split of a batch's rows: each share gets its rows' images, and a
+    share without any gets no image keys."""
+    from hyper_parallel.data import split_rows
+    from hyper_parallel.data.vision import collate_vision
+
+    tokens = VISION.tokens_per_image(1, 4, 4)
+    samples = []
+    for row, images in enumerate([1, 0, 2, 1]):
+        ids = torch.full((48,), 7)
+        for i in range(images):
+            ids[1 + i * (tokens + 2):1 + i * (tokens + 2) + tokens] = VISION.image_token_id
+        sample = {"input_ids": ids, "labels": ids.clone()}
+        if images:
+            sample["pixel_values"] = torch.full((16 * images, VISION.patch_dim), float(row))
+            sample["image_grid_thw"] = torch.tensor([[1, 4, 4]] * images)
+        samples.append(sample)
+    batch = collate_vision(samples, pad_id=0, positions=VISION.decoder_positions)
+    assert batch["images_per_row"].tolist() == [1, 0, 2, 1]
+    halves = [split_rows(batch, rank, 2) for rank in range(2)]
+    assert halves[0]["pixel_values"][:, 0].unique().tolist() == [0.0]
+    assert halves[0]["image_grid_thw"].shape == (1, 3)
+    assert halves[1]["pixel_values"][:, 0].unique().tolist() == [2.0, 3.0]
+    assert halves[1]["image_grid_thw"].shape == (3, 3)
+    assert torch.equal(halves[1]["position_ids"], batch["position_ids"][:, 2:])
+    quarters = [split_rows(batch, rank, 4) for rank in range(4)]
+    assert "pixel_values" not in quarters[1] and quarters[1]["input_ids"].shape == (1, 48)
+    for share, (first, last) in zip(halves, ((0, 2), (2, 4))):
+        expected = VISION.decoder_positions(batch["input_ids"][first:last],
+                                            share["image_grid_thw"])
+        assert torch.equal(share["position_ids"], expected)
