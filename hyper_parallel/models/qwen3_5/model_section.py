@@ -31,6 +31,41 @@ from hyper_parallel.utils.suggest import did_you_mean
 # ``model.kernels`` (always set: its default is the config's default, ``auto``).
 MODEL_SECTION_FIELDS = (*LEGACY_UNIVERSAL_FIELDS, "kernels")
 
+UPSTREAM_KEYS = ("vl", "text_config")
+"""Keys of ``model.config_overrides`` that the upstream trainer's image-text YAMLs write, read
+as this model's own: ``vl: true`` is the image-text model (the flavor's tower, else the
+published one; ``false``: the text decoder alone), ``text_config: {...}`` the text model's
+fields nested as in Hugging Face's image-text ``config.json`` (applied as the top-level keys
+they are here)."""
+
+
+def upstream_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``overrides`` with the :data:`UPSTREAM_KEYS` written as this model's fields
+    (``vision_config``, the flat text fields); a ``ConfigError`` where they contradict what
+    ``overrides`` states itself."""
+    out = dict(overrides)
+    text = out.pop("text_config", None)
+    where = "model.config_overrides"
+    if text is not None:
+        if not isinstance(text, Mapping):
+            raise ConfigError(f"{text!r}: must be a mapping of the text model's fields "
+                              "(hidden_size, num_hidden_layers, ...)", path=f"{where}.text_config")
+        twice = sorted(set(text) & set(out))
+        if twice:
+            raise ConfigError(f"{twice} are set both here and in text_config; keep one",
+                              path=f"{where}.text_config")
+        out.update(text)
+    vl = out.pop("vl", None)
+    if vl is not None:
+        if not isinstance(vl, bool):
+            raise ConfigError(f"{vl!r}: must be true (the image-text model) or false (the text "
+                              "decoder alone)", path=f"{where}.vl")
+        if "vision_config" in out:
+            raise ConfigError("vl and vision_config are both set; keep vision_config",
+                              path=f"{where}.vl")
+        out["vision_config"] = {} if vl else None
+    return out
+
 
 def _get(section: Any, name: str) -> Any:
     if isinstance(section, Mapping):
@@ -105,7 +140,7 @@ def apply_model_section(
     wins): ``config_overrides['flavor']`` re-bases on that flavor (``flavor_config(name)``,
     default the ``FLAVORS`` entry), then the non-None universal ``model.*`` fields and
     ``model.kernels`` (``MODEL_SECTION_FIELDS``), then every other ``config_overrides`` key (HF
-    field names).
+    field names; the upstream ``vl`` / ``text_config`` read by :func:`upstream_overrides`).
     A derived ``layer_types`` is re-derived for the final layer count (``base.replace``).
 
     Raises :class:`~hyper_parallel.utils.errors.ConfigError` (a ``ValueError``) naming an
@@ -113,7 +148,7 @@ def apply_model_section(
     ``model`` field whose value makes an invalid architecture (``model.num_attention_heads``,
     ``model.config_overrides``; the message is the config's own).
     """
-    overrides = dict(_get(section, "config_overrides") or {})
+    overrides = upstream_overrides(_get(section, "config_overrides") or {})
     check_config_overrides(overrides, config_cls=type(base), flavors=flavors)
     if FLAVOR_KEY in overrides:
         flavor = overrides.pop(FLAVOR_KEY)

@@ -172,6 +172,25 @@ def _number_problem(value: Any) -> str | None:
     return None
 
 
+#: The upstream image-text keys of ``model.config_overrides`` (``vl``, ``text_config``), read
+#: by ``models/qwen3_5/model_section.py: upstream_overrides``; named here without importing it.
+UPSTREAM_KEYS = ("vl", "text_config")
+
+
+def check_fields(fields: dict, schema: ModelOverrideKeys, where: tuple, model: str,
+                 ctx: _Context, bad: set) -> None:
+    """The text fields of ``config_overrides.text_config``: each a field of the model config."""
+    for key, value in fields.items():
+        if key not in schema.fields:
+            ctx.add(f"unknown key {key!r} in {_dotted(where)} of model {model}"
+                    f"{did_you_mean(str(key), list(schema.fields))}", where + (key,))
+            bad.add("config_overrides")
+        elif not _fits(value, schema.fields[key]):
+            ctx.add(f"expected {schema.fields[key]}, got {type(value).__name__} {_shown(value)}",
+                    where + (key,))
+            bad.add("config_overrides")
+
+
 def check_config_overrides(
     name: str, kwargs: dict, bad: set, path: tuple, ctx: _Context, *,
     instead_of: str | None = None,
@@ -186,10 +205,25 @@ def check_config_overrides(
     if not overrides or schema is None:
         return
     model = f"{name!r}" + (f", the closest to the unknown {instead_of!r}" if instead_of else "")
-    valid = [*schema.fields, schema.flavor_key]
+    valid = [*schema.fields, schema.flavor_key, *UPSTREAM_KEYS]
     where = path + ("config_overrides",)
-    for key, value in overrides.items():
+    items = list(overrides.items())
+    for key, value in items:
         key_path = where + (key,)
+        if key == "vl":  # the upstream image-text switch (models/qwen3_5/model_section.py)
+            if not isinstance(value, bool):
+                ctx.add(f"expected true or false (the image-text model or the text decoder "
+                        f"alone), got {_shown(value)}", key_path)
+                bad.add("config_overrides")
+            continue
+        if key == "text_config":  # the text fields, nested as in an image-text config.json
+            if not isinstance(value, dict):
+                ctx.add(f"expected a mapping of the text model's fields, got {_shown(value)}",
+                        key_path)
+                bad.add("config_overrides")
+            else:
+                check_fields(value, schema, key_path, model, ctx, bad)
+            continue
         if key == schema.flavor_key:
             if schema.flavors is not None and value not in schema.flavors:
                 hint = did_you_mean(str(value), schema.flavors)
