@@ -363,6 +363,22 @@ def step_peak(build: RoleBuild) -> dict[str, int]:
     return _kinds(tracker.get_tracker_snapshot("peak"))
 
 
+def _row_aligned_images(mb: dict, rows: int) -> dict:
+    """The images of :func:`_images` (one per row) as a pipeline micro-batch of ``rows`` rows
+    carries them (``runtime/pipeline_step.with_row_images``): every stage takes the positions,
+    the first places the images. The grids and positions stay real host tensors."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    if "pixel_values" not in mb:
+        return {}
+    with unset_fake_temporarily():
+        grids = mb["image_grid_thw"].view(-1, 1, 3)[:rows].clone()
+        positions = mb["position_ids"].permute(1, 0, 2)[:rows].clone()
+    every_row = mb["input_ids"].shape[0]
+    pixels = mb["pixel_values"].view(every_row, -1, mb["pixel_values"].shape[-1])[:rows]
+    return {"pixel_values": pixels, "image_grid_thw": grids, "position_ids": positions}
+
+
 def in_flight(schedule: str, n_micro: int, pp: int, pp_rank: int, stages_per_rank: int) -> int:
     """Micro-batches (per stage of this rank) whose forward activations the schedule holds at
     once at its peak: GPipe and the breadth-first looped schedule run every forward before the
@@ -392,6 +408,7 @@ def stage_peak(build: RoleBuild) -> tuple[dict[str, int], int]:
     mb = _micro_batch(build)
     ids = mb["input_ids"][:micro_rows]
     labels = mb["labels"][:micro_rows]
+    images = _row_aligned_images(mb, micro_rows)
     pp = build.parallel_dims.pp
     pp_rank = build.parallel_dims.get_mesh("pp").get_local_rank()
     n_flight = in_flight(pipeline.schedule_name, pipeline.num_microbatches, pp, pp_rank,
@@ -406,7 +423,7 @@ def stage_peak(build: RoleBuild) -> tuple[dict[str, int], int]:
         with tracker:
             x = ids if first else torch.zeros(
                 ids.shape[0], ids.shape[1], hidden, dtype=dtype, requires_grad=True)
-            out = part(x)
+            out = part(x, **images)
             saved = _live_bytes(tracker)
             loss = build.loss_fn(out, labels) if last else out.float().sum()
             loss = loss if loss.dim() == 0 else loss.sum()

@@ -119,9 +119,52 @@ def _pad_rows(batch: dict, rows: int) -> dict:
     return out
 
 
+#: The keys of an image-text batch that are not row-aligned (``images_per_row`` says whose).
+IMAGE_KEYS = ("pixel_values", "image_grid_thw", "images_per_row")
+
+
+def with_row_images(micro_batches: Sequence[dict], seq_len: int | None = None) -> dict:
+    """:func:`concat_micro_batches`, for image-text micro-batches too: the schedule cuts every
+    input along its first dimension, so the images are made row-aligned
+    (:func:`~hyper_parallel.models.qwen3_5.vision_positions.row_images`: ``pixel_values``
+    ``(B, P, D)``, ``image_grid_thw`` ``(B, I, 3)``, ``position_ids`` ``(B, 3, S)``), rows
+    without an image padded, and the first stage's model unpacks its micro-batch's."""
+    if not any("image_grid_thw" in mb for mb in micro_batches):
+        return concat_micro_batches(micro_batches, seq_len)
+    from hyper_parallel.models.qwen3_5.vision_positions import row_images
+
+    text = [{k: v for k, v in mb.items() if k not in (*IMAGE_KEYS, "position_ids")}
+            for mb in micro_batches]
+    batch = concat_micro_batches(text, seq_len)
+    length = batch["input_ids"].shape[1]
+    rows = []
+    for mb in micro_batches:
+        n, seq = mb["input_ids"].shape
+        positions = mb.get("position_ids")
+        if positions is None:
+            positions = torch.arange(seq).expand(3, n, seq)
+        if positions.shape[-1] < length:  # padded rows (variable-length data): position 0
+            positions = torch.nn.functional.pad(positions, (0, length - positions.shape[-1]))
+        counts = mb.get("images_per_row", torch.zeros(n, dtype=torch.long)).tolist()
+        grids = mb.get("image_grid_thw")
+        patches = [0] if grids is None else [0, *torch.cumsum(grids.prod(-1), 0).tolist()]
+        first = 0
+        for r, count in enumerate(counts):
+            if not count:
+                rows.append((None, None, positions[:, r]))
+                continue
+            grid = grids[first:first + count]
+            pixels = mb["pixel_values"][patches[first]:patches[first + count]]
+            rows.append((pixels, grid, positions[:, r]))
+            first += count
+    batch["pixel_values"], batch["image_grid_thw"], batch["position_ids"] = row_images(rows)
+    return batch
+
+
 def _run_schedule(pipeline: Any, batch: dict, *, train: bool) -> None:
     args = (batch["input_ids"],) if pipeline.has_first_stage else ()
-    kwargs = {"position_ids": batch["position_ids"]} if "position_ids" in batch else {}
+    kwargs = {k: batch[k] for k in ("position_ids", "pixel_values", "image_grid_thw")
+              if k in batch}
     target = batch["labels"] if pipeline.has_last_stage else None
     losses: list | None = [] if pipeline.has_last_stage else None
     run = pipeline.schedule.step if train else pipeline.schedule.eval
@@ -147,7 +190,7 @@ def pipeline_train_step(
     """Forward and backward of the step's rows through ``pipeline.schedule``, clip over every
     stage, optimizer step (see the module docstring); the arguments mean what they mean for
     :func:`hyper_parallel.runtime.step.train_step`."""
-    batch = move_to_device(concat_micro_batches(micro_batches, seq_len), device)
+    batch = move_to_device(with_row_images(micro_batches, seq_len), device)
     m = pipeline.num_microbatches
     chunks = torch.tensor_split(batch["labels"], m, dim=0)
     tokens = [loss.loss_fn.count_tokens(chunk) for chunk in chunks]
@@ -225,7 +268,7 @@ def pipeline_evaluate(
 
 def _eval_group(pipeline: Any, group: list[dict], rows: int, seq_len: int | None,
                 device: torch.device) -> None:
-    batch = _pad_rows(concat_micro_batches(group, seq_len), rows)
+    batch = _pad_rows(with_row_images(group, seq_len), rows)
     _run_schedule(pipeline, move_to_device(batch, device), train=False)
 
 

@@ -30,6 +30,7 @@ from .mlp import Qwen3_5MLP
 from .norms import Qwen3_5RMSNorm
 from .rope import Qwen3_5RotaryEmbedding
 from .vision import Qwen3_5VisionModel, Qwen3_5VisionRotaryEmbedding
+from .vision_positions import unpack_row_images
 from hyper_parallel.utils.module_names import strip_wrapper_prefixes
 
 
@@ -119,7 +120,10 @@ class Qwen3_5Decoder(nn.Module):
 
         With images (an image-text model): ``pixel_values`` ``(patches, patch_dim)`` and
         ``image_grid_thw`` ``(images, 3)``, the images of the rows in order, fill the
-        placeholder tokens; ``position_ids`` then defaults to the three-row positions.
+        placeholder tokens; ``position_ids`` then defaults to the three-row positions. A
+        pipeline micro-batch carries them row-aligned instead (``pixel_values`` ``(B, P,
+        patch_dim)``, ``image_grid_thw`` ``(B, I, 3)``, ``position_ids`` ``(B, 3, S)``:
+        :func:`~.vision_positions.row_images`); only the first stage places the images.
 
         A pipeline stage (:mod:`hyper_parallel.models.pipelining`) lacks the modules other
         stages own: without ``embed_tokens`` the input is the previous stage's hidden states,
@@ -130,13 +134,20 @@ class Qwen3_5Decoder(nn.Module):
             hidden_states = input_ids
         else:
             hidden_states = self.embed_tokens(input_ids)
-        if pixel_values is not None:
+        if pixel_values is not None and pixel_values.dim() == 3:  # a pipeline micro-batch's
+            pixel_values, image_grid_thw, position_ids = unpack_row_images(
+                pixel_values, image_grid_thw, position_ids)
+        first_stage = self.embed_tokens is not None
+        if pixel_values is not None and first_stage:
             if position_ids is None:  # the data loader makes them; a caller may not have
                 position_ids = self._require_vision().decoder_positions(input_ids,
                                                                         image_grid_thw)
             hidden_states = self._place_images(input_ids, hidden_states, pixel_values,
                                                image_grid_thw)
-        elif self.vision_config is not None and self.embed_tokens is not None:
+        elif pixel_values is not None and position_ids is None:
+            raise ValueError("a later pipeline stage needs the batch's position_ids with its "
+                             "images (it cannot read them from the ids it does not have)")
+        elif self.vision_config is not None and first_stage:
             hidden_states = self._run_tower_idle(hidden_states)
         if position_ids is None:
             batch, seq = hidden_states.shape[:2]

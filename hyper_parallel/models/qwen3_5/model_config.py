@@ -214,12 +214,6 @@ Qwen3_5ModelConfig._owner = LazyOwner(  # type: ignore[assignment]
 
 IMAGE_TEXT_REFUSALS = (
     (
-        "pipeline_parallel_degree",
-        "pipeline parallelism (the schedule cuts its inputs into micro-batches along one "
-        "dimension, and a batch's images are not row-aligned: each row holds its own number "
-        "of patches)",
-    ),
-    (
         "context_parallel_degree",
         "context parallelism (a sequence's image tokens would be split from the image the "
         "tower encodes whole)",

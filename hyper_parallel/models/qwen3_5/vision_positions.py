@@ -122,3 +122,43 @@ def interpolation_taps(grids: Grids, side: int, merge: int) -> tuple[torch.Tenso
 def attention_segments(grids: Grids) -> list[int]:
     """Patches per attention segment: each frame of each image attends within itself."""
     return [h * w for t, h, w in grids for _ in range(t)]
+
+
+def row_images(
+    rows: Sequence[tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor]],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Row-aligned images of a batch, for a pipeline schedule, which cuts every input into
+    micro-batches along its first dimension: ``rows`` holds each row's ``(pixel_values (p,
+    D) or None, image_grid_thw (i, 3) or None, position_ids (3, S))``; returns ``pixel_values``
+    ``(B, P, D)`` and ``image_grid_thw`` ``(B, I, 3)`` zero-padded (a padding grid row is all
+    zero, ``t = 0``) and ``position_ids`` ``(B, 3, S)``. :func:`unpack_row_images` undoes it."""
+    dim = next(p.shape[1] for p, _, _ in rows if p is not None)
+    most_patches = max((p.shape[0] for p, _, _ in rows if p is not None), default=0)
+    most_images = max((g.shape[0] for _, g, _ in rows if g is not None), default=0)
+    pixels = torch.zeros(len(rows), most_patches, dim,
+                         dtype=next(p.dtype for p, _, _ in rows if p is not None))
+    grids = torch.zeros(len(rows), most_images, 3, dtype=torch.long)
+    for r, (p, g, _) in enumerate(rows):
+        if p is not None:
+            pixels[r, : p.shape[0]] = p
+            grids[r, : g.shape[0]] = g
+    return pixels, grids, torch.stack([pos for _, _, pos in rows])
+
+
+def unpack_row_images(
+    pixels: torch.Tensor, grids: torch.Tensor, positions: torch.Tensor | None
+) -> tuple[torch.Tensor | None, Grids | None, torch.Tensor | None]:
+    """:func:`row_images` of a micro-batch back to ``(pixel_values (P, D), its grids,
+    position_ids (3, B, S))``; ``(None, None, positions)`` when its rows hold no image. The grids
+    are host data: read once."""
+    pieces, kept = [], []
+    for r, row in enumerate(grids.tolist()):
+        real = [(t, h, w) for t, h, w in row if t > 0]
+        patches = sum(t * h * w for t, h, w in real)
+        if real:
+            pieces.append(pixels[r, :patches])
+            kept += real
+    positions = None if positions is None else positions.permute(1, 0, 2)
+    if not kept:
+        return None, None, positions
+    return torch.cat(pieces), kept, positions

@@ -252,3 +252,34 @@ def test_placeholder_count_must_match_the_images(tmp_path):
         and k != "vision_config"}))
     with pytest.raises(ValueError, match="no vision tower"):
         _ours_logits(text_only, _batch())
+
+
+def test_row_aligned_images_are_the_same_forward(tmp_path):
+    """A pipeline micro-batch carries its images row-aligned (the schedule cuts inputs along
+    rows): the model unpacks them into the same forward, bit for bit."""
+    from hyper_parallel.models.qwen3_5.vision_positions import row_images
+    from hyper_parallel.runtime.pipeline_step import with_row_images
+
+    _, ours, _, _ = _models("dense", tmp_path)
+    batch = _batch()
+    batch["position_ids"] = decoder_positions(batch["input_ids"], batch["image_grid_thw"],
+                                              image_token_id=IMAGE, merge=MERGE)
+    batch["images_per_row"] = torch.tensor([2, 1])
+    rows = with_row_images([batch])
+    assert rows["pixel_values"].shape[:2] == (2, 48) and rows["image_grid_thw"].shape == (2, 2, 3)
+    assert rows["image_grid_thw"][1, 1].tolist() == [0, 0, 0]  # row 1: one image, padded
+    with torch.no_grad():
+        flat = ours(batch["input_ids"], position_ids=batch["position_ids"],
+                    pixel_values=batch["pixel_values"], image_grid_thw=batch["image_grid_thw"])
+        aligned = ours(rows["input_ids"], position_ids=rows["position_ids"],
+                       pixel_values=rows["pixel_values"], image_grid_thw=rows["image_grid_thw"])
+        # A micro-batch of the second row alone: its image only (the last 2 x 2 x 2 patches).
+        alone = ours(rows["input_ids"][1:], position_ids=rows["position_ids"][1:],
+                     pixel_values=rows["pixel_values"][1:],
+                     image_grid_thw=rows["image_grid_thw"][1:])
+        row_1 = ours(batch["input_ids"][1:], position_ids=batch["position_ids"][:, 1:],
+                     pixel_values=batch["pixel_values"][-8:],
+                     image_grid_thw=batch["image_grid_thw"][2:])
+    assert torch.equal(flat, aligned)
+    assert torch.equal(alone, row_1)
+    assert row_images  # the packer the pipeline step uses
