@@ -15,6 +15,7 @@ is made before a byte is read, and the writer reads them one tensor at a time.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from hyper_parallel.utils.hf_layout import INDEX_FILE, SINGLE_FILE
 from .hf_plan import TensorSpec
 
 CONFIG_FILE = "config.json"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,14 @@ def carried_weights(source: str | os.PathLike | None, adapter: Any,
     if source is None or rule is None:
         return None
     root = Path(source)
+    if not root.exists():
+        # It was read at the start: a source gone since (moved, cleaned up) must not make a
+        # checkpoint that silently lacks what it would have carried.
+        logger.warning(
+            "the run's source checkpoint %s (model.weights_path) is gone: this export cannot "
+            "carry its tensors the model does not hold (the MTP head; a text-only run's vision "
+            "tower) and is not whole", source)
+        return None
     if (root / INDEX_FILE).is_file():
         weight_map = json.loads((root / INDEX_FILE).read_text())["weight_map"]
         names_by_file: dict[str, list[str]] = {}

@@ -131,3 +131,22 @@ def test_text_only_run_carries_the_tower_and_mtp(tmp_path, source):
     assert config["model_type"] == "qwen3_5" and "vision_config" in config
     reloaded = transformers.AutoModelForImageTextToText.from_pretrained(export)
     assert type(reloaded).__name__ == "Qwen3_5ForConditionalGeneration"
+
+
+def test_a_source_gone_since_the_start_is_said(tmp_path, caplog):
+    from hyper_parallel.runtime.checkpoint.carried import carried_weights
+
+    with caplog.at_level("WARNING"):
+        assert carried_weights(tmp_path / "moved", Qwen3_5StateDictAdapter, SOURCE_CONFIG) is None
+    assert "is gone" in caplog.text and "not whole" in caplog.text
+
+
+def test_carried_weights_read_from_the_headers(source):
+    from hyper_parallel.runtime.checkpoint.carried import carried_weights
+
+    carry = carried_weights(source, Qwen3_5StateDictAdapter, SOURCE_CONFIG)
+    assert {s.name for s in carry.specs} == set(MTP)
+    assert all(torch.equal(t, MTP[n]) for n, t in carry.tensors())
+    text_only = SOURCE_CONFIG.replace(vision_config=None)
+    names = {s.name for s in carried_weights(source, Qwen3_5StateDictAdapter, text_only).specs}
+    assert set(MTP) < names and all(n.startswith(("mtp.", "model.visual.")) for n in names)
