@@ -20,6 +20,7 @@ def holds_images(dataset: Any) -> bool:
     """Whether ``dataset``'s samples carry images (its ``holds_images``; through a ``Subset``)."""
     return bool(getattr(getattr(dataset, "dataset", dataset), "holds_images", False))
 
+
 VISION_DATA_FIELDS = {
     "messages_key": "data.messages_key",
     "image_key": "data.image_key",
