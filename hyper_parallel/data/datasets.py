@@ -37,13 +37,12 @@ disk: the shipped corpus (~1 MB) tokenizes in well under a second.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 
 import torch
 from torch.utils.data import Dataset, Subset
 
-from hyper_parallel.data.files import decode_utf8, resolve_data_files
+from hyper_parallel.data.files import decode_utf8, json_lines, resolve_data_files
 from hyper_parallel.data.tokenizer import TextTokenizer, load_tokenizer
 from hyper_parallel.data.vision_source import holds_chat_records
 from hyper_parallel.utils.data_types import (
@@ -172,22 +171,10 @@ def read_jsonl_documents(files: Sequence[str], text_key: str = "text") -> list[s
     """
     from hyper_parallel.data.sft import record_text  # json_file's text records: one rule
 
-    docs: list[str] = []
-    for file in files:
-        with open(file, "rb") as fh:  # bytes: so a decoding error can name its line too
-            for lineno, raw in enumerate(fh, start=1):
-                where = f"{file}:{lineno}"
-                line = decode_utf8(raw, where)
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno}); "
-                                     f"expected one object per line with the text under key "
-                                     f"{text_key!r} (data.text_key)") from exc
-                docs.append(record_text(obj, where, text_key=text_key))
-    return docs
+    expected = (f"expected one object per line with the text under key {text_key!r} "
+                "(data.text_key)")
+    return [record_text(obj, where, text_key=text_key)
+            for file in files for where, obj in json_lines(file, expected)]
 
 
 def read_text_documents(files: Sequence[str]) -> list[str]:

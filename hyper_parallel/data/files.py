@@ -1,10 +1,14 @@
-"""Data files: what a data path names, and reading them as UTF-8 -- shared by every file-backed
-data type (``jsonl`` / ``text`` in :mod:`.datasets`, ``json_file`` in :mod:`.sft`)."""
+"""Data files: what a data path names, reading them as UTF-8, and JSON lines -- shared by every
+file-backed data type (``jsonl`` / ``text`` in :mod:`.datasets`, ``json_file`` in :mod:`.sft`
+and its chat records in :mod:`.vision`)."""
 
 from __future__ import annotations
 
 import glob
+import json
 import os
+from collections.abc import Iterator
+from typing import Any
 
 from hyper_parallel import assets
 
@@ -45,3 +49,21 @@ def decode_utf8(raw: bytes, where: str) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{where}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+
+
+def json_lines(file: str, expected: str) -> Iterator[tuple[str, Any]]:
+    """``(file:line, object)`` for every non-blank line of the JSON-lines ``file``, read line
+    by line; a line that is not UTF-8 or not JSON is a ``ValueError`` naming its place, then
+    ``expected`` (what a line should hold)."""
+    with open(file, "rb") as fh:  # bytes: so a decoding error can name its line too
+        for lineno, raw in enumerate(fh, start=1):
+            where = f"{file}:{lineno}"
+            line = decode_utf8(raw, where)
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno}); "
+                                 f"{expected}") from exc
+            yield where, obj

@@ -33,7 +33,6 @@ importing this module costs no more than the rest of :mod:`hyper_parallel.data`.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -43,7 +42,7 @@ import torch
 from torch.utils.data import Dataset
 
 from hyper_parallel import assets
-from hyper_parallel.data.files import decode_utf8, resolve_data_files
+from hyper_parallel.data.files import json_lines, resolve_data_files
 from hyper_parallel.data.loader import collate
 from hyper_parallel.utils.choices import IGNORE_INDEX
 
@@ -343,29 +342,19 @@ class ImageTextDataset(Dataset):
     def _read(self, file: str) -> Iterator[tuple[str, str, list, list[str]]]:
         """``(where, folder, messages, image paths)`` of every record of ``file``, checked."""
         folder = os.path.dirname(os.path.abspath(file))
-        with open(file, "rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                where = f"{file}:{lineno}"
-                line = decode_utf8(raw, where)
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno}); "
-                                     "expected one record per line") from exc
-                if not isinstance(obj, dict):
-                    raise ValueError(f"{where}: expected a JSON object, got "  # noqa: TRY004
-                                     f"{type(obj).__name__}")
-                messages = obj.get(self.messages_key)
-                if messages is None:
-                    raise ValueError(f"{where}: no key {self.messages_key!r} (messages_key); the "
-                                     f"object has keys {sorted(obj)}")
-                if not isinstance(messages, list) or not messages:
-                    raise ValueError(f"{where}: {self.messages_key!r} must be a non-empty list "
-                                     "of messages")
-                yield (where, folder, messages,
-                       self._image_paths(obj.get(self.image_key), folder, where))
+        for where, obj in json_lines(file, "expected one record per line"):
+            if not isinstance(obj, dict):
+                raise ValueError(f"{where}: expected a JSON object, got "  # noqa: TRY004
+                                 f"{type(obj).__name__}")
+            messages = obj.get(self.messages_key)
+            if messages is None:
+                raise ValueError(f"{where}: no key {self.messages_key!r} (messages_key); the "
+                                 f"object has keys {sorted(obj)}")
+            if not isinstance(messages, list) or not messages:
+                raise ValueError(f"{where}: {self.messages_key!r} must be a non-empty list "
+                                 "of messages")
+            yield (where, folder, messages,
+                   self._image_paths(obj.get(self.image_key), folder, where))
 
     def _image_paths(self, value: Any, folder: str, where: str) -> list[str]:
         if value is None:
