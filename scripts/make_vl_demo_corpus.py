@@ -60,16 +60,9 @@ BASE_TOKENIZER = ASSETS / "tokenizer" / "tokenizer.json"
 SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                   "<|image_pad|>", "<|video_pad|>")
 
+# The base tokenizer's settings (written by scripts/train_tokenizer.py), plus the new tokens.
 TOKENIZER_CONFIG = {
-    "tokenizer_class": "PreTrainedTokenizerFast",
-    "eos_token": "<|endoftext|>",
-    "pad_token": "<|endoftext|>",
-    "bos_token": None,
-    "unk_token": None,
-    "add_bos_token": False,
-    "add_eos_token": False,
-    "clean_up_tokenization_spaces": False,
-    "model_max_length": 2048,
+    **json.loads((BASE_TOKENIZER.parent / "tokenizer_config.json").read_text()),
     "additional_special_tokens": list(SPECIAL_TOKENS),
 }
 
