@@ -21,7 +21,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
 from hyper_parallel.utils.choices import IGNORE_INDEX
-from hyper_parallel.utils.data_types import setting_problems
+from hyper_parallel.utils.data_types import IMAGE_KEYS, IMAGES_PER_ROW, setting_problems
 from hyper_parallel.utils.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -257,7 +257,7 @@ def split_rows(batch: Any, rank: int, parts: int) -> Any:
     ranks load together and split (expert parallelism). ``n`` must be a multiple of ``parts``
     (``ParallelDims.validate_training`` checks ``training.local_batch_size``)."""
     if isinstance(batch, dict):
-        if "images_per_row" in batch:
+        if IMAGES_PER_ROW in batch:
             return _split_image_rows(batch, rank, parts)
         return {k: split_rows(v, rank, parts) for k, v in batch.items()}
     rows = batch.shape[0]
@@ -276,7 +276,7 @@ def _split_image_rows(batch: dict, rank: int, parts: int) -> dict:
         raise ValueError(f"a batch of {rows} rows cannot be split over {parts} ranks")
     size = rows // parts
     start, stop = rank * size, (rank + 1) * size
-    counts = [0, *torch.cumsum(batch["images_per_row"], 0).tolist()]
+    counts = [0, *torch.cumsum(batch[IMAGES_PER_ROW], 0).tolist()]
     first, last = counts[start], counts[stop]
     patches = [0, *torch.cumsum(batch["image_grid_thw"].prod(-1), 0).tolist()]
     out = {}
@@ -290,7 +290,7 @@ def _split_image_rows(batch: dict, rank: int, parts: int) -> dict:
         else:
             out[key] = value[start:stop]
     if first == last:
-        for key in ("image_grid_thw", "pixel_values", "images_per_row"):
+        for key in (*IMAGE_KEYS, IMAGES_PER_ROW):
             out.pop(key)
     return out
 

@@ -30,10 +30,10 @@ from torch.utils.data import Dataset
 
 from hyper_parallel import assets
 from hyper_parallel.data.loader import IGNORE_INDEX
+from hyper_parallel.utils.data_types import IMAGE_KEYS
 
 DEFAULT_FIELDS = {"path": "data.train_path", "max_seq_len": "data.max_seq_len"}
 _KEYS = ("input_ids", "labels", "attention_mask")
-_IMAGE_KEYS = ("pixel_values", "image_grid_thw")
 
 
 def _integer(t: torch.Tensor) -> bool:
@@ -84,10 +84,10 @@ class PresetBatchesDataset(Dataset):
                            "input_ids (and optionally labels, attention_mask)")
             if "input_ids" not in batch:
                 raise fail(f"batch {i} has no input_ids (keys: {sorted(map(str, batch))})")
-            unknown = sorted(str(k) for k in batch if k not in (*_KEYS, *_IMAGE_KEYS))
+            unknown = sorted(str(k) for k in batch if k not in (*_KEYS, *IMAGE_KEYS))
             if unknown:
                 raise fail(f"batch {i} has unknown keys {unknown}; allowed: "
-                           f"{', '.join((*_KEYS, *_IMAGE_KEYS))}")
+                           f"{', '.join((*_KEYS, *IMAGE_KEYS))}")
             ids = batch["input_ids"]
             if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or not _integer(ids):
                 what = (f"a {ids.dim()}-D {ids.dtype} tensor of shape {tuple(ids.shape)}"
@@ -186,11 +186,11 @@ def _row_images(batch: Mapping[str, Any], i: int, ids: torch.Tensor, vision: Any
                 fail: Any) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
     """Batch ``i``'s images dealt to its rows (None for a row without any), in order: each row
     takes the next images whose placeholder tokens it holds."""
-    given = [k for k in _IMAGE_KEYS if k in batch]
+    given = [k for k in IMAGE_KEYS if k in batch]
     if not given:
         return [None] * ids.shape[0]
     if len(given) == 1:
-        raise fail(f"batch {i} has {given[0]} without {(set(_IMAGE_KEYS) - set(given)).pop()}")
+        raise fail(f"batch {i} has {given[0]} without {(set(IMAGE_KEYS) - set(given)).pop()}")
     if vision is None:
         raise fail(f"batch {i} carries images (pixel_values) but the model has no vision tower; "
                    "train an image-text flavor (e.g. debugmodel_vl)")

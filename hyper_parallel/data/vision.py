@@ -45,6 +45,7 @@ from hyper_parallel import assets
 from hyper_parallel.data.files import json_lines, resolve_data_files
 from hyper_parallel.data.loader import collate
 from hyper_parallel.utils.choices import IGNORE_INDEX
+from hyper_parallel.utils.data_types import IMAGE_KEYS, IMAGES_PER_ROW
 
 IMAGE_TOKEN = "<|image_pad|>"
 VIDEO_TOKEN = "<|video_pad|>"
@@ -55,11 +56,6 @@ IM_END_TOKEN = "<|im_end|>"
 #: Where an image goes inside a user message's text (LLaVA / LLaMA-Factory convention).
 IMAGE_MARKER = "<image>"
 ROLES = ("system", "user", "assistant")
-#: The per-sample keys :func:`collate_vision` concatenates instead of padding.
-VISION_KEYS = ("pixel_values", "image_grid_thw")
-#: The batch key of the images each row holds (``(B,)``), which :func:`~.loader.split_rows`
-#: deals the images by.
-IMAGES_PER_ROW = "images_per_row"
 
 # Qwen3-VL's published preprocessor settings (the vision tower of Qwen3.5 is Qwen3-VL's): patch
 # 16, temporal patch 2, merge 2, mean = std = 0.5, images scaled to 256*256 .. 4096*4096 pixels.
@@ -560,13 +556,13 @@ def collate_vision(batch: Sequence[Mapping[str, torch.Tensor]], pad_id: int,
     """
     if not batch:
         raise ValueError("collate_vision: empty batch")
-    text = [{k: v for k, v in s.items() if k not in VISION_KEYS} for s in batch]
+    text = [{k: v for k, v in s.items() if k not in IMAGE_KEYS} for s in batch]
     out = collate(text, pad_id, pad_to_multiple_of)
     pixels, grids = [], []
     for row, sample in enumerate(batch):
-        has = [k in sample for k in VISION_KEYS]
+        has = [k in sample for k in IMAGE_KEYS]
         if any(has) and not all(has):
-            raise ValueError(f"collate_vision: sample {row} has only one of {VISION_KEYS}")
+            raise ValueError(f"collate_vision: sample {row} has only one of {IMAGE_KEYS}")
         if not all(has):
             continue
         pv, grid = sample["pixel_values"], sample["image_grid_thw"]
@@ -592,6 +588,6 @@ def collate_vision(batch: Sequence[Mapping[str, torch.Tensor]], pad_id: int,
     return out
 
 
-__all__ = ["IMAGES_PER_ROW", "IMAGE_MARKER", "VISION_KEYS", "ImageTextDataset", "VisionDummyDataset",
+__all__ = ["IMAGE_MARKER", "ImageTextDataset", "VisionDummyDataset",
            "VisionTokens", "collate_vision", "image_processor", "image_span",
            "placeholder_counts", "vision_tokens"]

@@ -30,6 +30,7 @@ from hyper_parallel.runtime.loss import LossScaler
 from hyper_parallel.runtime.optim import clip_grad_norm_
 from hyper_parallel.runtime.step import StepResult, move_to_device
 from hyper_parallel.utils.choices import IGNORE_INDEX
+from hyper_parallel.utils.data_types import IMAGE_KEYS, IMAGES_PER_ROW
 
 
 @dataclass
@@ -119,10 +120,6 @@ def _pad_rows(batch: dict, rows: int) -> dict:
     return out
 
 
-#: The keys of an image-text batch that are not row-aligned (``images_per_row`` says whose).
-IMAGE_KEYS = ("pixel_values", "image_grid_thw", "images_per_row")
-
-
 def with_row_images(micro_batches: Sequence[dict], seq_len: int | None = None) -> dict:
     """:func:`concat_micro_batches`, for image-text micro-batches too: the schedule cuts every
     input along its first dimension, so the images are made row-aligned
@@ -133,7 +130,9 @@ def with_row_images(micro_batches: Sequence[dict], seq_len: int | None = None) -
         return concat_micro_batches(micro_batches, seq_len)
     from hyper_parallel.models.qwen3_5.vision_positions import row_images
 
-    text = [{k: v for k, v in mb.items() if k not in (*IMAGE_KEYS, "position_ids")}
+    # The images are not row-aligned (IMAGES_PER_ROW says whose they are); the rest is.
+    text = [{k: v for k, v in mb.items()
+             if k not in (*IMAGE_KEYS, IMAGES_PER_ROW, "position_ids")}
             for mb in micro_batches]
     batch = concat_micro_batches(text, seq_len)
     length = batch["input_ids"].shape[1]
@@ -145,7 +144,7 @@ def with_row_images(micro_batches: Sequence[dict], seq_len: int | None = None) -
             positions = torch.arange(seq).expand(3, n, seq)
         if positions.shape[-1] < length:  # padded rows (variable-length data): position 0
             positions = torch.nn.functional.pad(positions, (0, length - positions.shape[-1]))
-        counts = mb.get("images_per_row", torch.zeros(n, dtype=torch.long)).tolist()
+        counts = mb.get(IMAGES_PER_ROW, torch.zeros(n, dtype=torch.long)).tolist()
         grids = mb.get("image_grid_thw")
         patches = [0] if grids is None else [0, *torch.cumsum(grids.prod(-1), 0).tolist()]
         first = 0

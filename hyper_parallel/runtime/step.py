@@ -13,6 +13,7 @@ from torch.distributed.fsdp import FSDPModule
 from hyper_parallel.platform.collectives import all_reduce_sum, sum_counts
 from hyper_parallel.runtime.loss import LossScaler, count_tokens, token_loss_sum
 from hyper_parallel.runtime.optim import clip_grad_norm_
+from hyper_parallel.utils.data_types import IMAGE_KEYS, IMAGES_PER_ROW
 
 
 class TokenLoss(Protocol):
@@ -60,7 +61,7 @@ class StepResult:
 #: Batch keys that stay on the host: the images' patch grids, which the vision tower reads
 #: back as Python ints (on a GPU every read would wait for the device), and how many images
 #: each row holds (read by a split of the rows).
-HOST_KEYS = ("image_grid_thw", "images_per_row")
+HOST_KEYS = ("image_grid_thw", IMAGES_PER_ROW)
 
 
 def move_to_device(batch: Any, device: torch.device) -> Any:
@@ -71,10 +72,6 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, (list, tuple)):
         return type(batch)(move_to_device(v, device) for v in batch)
     return batch
-
-
-#: The keys of a batch that carry images (transformers' names), passed to the model when present.
-IMAGE_KEYS = ("pixel_values", "image_grid_thw")
 
 
 def forward_logits(model: torch.nn.Module, batch: dict) -> torch.Tensor:

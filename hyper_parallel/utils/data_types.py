@@ -65,6 +65,15 @@ TYPES_USING_TEXT_KEY: tuple[str, ...] = ("jsonl", "hf_datasets", "json_file")
 #: Types whose samples differ in length (collate pads them to the batch's longest).
 VARIABLE_LENGTH_TYPES: tuple[str, ...] = ("hf_datasets", "json_file")
 
+#: An image-text batch's images, by transformers' names: ``pixel_values`` ``(patches,
+#: patch_dim)`` and ``image_grid_thw`` ``(images, 3)``, the rows' images in row order (not
+#: row-aligned: each row holds its own number of them).
+IMAGE_KEYS: tuple[str, ...] = ("pixel_values", "image_grid_thw")
+
+#: The batch key of how many images each row holds (``(B,)``): what a split of the rows deals
+#: the images by.
+IMAGES_PER_ROW = "images_per_row"
+
 #: Types that must be read in file order (the loader may not shuffle them).
 ORDERED_TYPES: tuple[str, ...] = ("preset_pt",)
 
@@ -184,6 +193,8 @@ def unsupported_type_message(value: object, field: str) -> str:
 
 __all__ = [
     "DATA_TYPES",
+    "IMAGES_PER_ROW",
+    "IMAGE_KEYS",
     "LEGACY_DATA_FIELDS",
     "ORDERED_TYPES",
     "REFUSED_DATA_TYPES",
