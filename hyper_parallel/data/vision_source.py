@@ -14,20 +14,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from hyper_parallel.data.sft import resolve_json_files
+from hyper_parallel.utils.data_types import LEGACY_DATA_FIELDS
 
 
 def holds_images(dataset: Any) -> bool:
     """Whether ``dataset``'s samples carry images (its ``holds_images``; through a ``Subset``)."""
     return bool(getattr(getattr(dataset, "dataset", dataset), "holds_images", False))
-
-
-VISION_DATA_FIELDS = {
-    "messages_key": "data.messages_key",
-    "image_key": "data.image_key",
-    "processor_path": "data.processor_path",
-    "vl_grid": "data.vl_grid_t/h/w",
-}
-"""How errors name the image settings, by role (the legacy keys by default)."""
 
 
 def holds_chat_records(path: str, messages_key: str, path_field: str) -> bool:
@@ -78,7 +70,7 @@ def build_vision_dataset(
         vision_tokens,
     )
 
-    names = {**VISION_DATA_FIELDS, **(fields or {})}
+    names = {**LEGACY_DATA_FIELDS, **(fields or {})}
     if vision is None:
         raise ValueError(
             f"{names['type']}={type!r} gives image-text batches, but the model has no vision "

@@ -101,6 +101,10 @@ LEGACY_DATA_FIELDS: dict[str, str] = {
     "shuffle": "data.shuffle",
     "streaming": "data.streaming",
     "num_workers": "data.num_workers",
+    "messages_key": "data.messages_key",
+    "image_key": "data.image_key",
+    "processor_path": "data.processor_path",
+    "vl_grid": "data.vl_grid_t/h/w",
 }
 
 @dataclass(frozen=True)
