@@ -10,10 +10,12 @@ pre-tokenized batches replayed in file order), then :func:`hyper_parallel.data.b
 ``local_batch_size`` samples per batch, tail dropped) with ``collate`` padding ``input_ids``
 with the tokenizer's pad id (0 without a tokenizer), ``labels`` with -100, to the batch's
 longest sample rounded up to ``pad_to_multiple_of``. Same settings, same batches, in the same
-order. With ``streaming`` (``hf_datasets`` / ``json_file``) the dataset is instead this rank's
-share of a ``datasets`` stream (:func:`hyper_parallel.data.streaming.build_streaming_dataset`:
-``split_dataset_by_node``, a seeded shuffle buffer, ``max_samples`` the global sample budget of
-an epoch), batched by the same loader without a sampler.
+order. With ``streaming`` (``hf_datasets`` / ``json_file``, image-text chat records included)
+the dataset is instead this rank's share of a ``datasets`` stream
+(:func:`hyper_parallel.data.streaming.build_streaming_dataset`, or for chat records
+:func:`hyper_parallel.data.vision_source.build_vision_stream`: ``split_dataset_by_node``, a
+seeded shuffle buffer, ``max_samples`` the global sample budget of an epoch), batched by the
+same loader without a sampler.
 
 Resumable: ``state_dict()`` is the ``StatefulDataLoader`` state (position, epoch and layout;
 a stream's own position among it); ``load_state_dict`` on a freshly built loader continues with
@@ -388,10 +390,17 @@ class BaseDataLoader(Configurable):
         c = self.config
         if c.dataset == "json_file" and holds_chat_records(
                 c.dataset_path, c.messages_key, self._field("path")):
-            raise ValueError(
-                f"{self._field('streaming')}=True: image-text chat records are not streamed "
-                "(each sample reads its image files); load them (streaming False)"
-            )
+            from hyper_parallel.data.vision_source import build_vision_stream
+
+            # Image-text chat records: each rank reads its share's images as they come.
+            source = self._source(tokenizer, seq_len, vocab_size)
+            self.holds_images = True
+            return build_vision_stream(
+                vision=self.vision, train_path=c.dataset_path, max_seq_len=seq_len,
+                tokenizer=tokenizer, dp_rank=dp_rank, dp_size=dp_world_size, seed=seed,
+                shuffle=c.shuffle, max_samples=c.max_samples, messages_key=c.messages_key,
+                image_key=c.image_key, processor_path=c.processor_path,
+                fields=source["fields"])
         return build_streaming_dataset(
             self.config.dataset, dp_rank=dp_rank, dp_size=dp_world_size, seed=seed,
             shuffle=self.config.shuffle, **self._source(tokenizer, seq_len, vocab_size))

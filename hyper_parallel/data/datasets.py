@@ -294,7 +294,7 @@ def build_dataset(
             type, vision=vision, train_path=train_path, max_seq_len=max_seq_len,
             tokenizer=tokenizer, vocab_size=vocab_size,
             num_samples=num_samples if max_samples is None else max_samples, fields=names,
-            **images)
+            limit=max_samples, **images)
         return first_samples(dataset, max_samples, field=names["max_samples"])
     if type == "dummy":
         if max_samples is None and num_samples is None:

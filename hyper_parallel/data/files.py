@@ -51,6 +51,16 @@ def decode_utf8(raw: bytes, where: str) -> str:
         raise ValueError(f"{where}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
 
 
+def json_line(line: str, where: str, expected: str) -> Any:
+    """The object of one JSON-lines ``line`` (at ``where``, ``file:line``); a line that is not
+    JSON is a ``ValueError`` naming its place, then ``expected`` (what a line should hold)."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno}); "
+                         f"{expected}") from exc
+
+
 def json_lines(file: str, expected: str) -> Iterator[tuple[str, Any]]:
     """``(file:line, object)`` for every non-blank line of the JSON-lines ``file``, read line
     by line; a line that is not UTF-8 or not JSON is a ``ValueError`` naming its place, then
@@ -59,11 +69,5 @@ def json_lines(file: str, expected: str) -> Iterator[tuple[str, Any]]:
         for lineno, raw in enumerate(fh, start=1):
             where = f"{file}:{lineno}"
             line = decode_utf8(raw, where)
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno}); "
-                                 f"{expected}") from exc
-            yield where, obj
+            if line.strip():
+                yield where, json_line(line, where, expected)

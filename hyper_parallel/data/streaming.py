@@ -19,6 +19,13 @@ from its start when it runs out first; without a budget an epoch ends when the s
          or text records, told by the first record; hf_datasets: the text under text_key), the
          budget counted, the position kept for checkpoints
 
+``json_file`` chat records with images (:func:`~.vision_source.build_vision_stream`) take the same
+path from :func:`json_lines_source` (the files' lines, one shard a file: an Arrow schema cannot
+hold records whose contents are a string in one and a list of parts in the next) through
+:func:`stream_records`; their encoder (:class:`~.chat_records.ChatStreamEncoder`) reads a
+record's images when the record comes to this rank, so each rank opens the images of its share
+only, and leaves out (logged) a record whose images cannot fit ``max_seq_len``.
+
 **The budget** (``max_samples``, legacy ``data.train_size``) is split evenly: every rank yields
 ``max_samples // dp_size`` samples an epoch (the remainder is dropped, as the
 ``DistributedSampler`` of the map-style datasets drops it: every rank must run the same number of
@@ -97,6 +104,8 @@ class StreamingDataset(IterableDataset):
                  drop_nulls: bool, fields: Mapping[str, str]) -> None:
         self.source = source
         self.encoder = encoder
+        #: Whether its samples carry images (the loader collates them with collate_vision).
+        self.holds_images = bool(getattr(encoder, "holds_images", False))
         self.path = path
         self.shuffle = shuffle
         self.samples_per_rank = samples_per_rank
@@ -146,10 +155,10 @@ class StreamingDataset(IterableDataset):
             record = {k: v for k, v in record.items() if v is not None}
         try:
             encoded = self.encoder(record, self._where(number))
-        except ValueError as exc:  # the record's content: the user's data to fix
+        except (ValueError, OSError) as exc:  # the record's content: the user's data to fix
             raise ConfigError(str(exc)) from None
-        if encoded is None:
-            return None
+        if encoded is None or isinstance(encoded, Mapping):  # left out, or a whole sample
+            return encoded
         ids, prompt_len = encoded
         input_ids = torch.tensor(ids, dtype=torch.long)
         labels = input_ids.clone()
@@ -297,22 +306,10 @@ def build_streaming_dataset(
     check_max_seq_len(max_seq_len)
     if not train_path:
         raise ValueError(f"{names['type']}={type!r} needs {path_field}")
-    if max_samples is None and dp_size > 1:
-        raise ValueError(
-            f"{names['max_samples']} is unset, but {names['streaming']}=True on {dp_size} "
-            "data-parallel ranks needs it: it is the sample budget of an epoch, of which every "
-            f"rank reads {names['max_samples']} // {dp_size}. Without it an epoch would end "
-            "where each rank's share of the stream does, at a different step on each rank; "
-            f"set {names['max_samples']}")
-    per_rank = None if max_samples is None else max_samples // dp_size
-    if per_rank == 0:
-        raise ValueError(f"{names['max_samples']}={max_samples} is fewer than the {dp_size} "
-                         f"data-parallel ranks: each would read {max_samples} // {dp_size} = 0 "
-                         "samples an epoch")
+    _samples_per_rank(max_samples, dp_size, names)
     tokenizer = text_tokenizer(tokenizer, vocab_size)
 
     import datasets
-    from datasets.distributed import split_dataset_by_node
 
     from hyper_parallel.data.hf import _quiet_progress, hf_offline, load_train_split
 
@@ -347,17 +344,81 @@ def build_streaming_dataset(
             stream = stream.select_columns([text_key])
         encoder = RecordEncoder(TEXT, tokenizer=tokenizer, max_seq_len=max_seq_len,
                                 text_key=text_key, fields=names)
-    stream = stream.map(_number, with_indices=True)
+    return stream_records(stream, encoder, train_path=train_path, dp_rank=dp_rank,
+                          dp_size=dp_size, seed=seed, shuffle=shuffle, max_samples=max_samples,
+                          drop_nulls=type == "json_file", fields=names)
+
+
+def _samples_per_rank(max_samples: int | None, dp_size: int,
+                      names: Mapping[str, str]) -> int | None:
+    """Each rank's samples an epoch: ``max_samples // dp_size`` (module docstring)."""
+    if max_samples is None and dp_size > 1:
+        raise ValueError(
+            f"{names['max_samples']} is unset, but {names['streaming']}=True on {dp_size} "
+            "data-parallel ranks needs it: it is the sample budget of an epoch, of which every "
+            f"rank reads {names['max_samples']} // {dp_size}. Without it an epoch would end "
+            "where each rank's share of the stream does, at a different step on each rank; "
+            f"set {names['max_samples']}")
+    per_rank = None if max_samples is None else max_samples // dp_size
+    if per_rank == 0:
+        raise ValueError(f"{names['max_samples']}={max_samples} is fewer than the {dp_size} "
+                         f"data-parallel ranks: each would read {max_samples} // {dp_size} = 0 "
+                         "samples an epoch")
+    return per_rank
+
+
+def stream_records(
+    source: Any,
+    encoder: Any,
+    *,
+    train_path: str,
+    dp_rank: int,
+    dp_size: int,
+    seed: int,
+    shuffle: bool,
+    max_samples: int | None,
+    drop_nulls: bool = False,
+    fields: Mapping[str, str] | None = None,
+) -> StreamingDataset:
+    """This rank's :class:`StreamingDataset` of ``source`` (a ``datasets.IterableDataset`` of
+    records): numbered, shuffled in the seeded buffer with ``shuffle``, split over the
+    data-parallel ranks, each record made into its sample by ``encoder(record, where)`` (``(ids,
+    prompt tokens)``, a sample dict, or None to leave it out). ``max_samples`` is the global
+    budget of an epoch."""
+    from datasets.distributed import split_dataset_by_node
+
+    names = {**LEGACY_FIELDS, **(fields or {})}
+    per_rank = _samples_per_rank(max_samples, dp_size, names)
+    stream = source.map(_number, with_indices=True)
     if shuffle:
         stream = stream.shuffle(seed=seed, buffer_size=STREAM_SHUFFLE_BUFFER)
     stream = split_dataset_by_node(stream, rank=dp_rank, world_size=dp_size)
     dataset = StreamingDataset(stream, encoder, path=train_path, dp_rank=dp_rank,
                                dp_size=dp_size, seed=seed, shuffle=shuffle,
-                               samples_per_rank=per_rank, drop_nulls=type == "json_file",
-                               fields=names)
+                               samples_per_rank=per_rank, drop_nulls=drop_nulls, fields=names)
     if dp_rank == 0:
         logger.info("%s", dataset.describe())
     return dataset
+
+
+def _json_lines_rows(files: list[str]) -> Iterator[dict]:
+    """The non-blank lines of ``files`` as rows ``{"file", "line", "raw"}`` (bytes: a record
+    is decoded and parsed by its encoder, which names its line)."""
+    for file in files:
+        with open(file, "rb") as fh:
+            for number, raw in enumerate(fh, start=1):
+                if raw.strip():
+                    yield {"file": file, "line": number, "raw": raw}
+
+
+def json_lines_source(files: list[str]) -> Any:
+    """The lines of the JSON-lines ``files`` as a ``datasets.IterableDataset`` (one shard a
+    file), for records whose shape an Arrow schema cannot hold -- chat records, whose contents
+    are strings in one record and lists of parts in the next."""
+    import datasets
+
+    return datasets.IterableDataset.from_generator(_json_lines_rows,
+                                                   gen_kwargs={"files": list(files)})
 
 
 __all__ = ["RECORD_NUMBER", "StreamingDataset", "build_streaming_dataset"]

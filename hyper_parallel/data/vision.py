@@ -15,8 +15,10 @@ always -100: there is nothing to predict about them.
 * :class:`VisionDummyDataset` -- synthetic samples (the legacy ``vl_dummy``): one random image and
   random text, no files;
 * :class:`ImageTextDataset` -- chat records with images from JSON lines files, loss only on the
-  assistant answers; images are preprocessed by transformers' ``Qwen2VLImageProcessor``
-  (:func:`image_processor`) in ``__getitem__``, so DataLoader workers do the work;
+  assistant answers (the records themselves: :mod:`~hyper_parallel.data.chat_records`); images
+  are preprocessed by transformers' ``Qwen2VLImageProcessor`` (:func:`image_processor`) in
+  ``__getitem__``, so DataLoader workers do the work, within the pixel budget that makes each
+  record fit its row (:mod:`~hyper_parallel.data.image_budget`);
 * :func:`collate_vision` -- one sample per row, right-padded (:func:`~.loader.collate`); pixels
   and grids of the batch's images concatenated in row order.
 
@@ -33,6 +35,7 @@ importing this module costs no more than the rest of :mod:`hyper_parallel.data`.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -255,25 +258,6 @@ class VisionDummyDataset(Dataset):
 # Chat records with images
 # ----------------------------------------------------------------------------------------------
 
-# A rendered record is a list of pieces: ``(ids, trained)`` runs of tokens, or the int ``k`` for
-# the record's k-th image, whose span is only known once the image is processed.
-_Piece = tuple[list[int], bool] | int
-
-
-@dataclass(frozen=True)
-class _Slot:
-    """Where an image goes in a message: its own path (an image part naming one) or None (the
-    record's next image)."""
-
-    path: str | None = None
-
-
-@dataclass(frozen=True)
-class _Record:
-    where: str  # file:line
-    images: tuple[str, ...]  # absolute paths, in placeholder order
-    pieces: tuple[_Piece, ...]
-
 
 class ImageTextDataset(Dataset):
     """Chat records with images, rendered as Qwen's ChatML, one sample per record.
@@ -300,12 +284,22 @@ class ImageTextDataset(Dataset):
     follows a newline or a special token, where byte-level BPE pre-tokenizers split anyway,
     the ids equal tokenizing the rendered string unless a content starts with whitespace.
 
-    ``__init__`` reads, checks and tokenizes every record (errors name ``file:line``: bad JSON,
-    missing keys, unknown roles, missing image files, marker/image count mismatches, a text that
-    encodes to a special id). ``__getitem__`` reads and preprocesses the record's images with
-    ``processor`` (so DataLoader workers do it) and builds the sample. A sample longer than
-    ``max_seq_len`` is cut to it when all its image spans fit before the cut; otherwise it is a
-    ``ValueError`` naming the record.
+    Length: a record's images are resized within what its row can hold -- the processor's
+    ``max_pixels``, lowered for a record whose text and images would end past ``max_seq_len``
+    (:mod:`~hyper_parallel.data.image_budget`) -- and text after the last image is cut at
+    ``max_seq_len``, as a text sample is. A sample is never cut inside an image.
+
+    ``__init__`` reads and checks the structure of every record -- the first ``limit`` of them
+    (``max_samples``) when it is set -- (errors name ``file:line``: bad JSON, missing keys,
+    unknown roles, marker/image count mismatches) and then checks, before step 1, everything
+    that could stop a sample later
+    (:func:`~hyper_parallel.data.image_scan.check_records`): each rank of the process group
+    tokenizes its share of the records and reads its share's image headers (sizes, not pixels);
+    the ranks gather what they found and every rank raises one error naming every record that
+    cannot train -- a missing or unreadable image, a text that encodes to a special id, images
+    that cannot fit ``max_seq_len`` even at the processor's ``min_pixels``. ``__getitem__``
+    decodes and preprocesses the record's images (so DataLoader workers do it) and builds the
+    sample. Without a process group the one process is the whole world.
     """
 
     #: Its samples carry images (the loader collates them with :func:`collate_vision`).
@@ -315,220 +309,40 @@ class ImageTextDataset(Dataset):
                  processor: Any = None, tokens: VisionTokens | None = None,
                  messages_key: str = "messages", image_key: str = "image",
                  path_field: str = "data.train_path",
-                 length_field: str = "data.max_seq_len") -> None:
+                 length_field: str = "data.max_seq_len", limit: int | None = None) -> None:
+        from hyper_parallel.data.chat_records import ChatRecords
+        from hyper_parallel.data.image_scan import check_records
+
         if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or max_seq_len < 1:
             raise ValueError(f"{length_field} must be a positive int, got {max_seq_len!r}")
         self.length_field = length_field
         self.tokenizer, self.max_seq_len = tokenizer, max_seq_len
         self.tokens = tokens if tokens is not None else vision_tokens(tokenizer, chat=True)
-        if self.tokens.im_start_token_id is None or self.tokens.im_end_token_id is None:
-            raise ValueError("ImageTextDataset renders ChatML: tokens needs im_start_token_id "
-                             "and im_end_token_id (vision_tokens(tokenizer, chat=True))")
         self.processor = processor if processor is not None else image_processor(None)
-        self.merge_size = int(self.processor.merge_size)
+        self.chat = ChatRecords(tokenizer=tokenizer, tokens=self.tokens,
+                                processor=self.processor, max_seq_len=max_seq_len,
+                                messages_key=messages_key, image_key=image_key,
+                                length_field=length_field)
+        self.merge_size = self.chat.merge_size
         self.messages_key, self.image_key = messages_key, image_key
         self.source = path
-        files = resolve_data_files(path, suffix=".jsonl", path_field=path_field)
-        self.records = self._render([r for f in files for r in self._read(f)])
+        self.records = list(itertools.islice(self._read(path, path_field), limit))
         if not self.records:
             raise ValueError(f"{path_field}={path!r}: no records")
+        check_records(self.records, self.chat, source=path, path_field=path_field)
 
-    # -- reading ----------------------------------------------------------------------------
-
-    def _read(self, file: str) -> Iterator[tuple[str, str, list, list[str]]]:
-        """``(where, folder, messages, image paths)`` of every record of ``file``, checked."""
-        folder = os.path.dirname(os.path.abspath(file))
-        for where, obj in json_lines(file, "expected one record per line"):
-            if not isinstance(obj, dict):
-                raise ValueError(f"{where}: expected a JSON object, got "  # noqa: TRY004
-                                 f"{type(obj).__name__}")
-            messages = obj.get(self.messages_key)
-            if messages is None:
-                raise ValueError(f"{where}: no key {self.messages_key!r} (messages_key); the "
-                                 f"object has keys {sorted(obj)}")
-            if not isinstance(messages, list) or not messages:
-                raise ValueError(f"{where}: {self.messages_key!r} must be a non-empty list "
-                                 "of messages")
-            yield (where, folder, messages,
-                   self._image_paths(obj.get(self.image_key), folder, where))
-
-    def _image_paths(self, value: Any, folder: str, where: str) -> list[str]:
-        if value is None:
-            return []
-        paths = [value] if isinstance(value, str) else value
-        if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
-            raise ValueError(f"{where}: {self.image_key!r} (image_key) must be a path or a list "
-                             f"of paths, got {value!r:.80}")
-        return [self._image_file(p, folder, where) for p in paths]
-
-    @staticmethod
-    def _image_file(path: str, folder: str, where: str) -> str:
-        full = os.path.join(folder, os.path.expanduser(path))
-        if not os.path.isfile(full):
-            raise FileNotFoundError(f"{where}: image {path!r} not found (looked at {full!r}; "
-                                    "relative paths start at the jsonl file's folder)")
-        return full
-
-    # -- rendering --------------------------------------------------------------------------
-
-    def _render(self, raw: list[tuple[str, str, list, list[str]]]) -> list[_Record]:
-        """ChatML pieces of every record; the text of all records is encoded in one batch."""
-        drafts = [self._draft(*r) for r in raw]
-        texts = [p[0] for _, _, pieces in drafts for p in pieces if isinstance(p, tuple)
-                 and isinstance(p[0], str)]
-        encoded = iter(self.tokenizer.encode_batch(texts))
-        special = set(self.tokens.ids)
-        records = []
-        for where, images, pieces in drafts:
-            out: list[_Piece] = []
-            for piece in pieces:
-                if isinstance(piece, tuple) and isinstance(piece[0], str):
-                    ids = list(next(encoded))
-                    if special.intersection(ids):
-                        raise ValueError(f"{where}: the text {piece[0]!r:.60} encodes to a "
-                                         "vision/chat special token id; text must not")
-                    piece = (ids, piece[1])
-                out.append(piece)
-            records.append(_Record(where, tuple(images), tuple(out)))
-        return records
-
-    def _draft(self, where: str, folder: str, messages: list, images: list[str]
-               ) -> tuple[str, list[str], list]:
-        """Pieces with text still as strings; image pieces index the final image list."""
-        parts_by_message = []
-        for i, message in enumerate(messages):
-            if not isinstance(message, dict):
-                raise ValueError(  # noqa: TRY004 - bad file content, like the other data errors
-                    f"{where}: message {i} is {type(message).__name__}, expected an object with "
-                    "'role' and 'content'")
-            role = message.get("role")
-            if role not in ROLES:
-                raise ValueError(f"{where}: message {i} has role {role!r}; expected one of "
-                                 f"{', '.join(ROLES)}")
-            parts = self._parts(message.get("content"), where, i)
-            if role != "user" and any(isinstance(p, _Slot) for p in parts):
-                raise ValueError(f"{where}: message {i} ({role}) holds an image; images go in "
-                                 "user messages")
-            parts_by_message.append((role, parts))
-        if not any(role == "assistant" for role, _ in parts_by_message):
-            raise ValueError(f"{where}: no assistant message, so nothing to train on")
-
-        slots = sum(isinstance(p, _Slot) for _, parts in parts_by_message for p in parts)
-        queue = list(images)
-        if slots == 0 and queue:  # no marker: all images open the first user message
-            first_user = next((k for k, (r, _) in enumerate(parts_by_message) if r == "user"),
-                              None)
-            if first_user is None:
-                raise ValueError(f"{where}: the record has images but no user message")
-            role, parts = parts_by_message[first_user]
-            parts_by_message[first_user] = (role, [_Slot()] * len(queue) + parts)
-        ordered: list[str] = []
-        pieces: list = []
-        tok = self.tokens
-        for role, parts in parts_by_message:
-            trained = role == "assistant"
-            pieces += [([tok.im_start_token_id], False), (f"{role}\n", False)]
-            for part in parts:
-                if isinstance(part, str):
-                    if part:
-                        pieces.append((part, trained))
-                    continue
-                if part.path is not None:
-                    ordered.append(self._image_file(part.path, folder, where))
-                elif queue:
-                    ordered.append(queue.pop(0))
-                else:
-                    raise ValueError(f"{where}: more image placeholders ({IMAGE_MARKER!r} "
-                                     f"markers or image parts) than the {len(images)} image(s) "
-                                     f"under {self.image_key!r} (image_key)")
-                pieces.append(len(ordered) - 1)
-            pieces += [([tok.im_end_token_id], trained), ("\n", False)]
-        if queue:
-            raise ValueError(f"{where}: {len(images)} image(s) under {self.image_key!r} but only "
-                             f"{len(images) - len(queue)} placeholder(s) for them "
-                             f"({IMAGE_MARKER!r} markers or image parts) in the messages")
-        return where, ordered, pieces
-
-    @staticmethod
-    def _parts(content: Any, where: str, i: int) -> list[str | _Slot]:
-        """A message's content as text strings and image slots, in order."""
-        if isinstance(content, str):
-            chunks = content.split(IMAGE_MARKER)
-            out: list = [chunks[0]]
-            for chunk in chunks[1:]:
-                out += [_Slot(), chunk]
-            return out
-        if not isinstance(content, list):
-            raise ValueError(  # noqa: TRY004
-                f"{where}: message {i} content must be a string or a list of parts, got "
-                f"{type(content).__name__}")
-        out = []
-        for part in content:
-            if isinstance(part, str):
-                out += ImageTextDataset._parts(part, where, i)
-            elif isinstance(part, dict) and part.get("type", "text") == "text":
-                text = part.get("text")
-                if not isinstance(text, str):
-                    raise ValueError(  # noqa: TRY004
-                        f"{where}: message {i}: a text part needs a string 'text'")
-                out += ImageTextDataset._parts(text, where, i)
-            elif isinstance(part, dict) and part.get("type") == "image":
-                path = part.get("image", part.get("path"))
-                out.append(_Slot(path if isinstance(path, str) and path else None))
-            else:
-                raise ValueError(f"{where}: message {i}: unsupported content part {part!r:.80} "
-                                 "(strings, {'type': 'text', 'text': ...} or {'type': 'image'})")
-        return out
-
-    # -- samples ----------------------------------------------------------------------------
+    def _read(self, path: str, path_field: str) -> Iterator[Any]:
+        """The drafted records of the files ``path`` names, in order, read as they are taken."""
+        for file in resolve_data_files(path, suffix=".jsonl", path_field=path_field):
+            folder = os.path.dirname(os.path.abspath(file))
+            for where, obj in json_lines(file, "expected one record per line"):
+                yield self.chat.read(obj, where, folder)
 
     def __len__(self) -> int:
         return len(self.records)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        record = self.records[index]
-        sample: dict[str, torch.Tensor] = {}
-        counts: list[int] = []
-        if record.images:
-            sample = self._pixels(record)
-            counts = placeholder_counts(sample["image_grid_thw"], self.merge_size)
-        ids: list[int] = []
-        labels: list[int] = []
-        images_end = 0
-        for piece in record.pieces:
-            if isinstance(piece, int):
-                span = image_span(counts[piece], self.tokens)
-                ids += span
-                labels += [IGNORE_INDEX] * len(span)
-                images_end = len(ids)
-            else:
-                run, trained = piece
-                ids += run
-                labels += run if trained else [IGNORE_INDEX] * len(run)
-        if len(ids) > self.max_seq_len:
-            if images_end > self.max_seq_len:
-                raise ValueError(
-                    f"{record.where}: the sample is {len(ids)} tokens, more than "
-                    f"{self.length_field}={self.max_seq_len}, and its images reach token "
-                    f"{images_end}, so it cannot be cut without splitting an image; raise "
-                    f"{self.length_field} or lower the processor's max_pixels")
-            ids, labels = ids[: self.max_seq_len], labels[: self.max_seq_len]
-        return {"input_ids": torch.tensor(ids, dtype=torch.long),
-                "labels": torch.tensor(labels, dtype=torch.long), **sample}
-
-    def _pixels(self, record: _Record) -> dict[str, torch.Tensor]:
-        from PIL import Image
-
-        images = []
-        for path in record.images:
-            try:
-                with Image.open(path) as image:
-                    images.append(image.convert("RGB"))
-            except (OSError, ValueError) as exc:
-                raise ValueError(f"{record.where}: cannot read image {path!r}: {exc}") from exc
-        out = self.processor(images=images, return_tensors="pt")
-        return {"pixel_values": out["pixel_values"].to(torch.float32),
-                "image_grid_thw": out["image_grid_thw"].to(torch.long)}
+        return self.chat.sample(self.records[index])
 
     def describe(self) -> str:
         """One line for the training log."""

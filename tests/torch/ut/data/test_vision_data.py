@@ -208,16 +208,18 @@ def test_markers_parts_and_text_only(tmp_path, tok, vt, proc):
 
 def test_truncation_keeps_images_whole(tmp_path, tok, proc):
     long_answer = " ".join(["three red circles"] * 20)
-    file = write_jsonl(tmp_path / "t.jsonl", [
-        {"messages": qa("Describe.", long_answer), "image": image(0)},
-        {"messages": qa("Describe " * 30 + "<image>", "red"), "image": image(0)},
-    ])
-    ds = ImageTextDataset(file, tokenizer=tok, max_seq_len=32, processor=proc)
+    records = [{"messages": qa("Describe.", long_answer), "image": image(0)},
+               {"messages": qa("Describe " * 30 + "<image>", "red"), "image": image(0)}]
+    file = write_jsonl(tmp_path / "t.jsonl", records)
+    # The record whose image cannot fit is refused when the dataset is built, before step 1,
+    # not when a loader worker first draws it.
+    with pytest.raises(ValueError, match=rf"{file}:2: .*cannot be cut without splitting an image"):
+        ImageTextDataset(file, tokenizer=tok, max_seq_len=32, processor=proc)
+    ds = ImageTextDataset(write_jsonl(tmp_path / "first.jsonl", records[:1]), tokenizer=tok,
+                          max_seq_len=32, processor=proc)
     sample = ds[0]
     assert sample["input_ids"].shape == (32,)
     assert trained_text(tok, sample).startswith("three red")  # cut inside the answer
-    with pytest.raises(ValueError, match=rf"{file}:2: .*cannot be cut without splitting an image"):
-        ds[1]
 
 
 @pytest.mark.parametrize(("record", "error", "match"), [
