@@ -299,7 +299,8 @@ class ImageTextDataset(Dataset):
     cannot train -- a missing or unreadable image, a text that encodes to a special id, images
     that cannot fit ``max_seq_len`` even at the processor's ``min_pixels``. ``__getitem__``
     decodes and preprocesses the record's images (so DataLoader workers do it) and builds the
-    sample. Without a process group the one process is the whole world.
+    sample. With a process group up, building it is a collective (every rank builds it, as
+    every rank builds its data loader); without one the one process is the whole world.
     """
 
     #: Its samples carry images (the loader collates them with :func:`collate_vision`).

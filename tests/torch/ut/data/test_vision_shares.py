@@ -239,6 +239,23 @@ def test_a_streamed_record_too_long_for_its_row_is_left_out_and_named(tmp_path, 
     assert "left out of the stream" in caplog.text
 
 
+def test_a_streamed_record_missing_its_image_is_bad_input_naming_it(tmp_path):
+    """Not a size: the run cannot train what the user meant, so it ends as a text stream's bad
+    record does (``ConfigError``: exit 2), naming the setting and the record."""
+    from hyper_parallel.utils.errors import ConfigError
+
+    lost = {3: {"messages": [{"role": "user", "content": "<image>What colour?"},
+                             {"role": "assistant", "content": "red"}], "image": "lost.png"}}
+    path = write_corpus(tmp_path, extra=lost)
+    config = BaseDataLoader.Config(dataset="json_file", dataset_path=path, streaming=True,
+                                   shuffle=False, pin_memory=False, processor_path=PROCESSOR)
+    loader = config.build(dp_world_size=1, dp_rank=0, local_batch_size=1, seq_len=64,
+                          tokenizer=tokenizer(), vocab_size=VOCAB, vision=VISION)
+    with pytest.raises(ConfigError, match=rf"^BaseDataLoader\.Config\.dataset_path: {path}:4: "
+                                          r"image 'lost\.png' not found"):
+        list(loader)
+
+
 # ------------------------------------------------------------------------------ the engine
 
 
