@@ -28,7 +28,7 @@ import torch.distributed as dist
 from hyper_parallel.platform.collectives import all_reduce_sum, sum_counts
 from hyper_parallel.runtime.loss import LossScaler
 from hyper_parallel.runtime.optim import clip_grad_norm_
-from hyper_parallel.runtime.step import StepResult, move_to_device
+from hyper_parallel.runtime.step import StepResult, image_inputs, move_to_device
 from hyper_parallel.utils.choices import IGNORE_INDEX
 from hyper_parallel.utils.data_types import IMAGE_KEYS, IMAGES_PER_ROW
 
@@ -162,8 +162,9 @@ def with_row_images(micro_batches: Sequence[dict], seq_len: int | None = None) -
 
 def _run_schedule(pipeline: Any, batch: dict, *, train: bool) -> None:
     args = (batch["input_ids"],) if pipeline.has_first_stage else ()
-    kwargs = {k: batch[k] for k in ("position_ids", "pixel_values", "image_grid_thw")
-              if k in batch}
+    # The grids travel as a HostTensor (image_inputs): the schedule cuts it with the rest, and
+    # the stage's FSDP root pre-forward leaves it on the host.
+    kwargs = {k: batch[k] for k in ("position_ids",) if k in batch} | image_inputs(batch)
     target = batch["labels"] if pipeline.has_last_stage else None
     losses: list | None = [] if pipeline.has_last_stage else None
     run = pipeline.schedule.step if train else pipeline.schedule.eval

@@ -14,6 +14,7 @@ from hyper_parallel.platform.collectives import all_reduce_sum, sum_counts
 from hyper_parallel.runtime.loss import LossScaler, count_tokens, token_loss_sum
 from hyper_parallel.runtime.optim import clip_grad_norm_
 from hyper_parallel.utils.data_types import IMAGE_KEYS, IMAGES_PER_ROW
+from hyper_parallel.utils.host_data import HostTensor
 
 
 class TokenLoss(Protocol):
@@ -59,8 +60,8 @@ class StepResult:
 
 
 #: Batch keys that stay on the host: the images' patch grids, which the vision tower reads
-#: back as Python ints (on a GPU every read would wait for the device), and how many images
-#: each row holds (read by a split of the rows).
+#: as Python ints (on a GPU every read of a device tensor would wait for the device's queue),
+#: and how many images each row holds (read by a split of the rows).
 HOST_KEYS = ("image_grid_thw", IMAGES_PER_ROW)
 
 
@@ -74,9 +75,18 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
+def image_inputs(batch: dict) -> dict:
+    """The batch's images as the model takes them: ``pixel_values`` as moved, and the host
+    keys' tensors in a :class:`~hyper_parallel.utils.host_data.HostTensor`, which FSDP2's root
+    pre-forward leaves on the host (it moves every bare tensor of the forward's arguments to
+    the device) and a pipeline schedule still cuts into micro-batches."""
+    return {key: HostTensor.of(batch[key]) if key in HOST_KEYS else batch[key]
+            for key in IMAGE_KEYS if key in batch}
+
+
 def forward_logits(model: torch.nn.Module, batch: dict) -> torch.Tensor:
-    images = {key: batch[key] for key in IMAGE_KEYS if key in batch}
-    return model(batch["input_ids"], position_ids=batch.get("position_ids"), **images)
+    return model(batch["input_ids"], position_ids=batch.get("position_ids"),
+                 **image_inputs(batch))
 
 
 def _loss_functions(

@@ -30,7 +30,7 @@ from .mlp import Qwen3_5MLP
 from .norms import Qwen3_5RMSNorm
 from .rope import Qwen3_5RotaryEmbedding
 from .vision import Qwen3_5VisionModel, Qwen3_5VisionRotaryEmbedding
-from .vision_positions import unpack_row_images
+from .vision_positions import GridInput, image_grids, unpack_row_images
 from hyper_parallel.utils.module_names import strip_wrapper_prefixes
 
 
@@ -114,16 +114,20 @@ class Qwen3_5Decoder(nn.Module):
         input_ids: torch.Tensor,
         position_ids: torch.Tensor | None = None,
         pixel_values: torch.Tensor | None = None,
-        image_grid_thw: torch.Tensor | None = None,
+        image_grid_thw: GridInput | None = None,
     ) -> torch.Tensor:
         """Token ids ``(B, S)`` -> final hidden states ``(B, S, H)``.
 
         With images (an image-text model): ``pixel_values`` ``(patches, patch_dim)`` and
         ``image_grid_thw`` ``(images, 3)``, the images of the rows in order, fill the
-        placeholder tokens; ``position_ids`` then defaults to the three-row positions. A
+        placeholder tokens; ``position_ids`` then defaults to the three-row positions (made
+        from the ids' values: the data loader's, made on the host, spare the wait). A
         pipeline micro-batch carries them row-aligned instead (``pixel_values`` ``(B, P,
         patch_dim)``, ``image_grid_thw`` ``(B, I, 3)``, ``position_ids`` ``(B, 3, S)``:
         :func:`~.vision_positions.row_images`); only the first stage places the images.
+        ``image_grid_thw`` is host data: a
+        :class:`~hyper_parallel.utils.host_data.HostTensor` (what the step passes: FSDP's
+        root pre-forward leaves it on the host), a host tensor or ``(t, h, w)`` triples.
 
         A pipeline stage (:mod:`hyper_parallel.models.pipelining`) lacks the modules other
         stages own: without ``embed_tokens`` the input is the previous stage's hidden states,
@@ -187,14 +191,15 @@ class Qwen3_5Decoder(nn.Module):
         input_ids: torch.Tensor,
         embeddings: torch.Tensor,
         pixel_values: torch.Tensor,
-        image_grid_thw: torch.Tensor | None,
+        image_grid_thw: GridInput | None,
     ) -> torch.Tensor:
         """``embeddings`` with the image placeholder tokens' rows replaced, in order, by the
         tower's features of the images."""
         self._require_vision()
         if image_grid_thw is None:
             raise ValueError("pixel_values come without image_grid_thw (the images' patch grids)")
-        features = self.visual(pixel_values, image_grid_thw)
+        # Python ints from here on: the tower's hooks (an FSDP unit) pass them as they are.
+        features = self.visual(pixel_values, image_grids(image_grid_thw))
         # The placeholders were matched to the images on the host, image by image, where the
         # positions were made (vision_positions.decoder_positions: by the data loader, or by
         # forward): no count is read back from the device here.
@@ -260,7 +265,7 @@ class Qwen3_5ForCausalLM(nn.Module):
         input_ids: torch.Tensor,
         position_ids: torch.Tensor | None = None,
         pixel_values: torch.Tensor | None = None,
-        image_grid_thw: torch.Tensor | None = None,
+        image_grid_thw: GridInput | None = None,
     ) -> torch.Tensor:
         if pixel_values is None:
             hidden_states = self.model(input_ids, position_ids)

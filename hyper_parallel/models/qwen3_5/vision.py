@@ -16,14 +16,13 @@ operators, same dtypes, same order), so the features are bit-identical to
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .vision_config import Qwen3_5VisionConfig
 from .vision_positions import (
+    GridInput,
     attention_segments,
     image_grids,
     interpolation_taps,
@@ -183,8 +182,9 @@ class Qwen3_5VisionPatchMerger(nn.Module):
 
 class Qwen3_5VisionModel(nn.Module):
     """``forward(pixel_values (patches, patch_dim), grid_thw (images, 3))`` -> ``(tokens,
-    out_hidden_size)``, one row per placeholder token, images in order. ``grid_thw`` is a host
-    tensor (the batch's ``image_grid_thw`` stays on the host) or a list of ``(t, h, w)``."""
+    out_hidden_size)``, one row per placeholder token, images in order. ``grid_thw`` is host
+    data (:func:`~.vision_positions.image_grids`: the batch's ``image_grid_thw`` stays on the
+    host): the tower reads it as Python ints and waits for nothing."""
 
     def __init__(self, config: Qwen3_5VisionConfig, out_hidden_size: int) -> None:
         super().__init__()
@@ -195,22 +195,23 @@ class Qwen3_5VisionModel(nn.Module):
         self.blocks = nn.ModuleList(Qwen3_5VisionBlock(config) for _ in range(config.depth))
         self.merger = Qwen3_5VisionPatchMerger(config, out_hidden_size)
 
-    def forward(self, pixel_values: torch.Tensor, grid_thw: Any) -> torch.Tensor:
+    def forward(self, pixel_values: torch.Tensor, grid_thw: GridInput) -> torch.Tensor:
         config = self.config
-        # The images' geometry is host data (read back once, if a tensor at all): the taps,
-        # coordinates and segments are made on the host and copied to the device.
         grids = image_grids(grid_thw)
-        taps, weights = interpolation_taps(
-            grids, config.position_grid_side, config.spatial_merge_size
-        )
-        coords = patch_coordinates(grids, config.spatial_merge_size)
-        segments = attention_segments(grids)
         hidden_states = self.patch_embed(pixel_values)
-        positions = (self.pos_embed(taps.to(hidden_states.device)) * weights.to(
-            hidden_states.device
-        )[:, :, None]).sum(1)
+        device = hidden_states.device
+        # The taps, weights and coordinates are built on the device from the grids' Python
+        # ints: a few small kernels per image, queued like the rest, instead of host tables
+        # copied over (a blocking copy waits for the device's queue; every micro-batch, an
+        # image-less one included, runs the tower).
+        taps, weights = interpolation_taps(
+            grids, config.position_grid_side, config.spatial_merge_size, device
+        )
+        coords = patch_coordinates(grids, config.spatial_merge_size, device)
+        segments = attention_segments(grids)
+        positions = (self.pos_embed(taps) * weights[:, :, None]).sum(1)
         hidden_states = hidden_states + positions.to(hidden_states.dtype)
-        rotary = self.rotary_pos_emb(coords.to(hidden_states.device))
+        rotary = self.rotary_pos_emb(coords)
         for block in self.blocks:
             hidden_states = block(hidden_states, segments, rotary)
         return self.merger(hidden_states)

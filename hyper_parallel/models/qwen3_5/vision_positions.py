@@ -12,6 +12,13 @@ found from ``input_ids`` (the placeholder token), so no ``mm_token_type_ids`` is
 
 Everything here depends only on ids and grid sizes, never on weights: the data pipeline can
 compute it on the CPU, and every pipeline stage gets the same positions.
+
+The grids are host data end to end: the step hands ``image_grid_thw`` to the model as a
+:class:`~hyper_parallel.utils.host_data.HostTensor` (FSDP2's root pre-forward would move a bare
+tensor to the device, and reading it back would wait for the device's queue), the model reads
+it as Python ints (:func:`image_grids`), and the tower's tables (:func:`patch_coordinates`,
+:func:`interpolation_taps`) are built from those ints where the patches are: no value crosses
+between host and device either way.
 """
 
 from __future__ import annotations
@@ -20,25 +27,36 @@ from collections.abc import Sequence
 
 import torch
 
+from hyper_parallel.utils.host_data import HostTensor, host_value
+
 #: Images' patch grids as host data: ``(t, h, w)`` per image.
 Grids = list[tuple[int, int, int]]
 
+#: What the model takes as ``image_grid_thw``: the step's :class:`HostTensor`, a host tensor,
+#: or ``(t, h, w)`` triples.
+GridInput = HostTensor | torch.Tensor | Sequence[Sequence[int]]
 
-def image_grids(grid_thw: torch.Tensor | Sequence[Sequence[int]]) -> Grids:
-    """``(t, h, w)`` of every image: an ``image_grid_thw`` tensor (read back once) or a sequence
-    of triples."""
+
+def image_grids(grid_thw: GridInput) -> Grids:
+    """``(t, h, w)`` of every image of ``image_grid_thw`` ``(images, 3)``, as Python ints.
+
+    A host tensor (bare or in a :class:`HostTensor`) is read without waiting for anything; a
+    tensor on the device is read back too, but the host then waits for the device's queue."""
+    grid_thw = host_value(grid_thw)
     rows = grid_thw.tolist() if isinstance(grid_thw, torch.Tensor) else grid_thw
     return [(int(t), int(h), int(w)) for t, h, w in rows]
 
 
 def decoder_positions(
-    input_ids: torch.Tensor, image_grid_thw: torch.Tensor, *, image_token_id: int, merge: int
+    input_ids: torch.Tensor, image_grid_thw: GridInput, *, image_token_id: int, merge: int
 ) -> torch.Tensor:
     """``(3, B, S)`` positions of ``input_ids`` ``(B, S)`` whose image placeholder runs hold the
     images of ``image_grid_thw`` ``(num_images, 3)`` in row order.
 
     A run of placeholder tokens longer than one image's tokens holds several images back to
-    back; a count that does not match ``image_grid_thw`` is a ``ValueError``.
+    back; a count that does not match ``image_grid_thw`` is a ``ValueError``. Made from the
+    ids' values: the data loader calls it on the host; called with ids on the device, the host
+    waits for them.
     """
     batch, seq = input_ids.shape
     ids = input_ids.tolist()
@@ -88,26 +106,37 @@ def decoder_positions(
     return out.to(input_ids.device)
 
 
-def patch_coordinates(grids: Grids, merge: int) -> torch.Tensor:
+def patch_coordinates(grids: Grids, merge: int,
+                      device: torch.device | str | None = None) -> torch.Tensor:
     """``(patches, 2)`` (row, column) of every patch of the images ``grids``, in the order
     the image processor emits them: merge blocks in raster order, the ``merge x merge`` patches
-    of a block in raster order inside it, frames one after another. On the host."""
+    of a block in raster order inside it, frames one after another. Built on ``device`` (the
+    host by default) from the Python ints of ``grids``: no copy."""
     coords = []
     for t, h, w in grids:
-        rows = torch.arange(h).view(h // merge, merge, 1, 1).expand(-1, -1, w // merge, merge)
-        cols = torch.arange(w).view(1, 1, w // merge, merge).expand(h // merge, merge, -1, -1)
+        rows = torch.arange(h, device=device).view(h // merge, merge, 1, 1).expand(
+            -1, -1, w // merge, merge)
+        cols = torch.arange(w, device=device).view(1, 1, w // merge, merge).expand(
+            h // merge, merge, -1, -1)
         block_rows = rows.permute(0, 2, 1, 3).reshape(-1)
         block_cols = cols.permute(0, 2, 1, 3).reshape(-1)
         coords.append(torch.stack([block_rows, block_cols], dim=-1).repeat(t, 1))
     return torch.cat(coords)
 
 
-def interpolation_taps(grids: Grids, side: int, merge: int) -> tuple[torch.Tensor, torch.Tensor]:
+def interpolation_taps(grids: Grids, side: int, merge: int,
+                       device: torch.device | str | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
     """Bilinear resampling (corners aligned) of a ``side x side`` table of learned positions to
     each image's ``h x w`` grid: ``(patches, 4)`` indices into the flattened table and their
-    weights, in the patch order of :func:`patch_coordinates`. On the host."""
-    coords = patch_coordinates(grids, merge).to(torch.float32)
-    sizes = torch.cat([torch.tensor([[h, w]]).expand(t * h * w, 2) for t, h, w in grids]).to(coords)
+    weights, in the patch order of :func:`patch_coordinates`. Built on ``device`` (the host by
+    default), like it."""
+    coords = patch_coordinates(grids, merge, device).to(torch.float32)
+    # Each patch's image size (h, w): filled on the device, not copied from a host list.
+    sizes = torch.cat([
+        torch.stack([torch.full((t * h * w,), h, dtype=torch.float32, device=device),
+                     torch.full((t * h * w,), w, dtype=torch.float32, device=device)], dim=-1)
+        for t, h, w in grids])
     # Corners aligned: patch 0 samples entry 0, the last patch entry side - 1.
     src = coords * (side - 1) / torch.clamp(sizes - 1, min=1)
     floor = torch.floor(src)
@@ -146,13 +175,13 @@ def row_images(
 
 
 def unpack_row_images(
-    pixels: torch.Tensor, grids: torch.Tensor, positions: torch.Tensor | None
+    pixels: torch.Tensor, grids: HostTensor | torch.Tensor, positions: torch.Tensor | None
 ) -> tuple[torch.Tensor | None, Grids | None, torch.Tensor | None]:
     """:func:`row_images` of a micro-batch back to ``(pixel_values (P, D), its grids,
     position_ids (3, B, S))``; ``(None, None, positions)`` when its rows hold no image. The grids
-    are host data: read once."""
+    are host data (the schedule's cut of the step's :class:`HostTensor`): read as Python ints."""
     pieces, kept = [], []
-    for r, row in enumerate(grids.tolist()):
+    for r, row in enumerate(host_value(grids).tolist()):
         real = [(t, h, w) for t, h, w in row if t > 0]
         patches = sum(t * h * w for t, h, w in real)
         if real:

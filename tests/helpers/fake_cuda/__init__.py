@@ -17,7 +17,10 @@ What it stands in for, and so cannot check (the rest of the path is the product'
   host (``.item()``, ``.tolist()``, ``bool(t)``) is answered by :func:`hyper_parallel.preflight.fake_world.host_scalar`: a
   constant's own value, else 1.0 for floats, ``False`` for booleans, 0 for int32 (the stop
   flag: no signal), 1 for other integers (token counts: never zero); the integers that size
-  the experts' tensors as balanced routing gives them (:func:`_patch_expert_sizes`).
+  the experts' tensors as balanced routing gives them (:func:`_patch_expert_sizes`). Any op
+  inside the mode makes fake tensors, host ones too: host data whose values matter (a data
+  loader's images) must be made outside it (``unset_fake_temporarily``); such a real host
+  tensor copied to the device is lifted to a fake one first.
 * object collectives (``all_gather_object`` ..., ``send_object_list``) and barriers: torch
   picks their device itself; here the simulated ranks, each a process, exchange the objects
   through files (:class:`Mailbox`), so what they carry is real.
@@ -39,8 +42,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import sysconfig
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,19 +92,124 @@ def install_fake_cuda_device() -> None:
 
 
 # ------------------------------------------------------------------------- the fake mode
+@dataclass(frozen=True)
+class Transfer:
+    """One crossing between the host and the (fake) device, as the dispatcher sees it."""
+
+    kind: str
+    """``read``: the host waits for a device value (a scalar read back -- ``.item()``,
+    ``.tolist()``, ``bool(t)`` --, an op whose output shape depends on device data, or a copy
+    to the host); ``upload``: a host tensor copied to the device."""
+    op: str
+    """The aten op (``_local_scalar_dense``, ``_to_copy``, ``copy_`` ...)."""
+    where: str
+    """``path:line (function)`` of the innermost frame of this repository's code that made it
+    (``hyper_parallel/...``; a test's own frame when no product frame is on the stack)."""
+    non_blocking: bool
+    """For a copy: ``non_blocking=True`` (a blocking one waits for the device's queue)."""
+    scope: str | None
+    """:attr:`CollectiveRecordingMode.scope` when it happened (set by the caller, e.g. while
+    one module runs)."""
+
+
 class CollectiveRecordingMode(FakeTensorMode):
-    """FakeTensorMode that also records each collective op and the group it ran on."""
+    """FakeTensorMode that also records each collective op and the group it ran on, and, in
+    :meth:`recording_transfers`, every host/device crossing (:class:`Transfer`).
+
+    What it sees is what passes the dispatcher: a CUDA kernel's own synchronisation inside
+    its C++ implementation (none is recorded) is for a profiler on a real GPU."""
 
     def __init__(self) -> None:
         super().__init__(allow_non_fake_inputs=True)
         self.collectives: list[tuple[str, str]] = []
+        self.transfers: list[Transfer] | None = None
+        self.scope: str | None = None
+
+    @contextlib.contextmanager
+    def recording_transfers(self) -> Iterator[list[Transfer]]:
+        """Record the host/device crossings until the block ends, into the yielded list."""
+        seen: list[Transfer] = []
+        outer, self.transfers = self.transfers, seen
+        try:
+            yield seen
+        finally:
+            self.transfers = outer
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.namespace in _COLLECTIVE_NAMESPACES:
             group = _group_name(func, args, kwargs or {})
             if group is not None:  # wait_tensor names no group
                 self.collectives.append((func.__name__, group))
+        if self.transfers is not None:
+            kind = _transfer_kind(func, args, kwargs or {})
+            if kind is not None:
+                self.transfers.append(Transfer(
+                    kind, func.__name__, _repo_frame(),
+                    bool((kwargs or {}).get("non_blocking", False)
+                         or (func is torch.ops.aten.copy_.default and len(args) > 2
+                             and args[2])),
+                    self.scope))
+        if func is torch.ops.aten._to_copy.default and _host_data(args[0]):
+            # A host tensor (the loader's batch) reaching the device: the fake mode would run
+            # the real copy to a device this build lacks, so it is lifted as a fake host
+            # tensor first (:func:`_patch_host_copies` does so for ``torch.tensor``).
+            args = (self.from_tensor(args[0]), *args[1:])
         return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+_COPY_OPS = (torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default)
+_HOST_WAITS = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)
+
+
+def _device_type(value: Any) -> str | None:
+    return value.device.type if isinstance(value, torch.Tensor) else None
+
+
+def _transfer_kind(func: Any, args: tuple, kwargs: dict) -> str | None:
+    """``read``, ``upload`` or None (see :class:`Transfer`) for one dispatched op."""
+    if func in _COPY_OPS:
+        if func is torch.ops.aten._to_copy.default:
+            source, target = _device_type(args[0]), kwargs.get("device")
+            target = source if target is None else torch.device(target).type
+        else:  # copy_(self=target, src)
+            target, source = _device_type(args[0]), _device_type(args[1])
+        if source == "cuda" and target == "cpu":
+            return "read"
+        if source == "cpu" and target == "cuda":
+            return "upload"
+        return None
+    if any(tag in func.tags for tag in _HOST_WAITS):
+        from torch.utils._pytree import tree_leaves
+
+        if any(_device_type(leaf) == "cuda" for leaf in tree_leaves((args, kwargs))):
+            return "read"
+    return None
+
+
+def _host_data(value: Any) -> bool:
+    """A real (not fake) host tensor."""
+    return (isinstance(value, torch.Tensor) and not isinstance(value, fake_tensor.FakeTensor)
+            and value.device.type == "cpu")
+
+
+def _repo_frame() -> str:
+    """Where this repository's code made the current op: its innermost frame under
+    ``hyper_parallel/`` (else under ``tests/``, this harness left out), as ``path:line
+    (function)``."""
+    repo = str(HERE.parents[2]) + os.sep
+    fallback = "?"
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        rel = path[len(repo):] if path.startswith(repo) else ""
+        spot = f"{rel}:{frame.f_lineno} ({frame.f_code.co_name})"
+        if rel.startswith("hyper_parallel" + os.sep):
+            return spot
+        if (fallback == "?" and rel.startswith("tests" + os.sep)
+                and not path.startswith(str(HERE) + os.sep)):
+            fallback = spot
+        frame = frame.f_back
+    return fallback
 
 
 def _group_name(func: Any, args: tuple, kwargs: dict) -> str | None:
@@ -369,7 +479,8 @@ def fake_cuda_rank(
     """Be rank ``rank`` of a ``world_size``-rank CUDA job whose backend serves CUDA only, until
     the block ends (the process group is destroyed then). The job's other ranks run the same
     in processes of their own, sharing the folder ``mailbox`` (one per job). Yields the fake
-    mode, whose ``collectives`` list records ``(op, group name)`` of every collective."""
+    mode, whose ``collectives`` list records ``(op, group name)`` of every collective and whose
+    ``recording_transfers()`` records the host/device crossings of a block."""
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     install_fake_cuda_device()
@@ -399,4 +510,4 @@ def fake_cuda_rank(
             dist.destroy_process_group()
 
 
-__all__ = ["CollectiveRecordingMode", "fake_cuda_rank", "install_fake_cuda_device"]
+__all__ = ["CollectiveRecordingMode", "Transfer", "fake_cuda_rank", "install_fake_cuda_device"]
