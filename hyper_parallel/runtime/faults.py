@@ -151,7 +151,9 @@ class StopSignal:
         rank after every step). Every rank then knows the reason by the signal's name."""
         if self.world_size > 1 and dist.is_initialized():
             self._flag.fill_(self._signum)
-            signum = int(all_reduce(self._flag, None, dist.ReduceOp.MAX).item())
+            # Over every rank: one that stops alone would wait in the stop's checkpoint while its
+            # peers start the next step (mismatched collectives: a hang, and no checkpoint).
+            signum = int(all_reduce(self._flag, dist.group.WORLD, dist.ReduceOp.MAX).item())
             if signum and self.reason is None:
                 self.reason = f"{signal.Signals(signum).name} (received by another rank)"
             return bool(signum)

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from hyper_parallel.models.qwen3_5_moe.moe import SparseMoeBlock, load_balancing_loss
-from hyper_parallel.platform.collectives import all_reduce_sum
+from hyper_parallel.platform.collectives import all_reduce_sum, or_alone
 from hyper_parallel.utils.errors import ConfigError
 
 __all__ = ["MoEBalancer", "build_moe_balancer"]
@@ -67,7 +67,7 @@ class MoEBalancer:
         """Sum the step's counts over the ranks, measure the imbalance, move the expert bias
         (when on) and start the next step's counts from zero."""
         counts = torch.stack([block.tokens_per_expert for block in self.blocks])
-        counts = all_reduce_sum(counts.clone(), self.group)
+        counts = all_reduce_sum(counts.clone(), or_alone(self.group))
         mean = counts.mean(dim=1, keepdim=True)
         self._imbalance = float((counts.max(dim=1).values / mean.squeeze(1).clamp_min(1e-12))
                                 .mean())

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hyper_parallel.platform.collectives import all_reduce_sum, sum_counts
+from hyper_parallel.platform.collectives import all_reduce_sum, or_alone, sum_counts
 from hyper_parallel.runtime.loss import LossScaler
 from hyper_parallel.runtime.optim import clip_grad_norm_
 from hyper_parallel.runtime.step import StepResult, image_inputs, move_to_device
@@ -194,7 +194,7 @@ def pipeline_train_step(
     m = pipeline.num_microbatches
     chunks = torch.tensor_split(batch["labels"], m, dim=0)
     tokens = [loss.loss_fn.count_tokens(chunk) for chunk in chunks]
-    global_tokens = sum_counts([sum(tokens)], dp_group)[0]
+    global_tokens = sum_counts([sum(tokens)], or_alone(dp_group))[0]
     split = 1 if split_group is None else dist.get_world_size(split_group)
     if split > 1:
         tokens = sum_counts(tokens, split_group)
@@ -221,7 +221,7 @@ def pipeline_train_step(
     optimizer.step()
     lr_scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    report = all_reduce_sum(loss.report, dp_group)
+    report = all_reduce_sum(loss.report, or_alone(dp_group))
     report = all_reduce_sum(report, pipeline.group)  # only the last stage holds a loss
     return StepResult(loss=float(report.item()), grad_norm=grad_norm, global_tokens=global_tokens)
 
@@ -259,7 +259,7 @@ def pipeline_evaluate(
         loss.totals = None
         for part in pipeline.parts:
             part.train()
-    totals = all_reduce_sum(totals, dp_group)
+    totals = all_reduce_sum(totals, or_alone(dp_group))
     totals = all_reduce_sum(totals, pipeline.group)
     if totals[1] == 0:
         raise ValueError("the evaluation data has no label tokens (validation.dataset_path)")

@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 
-from hyper_parallel.platform.collectives import all_reduce_sum, sum_counts
+from hyper_parallel.platform.collectives import all_reduce_sum, or_alone, sum_counts
 from hyper_parallel.runtime.loss import LossScaler, count_tokens, token_loss_sum
 from hyper_parallel.runtime.optim import clip_grad_norm_
 from hyper_parallel.utils.data_types import IMAGE_KEYS, IMAGES_PER_ROW
@@ -142,7 +142,7 @@ def train_step(
     """
     loss_sum_fn, count_fn = _loss_functions(loss_fn, loss_aggregation)
     tokens = [count_fn(mb["labels"]) for mb in micro_batches]
-    global_tokens = sum_counts([sum(tokens)], dp_group)[0]
+    global_tokens = sum_counts([sum(tokens)], or_alone(dp_group))[0]
     split = 1 if split_group is None else dist.get_world_size(split_group)
     if split > 1:
         # The rows of one batch are spread over the split ranks: its micro-batch token counts
@@ -184,7 +184,7 @@ def train_step(
     optimizer.zero_grad(set_to_none=True)
     if aux_report is not None:
         report = torch.stack([report, aux_report.to(report.device)])
-    reduced = all_reduce_sum(report, dp_group)
+    reduced = all_reduce_sum(report, or_alone(dp_group))
     loss = float(reduced.reshape(-1)[0].item())
     aux_loss = float(reduced[1].item()) if aux_report is not None else None
     return StepResult(
@@ -217,7 +217,7 @@ def evaluate(
             totals[1] += n_tokens
     finally:
         model.train(was_training)
-    totals = all_reduce_sum(totals, dp_group)
+    totals = all_reduce_sum(totals, or_alone(dp_group))
     if totals[1] == 0:
         raise ValueError("the evaluation data has no label tokens (validation.dataset_path)")
     return float(totals[0] / totals[1])

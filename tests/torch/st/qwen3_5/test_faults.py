@@ -11,7 +11,7 @@ each of the 10 steps exactly once, with the uninterrupted run's losses.
     fault                                   left behind        resumed from
     rank 1 raises at step 3                 step_2             step_2
     rank 0 SIGKILLed at step 5              step_4             step_4
-    rank 1 gets SIGTERM at step 6           step_6 (on stop)   step_6
+    rank 1 (only) gets SIGTERM at step 5    step_5 (on stop)   step_5
     killed while saving step 8              .step_8.tmp        step_6
     step_6's shard truncated                (clear error)      step_4 (load_path)
     the launcher gets SIGTERM at step 6     step_6 (on stop)   latest
@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from hyper_parallel.runtime.faults import STOPPED_EXIT_CODE
 from tests.helpers.layout import Case, Layout
 from tests.helpers.torchrun import REPO, free_port
 
@@ -189,14 +190,22 @@ def test_faults_end_fast_and_lose_at_most_the_steps_since_the_last_checkpoint(tm
     assert "Resumed from" in job.text() and _checkpoints(out) == ["step_2", "step_4"]
     assert sorted(_assert_losses_so_far(out, reference)) == [1, 2, 3, 4]
 
-    # 3. SIGTERM to one rank: both finish step 6, write its checkpoint, exit with the reason.
-    job = Job(out, "sigterm", *resume, env={FAULT: "sigterm_at_step:6:1"})
+    # 3. SIGTERM to one rank only, at a step without a scheduled save: its peer learns of it at
+    #    the step's end, both stop after step 5, write its checkpoint together and exit with
+    #    STOPPED_EXIT_CODE. (A rank that stopped on its own signal would wait in the stop's save
+    #    while its peer trains step 6: a hang until the timeout, and no checkpoint.)
+    job = Job(out, "sigterm", *resume, env={FAULT: "sigterm_at_step:5:1"})
     assert job.wait() != 0
     timings["rank SIGTERM (step + checkpoint)"] = job.end - job.fault_time()
-    assert timings["rank SIGTERM (step + checkpoint)"] < EXIT_BAR_S, job.text()[-4000:]
-    assert "training stopped by SIGTERM after step 6: checkpoint saved to" in job.text()
-    assert _checkpoints(out) == ["step_2", "step_4", "step_6"]
-    assert sorted(_assert_losses_so_far(out, reference)) == list(range(1, 7))
+    text = job.text()
+    assert timings["rank SIGTERM (step + checkpoint)"] < EXIT_BAR_S, text[-4000:]
+    for rank, reason in ((0, "SIGTERM (received by another rank)"), (1, "SIGTERM")):
+        assert re.search(rf"rank{rank}\] WARNING \S+: training stopped by {re.escape(reason)} "
+                         rf"after step 5: checkpoint saved to \S+step_5\b", text), text[-4000:]
+    # torchrun's summary: the rank it saw leave first left with the stop's status.
+    assert re.search(rf"exitcode\s*:\s*{STOPPED_EXIT_CODE}\b", text), text[-4000:]
+    assert _checkpoints(out) == ["step_2", "step_4", "step_5"]
+    assert sorted(_assert_losses_so_far(out, reference)) == list(range(1, 6))
 
     # 4. Killed while saving step 8: the interrupted save is never mistaken for a checkpoint.
     job = Job(out, "save", *resume, env={FAULT: "kill_during_save:8"})
@@ -204,7 +213,7 @@ def test_faults_end_fast_and_lose_at_most_the_steps_since_the_last_checkpoint(tm
     assert "step_8" not in _checkpoints(out) and "step_6" in _checkpoints(out)
 
     # 5. A truncated shard of step_6: a clear error naming the folder and the file, and the
-    #    earlier step that can be loaded instead.
+    #    earlier step that can be loaded instead (step_5, the stop's).
     shard = min((out / "step_6").glob("*.distcp"))
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
     job = Job(out, "corrupt", *resume)
@@ -214,7 +223,7 @@ def test_faults_end_fast_and_lose_at_most_the_steps_since_the_last_checkpoint(tm
     # the others once the first exits), no worker traceback (torchrun prints its own summary).
     assert "training failed" not in text and "]: Traceback" not in text, text[-4000:]
     assert re.search(r"error: rank \d: checkpoint \S+step_6 is damaged", text), text[-4000:]
-    assert "step_6" in text and shard.name in text and "step_4" in text, text[-4000:]
+    assert "step_6" in text and shard.name in text and "step_5" in text, text[-4000:]
 
     # 6. SIGTERM to the launcher (what a scheduler does) at step 6: the workers stop after it.
     job = Job(out, "launcher-term", f"--train.checkpoint.load_path={out / 'step_4'}",
