@@ -13,7 +13,7 @@ longest sample rounded up to ``pad_to_multiple_of``. Same settings, same batches
 order. With ``streaming`` (``hf_datasets`` / ``json_file``, image-text chat records included)
 the dataset is instead this rank's share of a ``datasets`` stream
 (:func:`hyper_parallel.data.streaming.build_streaming_dataset`, or for chat records
-:func:`hyper_parallel.data.vision_source.build_vision_stream`: ``split_dataset_by_node``, a
+:func:`hyper_parallel.data.streaming.build_image_text_stream`: ``split_dataset_by_node``, a
 seeded shuffle buffer, ``max_samples`` the global sample budget of an epoch), batched by the
 same loader without a sampler.
 
@@ -390,12 +390,12 @@ class BaseDataLoader(Configurable):
         c = self.config
         if c.dataset == "json_file" and holds_chat_records(
                 c.dataset_path, c.messages_key, self._field("path")):
-            from hyper_parallel.data.vision_source import build_vision_stream
+            from hyper_parallel.data.streaming import build_image_text_stream
 
             # Image-text chat records: each rank reads its share's images as they come.
             source = self._source(tokenizer, seq_len, vocab_size)
             self.holds_images = True
-            return build_vision_stream(
+            return build_image_text_stream(
                 vision=self.vision, train_path=c.dataset_path, max_seq_len=seq_len,
                 tokenizer=tokenizer, dp_rank=dp_rank, dp_size=dp_world_size, seed=seed,
                 shuffle=c.shuffle, max_samples=c.max_samples, messages_key=c.messages_key,

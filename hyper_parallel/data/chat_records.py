@@ -30,7 +30,7 @@ import torch
 
 from hyper_parallel.data.files import decode_utf8, json_line
 from hyper_parallel.data.image_budget import ImageFit, fit_images, pixel_range, processor_size
-from hyper_parallel.data.vision import (
+from hyper_parallel.data.vision_tokens import (
     IMAGE_MARKER,
     ROLES,
     VisionTokens,

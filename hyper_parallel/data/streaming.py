@@ -19,7 +19,7 @@ from its start when it runs out first; without a budget an epoch ends when the s
          or text records, told by the first record; hf_datasets: the text under text_key), the
          budget counted, the position kept for checkpoints
 
-``json_file`` chat records with images (:func:`~.vision_source.build_vision_stream`) take the same
+``json_file`` chat records with images (:func:`build_image_text_stream`) take the same
 path from :func:`json_lines_source` (the files' lines, one shard a file: an Arrow schema cannot
 hold records whose contents are a string in one and a list of parts in the next) through
 :func:`stream_records`; their encoder (:class:`~.chat_records.ChatStreamEncoder`) reads a
@@ -401,6 +401,45 @@ def stream_records(
     return dataset
 
 
+def build_image_text_stream(
+    *,
+    vision: Any,
+    train_path: str,
+    max_seq_len: int,
+    tokenizer: Any,
+    dp_rank: int,
+    dp_size: int,
+    seed: int,
+    shuffle: bool,
+    max_samples: int | None,
+    messages_key: str = "messages",
+    image_key: str = "image",
+    processor_path: str | None = None,
+    fields: Mapping[str, str] | None = None,
+) -> StreamingDataset:
+    """``json_file`` image-text chat records streamed: this data-parallel rank's share of the
+    records, each made into its sample as it comes -- its images read by this rank only
+    (:class:`~.chat_records.ChatStreamEncoder`), for the model whose tower is ``vision``
+    (:func:`~.vision_source.chat_setup`). The other arguments are
+    :func:`build_streaming_dataset`'s and the image settings."""
+    from hyper_parallel.data.chat_records import ChatRecords, ChatStreamEncoder
+    from hyper_parallel.data.files import resolve_data_files
+    from hyper_parallel.data.vision_source import chat_setup
+
+    names = {**LEGACY_FIELDS, **(fields or {})}
+    check_max_seq_len(max_seq_len)
+    _samples_per_rank(max_samples, dp_size, names)
+    tokens, processor = chat_setup(vision, tokenizer, processor_path, names)
+    records = ChatRecords(tokenizer=tokenizer, tokens=tokens, processor=processor,
+                          max_seq_len=max_seq_len, messages_key=messages_key,
+                          image_key=image_key, length_field=names["max_seq_len"])
+    files = resolve_data_files(train_path, suffix=".jsonl", path_field=names["path"])
+    return stream_records(json_lines_source(files),
+                          ChatStreamEncoder(records, path_field=names["path"]),
+                          train_path=train_path, dp_rank=dp_rank, dp_size=dp_size, seed=seed,
+                          shuffle=shuffle, max_samples=max_samples, fields=names)
+
+
 def _json_lines_rows(files: list[str]) -> Iterator[dict]:
     """The non-blank lines of ``files`` as rows ``{"file", "line", "raw"}`` (bytes: a record
     is decoded and parsed by its encoder, which names its line)."""
@@ -421,4 +460,5 @@ def json_lines_source(files: list[str]) -> Any:
                                                    gen_kwargs={"files": list(files)})
 
 
-__all__ = ["RECORD_NUMBER", "StreamingDataset", "build_streaming_dataset"]
+__all__ = ["RECORD_NUMBER", "StreamingDataset", "build_image_text_stream",
+           "build_streaming_dataset", "json_lines_source", "stream_records"]

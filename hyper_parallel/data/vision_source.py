@@ -6,8 +6,9 @@ records (``messages_key``; images under ``image_key``), told by the first record
 ``json_file`` kinds. Both need an image-text model: the placeholder ids and the patch geometry
 are the tower's (``vision_config``), and the tokenizer's vision tokens must be the same ids.
 Chat records are loaded (:func:`build_vision_dataset`: every record checked before step 1, each
-rank its share) or streamed (:func:`build_vision_stream`: each rank reads its share as it
-comes).
+rank its share) or streamed (:func:`~.streaming.build_image_text_stream`: each rank reads its
+share as it comes); both take the model's tokens and the image processor from
+:func:`chat_setup`.
 """
 
 from __future__ import annotations
@@ -70,19 +71,19 @@ def build_vision_dataset(
     from hyper_parallel.data.vision import ImageTextDataset, VisionDummyDataset
 
     names = {**LEGACY_DATA_FIELDS, **(fields or {})}
-    model_tokens = _model_tokens(type, vision, names)
+    tokens = model_tokens(type, vision, names)
     if type == "vl_dummy":
         if num_samples is None:
             raise ValueError("vl_dummy needs num_samples (training.steps * global_batch_size)")
         try:
             return VisionDummyDataset(
                 num_samples, max_seq_len, vocab_size or vision.image_token_id + 1,
-                tokens=model_tokens, grid_thw=tuple(vl_grid), patch_dim=vision.patch_dim,
+                tokens=tokens, grid_thw=tuple(vl_grid), patch_dim=vision.patch_dim,
                 merge_size=vision.spatial_merge_size, seed=seed,
             )
         except ValueError as exc:
             raise ValueError(f"{names['vl_grid']}={tuple(vl_grid)}: {exc}") from None
-    tokens, processor = _chat_setup(vision, tokenizer, processor_path, names)
+    tokens, processor = chat_setup(vision, tokenizer, processor_path, names)
     return ImageTextDataset(
         train_path, tokenizer=tokenizer, max_seq_len=max_seq_len, processor=processor,
         tokens=tokens, messages_key=messages_key, image_key=image_key,
@@ -91,47 +92,9 @@ def build_vision_dataset(
     )
 
 
-def build_vision_stream(
-    *,
-    vision: Any,
-    train_path: str,
-    max_seq_len: int,
-    tokenizer: Any,
-    dp_rank: int,
-    dp_size: int,
-    seed: int,
-    shuffle: bool,
-    max_samples: int | None,
-    messages_key: str = "messages",
-    image_key: str = "image",
-    processor_path: str | None = None,
-    fields: Mapping[str, str] | None = None,
-) -> Any:
-    """``json_file`` chat records streamed (``streaming``): this data-parallel rank's share of
-    the records, each made into its sample as it comes -- its images read by this rank only
-    (:class:`~.chat_records.ChatStreamEncoder`; the stream itself:
-    :func:`~.streaming.stream_records`)."""
-    from hyper_parallel.data.chat_records import ChatRecords, ChatStreamEncoder
-    from hyper_parallel.data.files import resolve_data_files
-    from hyper_parallel.data.streaming import json_lines_source, stream_records
-
-    names = {**LEGACY_DATA_FIELDS, **(fields or {})}
-    _model_tokens("json_file", vision, names)
-    tokens, processor = _chat_setup(vision, tokenizer, processor_path, names)
-    records = ChatRecords(tokenizer=tokenizer, tokens=tokens, processor=processor,
-                          max_seq_len=max_seq_len, messages_key=messages_key,
-                          image_key=image_key,
-                          length_field=names.get("max_seq_len", "data.max_seq_len"))
-    files = resolve_data_files(train_path, suffix=".jsonl", path_field=names["path"])
-    return stream_records(json_lines_source(files),
-                          ChatStreamEncoder(records, path_field=names["path"]),
-                          train_path=train_path, dp_rank=dp_rank, dp_size=dp_size, seed=seed,
-                          shuffle=shuffle, max_samples=max_samples, fields=names)
-
-
-def _model_tokens(type: str, vision: Any, names: Mapping[str, str]) -> Any:
+def model_tokens(type: str, vision: Any, names: Mapping[str, str]) -> Any:
     """The model's vision token ids; a model without a tower is an error naming the fix."""
-    from hyper_parallel.data.vision import VisionTokens
+    from hyper_parallel.data.vision_tokens import VisionTokens
 
     if vision is None:
         raise ValueError(
@@ -147,12 +110,15 @@ def _model_tokens(type: str, vision: Any, names: Mapping[str, str]) -> Any:
     )
 
 
-def _chat_setup(vision: Any, tokenizer: Any, processor_path: str | None,
-                names: Mapping[str, str]) -> tuple[Any, Any]:
+def chat_setup(vision: Any, tokenizer: Any, processor_path: str | None,
+               names: Mapping[str, str]) -> tuple[Any, Any]:
     """The tokenizer's vision tokens (checked to be the model's) and the image processor
-    (checked to cut the tower's patches) of chat records."""
-    from hyper_parallel.data.vision import image_processor, vision_tokens
+    (checked to cut the tower's patches) of chat records for the model whose tower is
+    ``vision`` (None is an error naming the fix)."""
+    from hyper_parallel.data.vision import image_processor
+    from hyper_parallel.data.vision_tokens import vision_tokens
 
+    model_tokens("json_file", vision, names)
     tokens = vision_tokens(tokenizer, chat=True)
     for name in ("image_token_id", "video_token_id", "vision_start_token_id",
                  "vision_end_token_id"):
