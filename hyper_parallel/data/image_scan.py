@@ -11,7 +11,8 @@ r + 2W, ...`` -- the assignment of the ``DistributedSampler`` without shuffle, o
 world so tensor- and pipeline-parallel peers do not read the same files -- so the file system
 serves each image header once, not once per rank. The ranks then gather what they found (one
 ``all_gather_object`` of a few lines per rank; on NCCL it runs on the device set at start-up)
-and every rank raises the same error, so none is left waiting in a later collective.
+and every rank raises the same error, so none is left waiting in a later collective; a rank
+whose check itself fails says so to the others before it raises.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class ShareReport:
     smallest: int | None = None
     #: Image files whose headers the rank read.
     images: int = 0
+    #: What stopped the rank's check (an exception of its own, not a record's fault), if any.
+    failure: str | None = None
 
 
 def world_share() -> tuple[int, int]:
@@ -88,7 +91,19 @@ def check_records(records: Sequence[Any], chat: Any, *, source: str, path_field:
     (``FileNotFoundError`` when all of them miss an image file, else ``ValueError``), the same
     on every rank. A collective: every rank of the default group calls it."""
     rank, world = world_share()
-    reports = gather(scan_share(records, chat.check, rank, world), world)
+    failure = None
+    try:
+        mine = scan_share(records, chat.check, rank, world)
+    except Exception as exc:  # noqa: BLE001 - said to every rank, then raised here
+        # A rank that raised alone would leave the others waiting in the gather.
+        failure, mine = exc, ShareReport(failure=f"{type(exc).__name__}: {exc}")
+    reports = gather(mine, world)
+    if failure is not None:
+        raise failure
+    for other, report in enumerate(reports):
+        if report.failure is not None:
+            raise RuntimeError(f"rank {other} could not check its share of the records of "
+                               f"{source!r}: {report.failure}")
     count = sum(r.count for r in reports)
     if count:
         problems = sorted(p for r in reports for p in r.problems)[:MAX_NAMED]

@@ -115,6 +115,10 @@ def test_each_rank_reads_only_its_share_of_the_images_at_start_up(tmp_path):
     assert f"2 of {RECORDS} records cannot be trained" in error
     assert ":4: image 'missing.png' not found" in error  # record 3: rank 1's share
     assert ":5: image 'nowhere.png' not found" in error  # record 4: rank 0's
+    # A rank whose check fails: both raise, the other naming it and the cause.
+    assert results[1]["failure"] == "OSError: [Errno 5] Input/output error"
+    assert results[0]["failure"].startswith("RuntimeError: rank 1 could not check its share")
+    assert results[0]["failure"].endswith("OSError: [Errno 5] Input/output error")
 
 
 def _share_worker(out: Path) -> None:
@@ -134,6 +138,21 @@ def _share_worker(out: Path) -> None:
         result["error"] = None
     except (ValueError, OSError) as exc:
         result["error"] = str(exc)
+    # A rank whose check itself fails (here: rank 1's file system) tells the other, which
+    # would otherwise wait in the gather for ever.
+    from hyper_parallel.data.chat_records import ChatRecords
+
+    with _pytest.MonkeyPatch.context() as monkeypatch:
+        if rank == 1:
+            def broken(self, record):
+                raise OSError(5, "Input/output error")
+
+            monkeypatch.setattr(ChatRecords, "check", broken)
+        try:
+            _loaded(str(out / "clean" / "train.jsonl"), rank)
+            result["failure"] = None
+        except (RuntimeError, OSError) as exc:
+            result["failure"] = f"{type(exc).__name__}: {exc}"
     (out / f"rank{rank}.json").write_text(json.dumps(result))
     dist.destroy_process_group()
 
