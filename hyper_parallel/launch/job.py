@@ -43,6 +43,10 @@ def environment(omp_threads: int, checkpoint_folder: str) -> dict[str, str]:
       collective that times out dumps each rank's recent collectives (NCCL's flight recorder)
       next to the checkpoints, the one record that tells which rank a hang waits for.
     * ``NCCL_DEBUG=WARN``: NCCL's own errors in the log, not its chatter.
+    * ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: torchrun's c10d rendezvous gives each restart of
+      the workers a fresh store (on a new port, hosted by rank 0) instead of torch 2.13's one
+      store for every restart, which holds the failed attempt's addresses under the names the
+      next attempt reads (pytorch/pytorch#135712; :mod:`hyper_parallel.runtime.distributed`).
     """
     return {
         "OMP_NUM_THREADS": str(omp_threads),
@@ -51,6 +55,7 @@ def environment(omp_threads: int, checkpoint_folder: str) -> dict[str, str]:
         "TORCH_FR_BUFFER_SIZE": "20000",
         "TORCH_FR_DUMP_TEMP_FILE": f"{checkpoint_folder.rstrip('/')}/nccl_flight_recorder_rank_",
         "NCCL_DEBUG": "WARN",
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }
 
 

@@ -1,4 +1,24 @@
-"""Distributed setup shared by every trainer: process group, device, mesh, DP group, seeds."""
+"""Distributed setup shared by every trainer: process group, device, mesh, DP group, seeds.
+
+**Joining a job that torchrun restarted.** torchrun's elastic agent hosts the TCPStore its
+workers meet in (``TORCHELASTIC_USE_AGENT_STORE=True``), and that store outlives them: the
+static rendezvous keeps it for the whole job, and torch 2.13's c10d rendezvous (``--standalone``
+too) hands every restart the same one (pytorch/pytorch#135712). The keys the failed attempt's
+workers wrote stay in it -- where each gloo rank listened, NCCL's unique id -- under the names the
+next attempt uses. A rank that joins before its peer has overwritten its key connects to the dead
+worker: "connection refused" (the restart is wasted) or, when a new process listens on the
+reused port, a wait of five times the timeout inside gloo's connect, with no log line. So a
+worker that meets in the agent's store keeps its attempt's keys under a prefix of their own
+(:data:`ATTEMPT_PREFIX`, torchrun's restart count); the generated jobs also ask torchrun for a
+fresh store each restart (``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``, :mod:`hyper_parallel.launch.
+job`), the one way that also holds when nodes count their restarts differently.
+
+**A bound on the join.** Forming the process groups (joining the job, then the mesh's groups)
+takes at most the collective timeout the job starts with (``comm.init_timeout_seconds``): a rank
+still waiting then logs why and what it waited for, and exits (:func:`join_deadline`), so
+torchrun restarts the job or ends it instead of every rank waiting out gloo's or NCCL's own
+longer waits in silence.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +27,12 @@ import logging
 import os
 import random
 import socket
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -19,6 +42,12 @@ from hyper_parallel.runtime.parallel_dims import ParallelDims
 
 logger = logging.getLogger(__name__)
 
+#: torchrun sets it to ``True`` when ``MASTER_ADDR:MASTER_PORT`` is its agent's own TCPStore,
+#: which outlives the workers (see the module docstring).
+AGENT_STORE_ENV = "TORCHELASTIC_USE_AGENT_STORE"
+
+#: Where one attempt of the job keeps its keys in a store that several attempts share.
+ATTEMPT_PREFIX = "hyper_parallel/attempt_{attempt}"
 
 
 @dataclass
@@ -31,12 +60,12 @@ class DistributedContext:
     device: torch.device
     parallel_dims: ParallelDims
     mesh: Any
-    dp_group: Optional[dist.ProcessGroup]
+    dp_group: dist.ProcessGroup | None
     """Group over which tokens and losses are summed (the ``loss`` alias: dp + cp); None when
     the job has no data parallelism (every rank then sees the same batch)."""
     dp_rank: int
     dp_size: int
-    split_group: Optional[dist.ProcessGroup] = None
+    split_group: dist.ProcessGroup | None = None
     """The ranks that share one data-parallel rank's batch, each training on a part of it: the
     expert-parallel axis (its rows, ``ParallelDims.batch_split``) or the context-parallel one
     (its positions, ``ParallelDims.seq_split``); None when nothing splits it."""
@@ -78,22 +107,57 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _launched_job() -> tuple[int, int] | None:
+    """This worker's rank and the job's world size when a launcher started it, else None."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    return None
+
+
+def _rendezvous_address() -> str:
+    return f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+
+
+def _join_launched_job(backend: str, rank: int, world_size: int, timeout: timedelta) -> None:
+    from hyper_parallel.runtime.fault_injection import job_attempt, maybe_join_late
+
+    maybe_join_late(rank)  # the test hook: one rank of a restarted job arriving late
+    attempt = job_attempt()
+    if os.environ.get(AGENT_STORE_ENV) != str(True):
+        # A store of this attempt's own (rank 0 hosts it): nothing stale can be in it.
+        dist.init_process_group(backend=backend, timeout=timeout)
+        return
+    # The agent's store, shared with the attempts before this one: this attempt's keys under
+    # a prefix of their own (the module docstring says why). The client is what torch's env://
+    # rendezvous would build for this store, with the prefix on top.
+    agent_store = dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+        is_master=False, timeout=timeout,
+    )
+    store = dist.PrefixStore(ATTEMPT_PREFIX.format(attempt=attempt), agent_store)
+    dist.init_process_group(
+        backend=backend, store=store, rank=rank, world_size=world_size, timeout=timeout
+    )
+
+
 def init_process_group(
-    comm_backend: Optional[str], device: torch.device, timeout_seconds: float = 300
+    comm_backend: str | None, device: torch.device, timeout_seconds: float = 300
 ) -> None:
     """Join the job started by torchrun, or form a 1-process group when run directly.
 
     FSDP and DTensor need a process group even on one rank; running ``python script.py``
     without torchrun therefore creates a private 1-rank group on a free local port.
     ``timeout_seconds`` bounds every collective (a group that already exists gets it too).
+    A restarted torchrun job meets in the store of this attempt only (the module docstring).
     """
     timeout = timedelta(seconds=timeout_seconds)
     if dist.is_initialized():
         set_collective_timeout(timeout_seconds)
         return
     backend = comm_backend or get_platform().default_comm_backend()
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        dist.init_process_group(backend=backend, timeout=timeout)
+    launched = _launched_job()
+    if launched is not None:
+        _join_launched_job(backend, *launched, timeout)
     else:
         dist.init_process_group(
             backend=backend,
@@ -102,6 +166,61 @@ def init_process_group(
             rank=0,
             timeout=timeout,
         )
+
+
+def _end_worker(message: str) -> None:
+    """Report ``message`` as this worker's failure (the log, torchrun's summary) and exit."""
+    from hyper_parallel.runtime.faults import FAILED_EXIT_CODE, report_failure
+    from hyper_parallel.utils.process import exit_now
+
+    report_failure(ProcessGroupJoinError(message))
+    exit_now(FAILED_EXIT_CODE)
+
+
+class ProcessGroupJoinError(RuntimeError):
+    """This rank could not form the job's process groups within the bound."""
+
+
+@contextlib.contextmanager
+def join_deadline(seconds: float, what: str) -> Iterator[None]:
+    """End this worker when ``what`` (forming the job's process groups) is not done within
+    ``seconds``. A rank blocked inside gloo's or NCCL's connect cannot be interrupted (gloo
+    waits five times the group's timeout there), so a watchdog thread logs what it was waiting
+    for and exits the process; its peers' collectives then fail, and torchrun restarts the job or
+    ends it. An error raised inside the block is raised again naming the same wait."""
+    launched = _launched_job()
+    if launched is None:  # a private 1-rank group waits for no one
+        yield
+        return
+    rank, world_size = launched
+    from hyper_parallel.runtime.fault_injection import job_attempt
+
+    where = (f"{what} ({world_size} ranks meeting at {_rendezvous_address()}, attempt "
+             f"{job_attempt()})")
+    if rank == 0:
+        logger.info("%s: waiting at most %g s", where, seconds)
+    done = threading.Event()
+
+    def watch() -> None:
+        if not done.wait(seconds):
+            _end_worker(
+                f"{where} did not complete within {seconds:g} s (comm.init_timeout_seconds, "
+                f"train.init_timeout_seconds in a legacy YAML): a rank that did not start or "
+                f"died starting, a node that did not restart, or an address this rank cannot "
+                f"reach keeps it waiting; ending this worker so that the launcher restarts the "
+                f"job or ends it"
+            )
+
+    watchdog = threading.Thread(target=watch, name="join-deadline", daemon=True)
+    watchdog.start()
+    try:
+        yield
+    except ProcessGroupJoinError:
+        raise
+    except (RuntimeError, OSError, TimeoutError) as exc:  # torch's DistError is a RuntimeError
+        raise ProcessGroupJoinError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        done.set()
 
 
 @contextlib.contextmanager
@@ -155,7 +274,7 @@ def set_determinism(enabled: bool, warn_only: bool) -> None:
 def setup_distributed(
     *,
     parallelism: Any,
-    comm_backend: Optional[str],
+    comm_backend: str | None,
     local_rank: int,
     seed: int,
     timeout_seconds: float = 300,
@@ -170,10 +289,13 @@ def setup_distributed(
     if device.type == "cuda":
         torch.cuda.set_device(device)
     set_determinism(deterministic, deterministic_warn_only)
-    init_process_group(comm_backend, device, timeout_seconds)
+    started = time.monotonic()
+    with join_deadline(timeout_seconds, "joining the job's process group"):
+        init_process_group(comm_backend, device, timeout_seconds)
     world_size = dist.get_world_size()
     parallel_dims = ParallelDims.from_parallelism(parallelism, world_size=world_size)
-    mesh = parallel_dims.build_mesh(device.type)
+    with join_deadline(timeout_seconds, "forming the mesh's process groups"):
+        mesh = parallel_dims.build_mesh(device.type)
     # The mesh's groups are new: they get torch's default timeout unless told the job's.
     set_collective_timeout(timeout_seconds)
     dp_group, dp_rank = None, 0
@@ -208,9 +330,10 @@ def setup_distributed(
     )
     if ctx.is_rank0:
         logger.info(
-            "parallel dims: %s (device %s, backend %s)",
+            "parallel dims: %s (device %s, backend %s; process groups formed in %.1f s)",
             parallel_dims.summary(),
             device,
             comm_backend or dist.get_backend(),
+            time.monotonic() - started,
         )
     return ctx

@@ -18,6 +18,7 @@ cd /shared/project
 export NCCL_DEBUG=WARN
 export OMP_NUM_THREADS=8
 export PYTORCH_ALLOC_CONF=expandable_segments:True
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 export TORCH_FR_BUFFER_SIZE=20000
 export TORCH_FR_DUMP_TEMP_FILE=/shared/project/outputs/qwen3_5_v2_debugmodel_fsdp2/checkpoint/nccl_flight_recorder_rank_
 export TORCH_NCCL_DUMP_ON_TIMEOUT=1
