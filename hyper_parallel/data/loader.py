@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -121,6 +122,17 @@ def _pinning(pin_memory: bool) -> bool:
     return pin_memory
 
 
+def leave_the_stop_to_the_rank(worker_id: int) -> None:
+    """A loader worker's start: it ignores SIGTERM. A scheduler stops a job by signalling every
+    process of it (Slurm: each process of the job step, loader workers included), and a worker
+    killed by that signal makes its rank's loader raise ("DataLoader worker ... is killed by
+    signal: Terminated") in the very step that was to end in the stop's checkpoint. The rank
+    stops; its workers end with it (torch's worker loop exits when its rank is gone), and
+    SIGKILL still ends them."""
+    del worker_id
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def build_dataloader(
     dataset: Dataset,
     *,
@@ -200,6 +212,7 @@ def build_dataloader(
         # Its own generator: without one, every iter(loader) draws the worker base seed from the
         # global RNG, so a resumed run's later random draws would shift.
         generator=torch.Generator().manual_seed(seed),
+        worker_init_fn=leave_the_stop_to_the_rank if num_workers > 0 else None,
         **kwargs,
     )
 
