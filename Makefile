@@ -16,7 +16,7 @@ export OMP_NUM_THREADS ?= 1
 export HYPER_PARALLEL_DISABLE_TQDM ?= 1
 TEST_WORKERS ?= $(shell env -u OMP_NUM_THREADS nproc 2>/dev/null || echo 2)
 
-.PHONY: install test test-fast test-slow test-mindspore demo lint codegen codegen-check bench bench-cli clean
+.PHONY: install test test-fast test-slow test-slurm test-mindspore demo lint codegen codegen-check bench bench-cli clean
 
 install: $(STAMP)
 
@@ -52,6 +52,15 @@ test-fast: install
 # tests/conftest.py, one test handed out at a time.
 test-slow: install
 	@$(call run_pytest,-m slow -n $(TEST_WORKERS) --maxschedchunk 1 --durations=15 tests)
+
+# The generated Slurm job on the real Slurm: tests/slurm/ starts a one-node cluster here
+# (scripts/slurm_cluster.sh: slurmctld, slurmd and munged from a scratch folder, no systemd),
+# stops it at the end, and runs the job through a time-limit stop, requeue and resume and a
+# user's cancel. Needs root; installs slurm-wlm and munge with apt where they are missing.
+# `make test` skips these tests (they run only with HYPER_PARALLEL_TEST_SLURM=1).
+test-slurm: install
+	@export HYPER_PARALLEL_TEST_SLURM=1; \
+	$(call run_pytest,-p no:cacheprovider -rs --durations=10 tests/slurm)
 
 # The framework-free layers (platform, protocols, config, legacy parser) on MindSpore, in an
 # environment of its own that has mindspore and no torch at all (MindSpore is a 2.8 GB install).

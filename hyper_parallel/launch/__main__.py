@@ -37,6 +37,7 @@ from hyper_parallel.launch.options import options, request_of  # noqa: E402 - af
 def main(argv: Sequence[str] | None = None) -> int:
     from hyper_parallel.codegen.errors import CodegenError
     from hyper_parallel.config.recipes import RecipeError
+    from hyper_parallel.launch.job import quote
     from hyper_parallel.launch.plan import (
         EXTENSIONS,
         plan_job,
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return 2 if exc.code else 0
     try:
-        command = shlex.join(["python", "-m", "hyper_parallel.launch", *args])
+        command = " ".join(quote(word) for word in ["python", "-m", "hyper_parallel.launch", *args])
         plan = plan_job(rest, request_of(parsed, command))
         text = render(plan.job)
     except (ConfigError, RecipeError, CodegenError) as exc:

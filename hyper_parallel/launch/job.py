@@ -13,7 +13,8 @@ checkpoint), Kubernetes waits that long before it kills a pod.
 
 from __future__ import annotations
 
-import shlex
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,14 +82,17 @@ class Job:
     resumes from the newest checkpoint)."""
     stop_grace: int = 300
     """Seconds between the stop signal and the kill (see the module docstring)."""
-    rdzv_port: int = 29500
+    rdzv_port: int | None = None
+    """The rendezvous port; None: torchrun's 29500 for a torchrun script, and for a Slurm job
+    one derived from its job id (:data:`SLURM_PORT_BASE`), so that two jobs whose first node is
+    the same host do not meet on one port."""
     setup: tuple[str, ...] = ()
     """Shell lines run before torchrun (``module load ...``, ``source .venv/bin/activate``)."""
     header: tuple[str, ...] = ()
     """What the job is and why it should fit: the comment lines at the top of its file."""
     options: dict[str, Any] = field(default_factory=dict)
     """Scheduler options: Slurm ``time`` / ``partition`` / ``account`` / ``sbatch`` (a list of
-    extra ``#SBATCH`` lines), torchrun
+    extra ``#SBATCH`` lines) / ``cpus_per_gpu`` (resolved by the plan) / ``mem_per_gpu``, torchrun
     ``rdzv_host``, Kubernetes ``image`` / ``namespace`` / ``volume_claim`` / ``volume_mount`` /
     ``runtime``."""
 
@@ -112,9 +116,11 @@ def torchrun_command(job: Job, rendezvous: str) -> list[str]:
         head += ["--standalone", f"--nproc-per-node={c.gpus_per_node}"]
     elif rendezvous == "c10d":
         host = ("${head_node}" if job.scheduler == "slurm" else job.options["rdzv_host"])
+        # A Slurm script sets the port itself: derived from the job id unless one is given.
+        port = "${rdzv_port}" if job.scheduler == "slurm" else job.rdzv_port
         run_id = "${SLURM_JOB_ID}" if job.scheduler == "slurm" else job.name
         head += [f"--nnodes={c.nodes}", f"--nproc-per-node={c.gpus_per_node}",
-                 "--rdzv-backend=c10d", f"--rdzv-endpoint={host}:{job.rdzv_port}",
+                 "--rdzv-backend=c10d", f"--rdzv-endpoint={host}:{port}",
                  f"--rdzv-id={run_id}"]
     elif rendezvous == "env":
         head += [f"--nnodes={c.nodes}", f"--nproc-per-node={c.gpus_per_node}"]
@@ -124,16 +130,83 @@ def torchrun_command(job: Job, rendezvous: str) -> list[str]:
     return head + job.train_command
 
 
-def shell_words(argv: list[str]) -> list[str]:
-    """``argv`` quoted for a shell, except the ``${...}`` variables the script sets (quoted in
-    double quotes so they expand, and only they)."""
-    words = []
-    for arg in argv:
-        if "${" in arg:
-            words.append('"' + arg.replace('"', '\\"') + '"')
+#: torchrun's own default rendezvous port: a torchrun script's unless ``--rdzv-port`` is given.
+TORCHRUN_PORT = 29500
+
+#: A Slurm job without ``--rdzv-port`` meets on ``SLURM_PORT_BASE + job id % SLURM_PORT_SPAN``:
+#: two jobs whose first node is the same host get different ports (unless their ids are
+#: ``SLURM_PORT_SPAN`` apart), all of them below Linux's ephemeral range (32768-60999), so no
+#: outgoing connection's port is ever in the way.
+SLURM_PORT_BASE, SLURM_PORT_SPAN = 29500, 3000
+
+#: The variables a Slurm batch script sets itself (``templates/launch/slurm.sbatch.j2``) and its
+#: torchrun command line refers to: the allocation's first node, the job's rendezvous port, and
+#: Slurm's job id. Only these stay live in a quoted word (:func:`quote`).
+SLURM_SCRIPT_VARIABLES = ("head_node", "rdzv_port", "SLURM_JOB_ID")
+
+#: Words a shell and sbatch's ``#SBATCH`` parser both take as they are, unquoted.
+_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: What cannot sit inside single quotes (``'``, and ``\`` for sbatch, which unescapes it even
+#: there) or on one line (control characters): written outside them, escaped.
+_SPECIAL = re.compile(r"['\\\x00-\x1f\x7f]")
+
+
+def _literal(text: str) -> str:
+    r"""``text`` read back literally: single quotes around the runs of ordinary characters,
+    ``\'`` and ``\\`` between them, and control characters as bash's ``$'\n'`` so that a word
+    never spans lines (a comment, a ``\``-continued command line, an ``#SBATCH`` line stay one
+    line)."""
+    if _PLAIN.fullmatch(text):
+        return text
+    parts, start = [], 0
+    for match in _SPECIAL.finditer(text):
+        if match.start() > start:
+            parts.append(f"'{text[start:match.start()]}'")
+        char = match.group()
+        if char in "'\\":
+            parts.append("\\" + char)
+        elif char == "\0":
+            raise ValueError("a NUL character cannot be passed to a command")
         else:
-            words.append(shlex.quote(arg))
-    return words
+            parts.append(f"$'\\x{ord(char):02x}'")
+        start = match.end()
+    if start < len(text) or not parts:
+        parts.append(f"'{text[start:]}'")
+    return "".join(parts)
+
+
+def quote(text: str, live: Iterable[str] = ()) -> str:
+    r"""``text`` as one word of a generated script, read back as ``text`` by bash and by sbatch's
+    ``#SBATCH`` parser alike: ``$(...)``, backticks, ``$VAR``, quotes, ``#``, globs and
+    newlines in it are inert. The one exception: a ``${NAME}`` whose ``NAME`` is in ``live``
+    (the variables the script itself sets, :data:`SLURM_SCRIPT_VARIABLES`) stays a reference,
+    in double quotes, and expands to the variable's value.
+
+    Every word of a generated script goes through here (the job's command line, its
+    environment, its paths); the lines a user writes as shell (``--setup``) or as ``#SBATCH``
+    options (``--sbatch``) are theirs."""
+    names = set(live)
+    pieces = []  # (is_reference, text)
+    start = 0
+    for match in _REFERENCE.finditer(text):
+        if match.group(1) not in names:
+            continue
+        pieces.append((False, text[start:match.start()]))
+        pieces.append((True, match.group(1)))
+        start = match.end()
+    pieces.append((False, text[start:]))
+    if len(pieces) == 1:
+        return _literal(text)
+    if all(ref or not lit or _PLAIN.fullmatch(lit) for ref, lit in pieces):
+        # Readable: one double-quoted word, its plain text needs no escape there.
+        return '"' + "".join(f"${{{lit}}}" if ref else lit for ref, lit in pieces) + '"'
+    return "".join(f'"${{{lit}}}"' if ref else _literal(lit) for ref, lit in pieces if lit)
+
+
+def shell_words(argv: list[str], live: Iterable[str] = ()) -> list[str]:
+    """Every word of ``argv`` through :func:`quote`."""
+    return [quote(arg, live) for arg in argv]
 
 
 def paired(words: list[str]) -> list[str]:
@@ -153,5 +226,6 @@ def paired(words: list[str]) -> list[str]:
     return lines
 
 
-__all__ = ["Job", "RESUME_FLAG", "SCHEDULERS", "TRAIN_MODULE", "environment", "paired", "shell_words",
-           "torchrun_command"]
+__all__ = ["RESUME_FLAG", "SCHEDULERS", "SLURM_PORT_BASE", "SLURM_PORT_SPAN",
+           "SLURM_SCRIPT_VARIABLES", "TORCHRUN_PORT", "TRAIN_MODULE", "Job", "environment",
+           "paired", "quote", "shell_words", "torchrun_command"]

@@ -8,6 +8,7 @@ Everything else on a launch command line is the training command line, read as
 from __future__ import annotations
 
 import argparse
+import re
 
 from hyper_parallel.launch.job import SCHEDULERS
 from hyper_parallel.launch.kubernetes import DEFAULT_RUNTIME
@@ -48,8 +49,9 @@ def options() -> argparse.ArgumentParser:
                      help="a stopped job's time for its step and checkpoint (default 300)")
     run.add_argument("--rdzv-host", default=None, metavar="HOST",
                      help="torchrun on several nodes: the first node's address")
-    run.add_argument("--rdzv-port", type=int, default=29500, metavar="PORT",
-                     help="the rendezvous port (default 29500)")
+    run.add_argument("--rdzv-port", type=int, default=None, metavar="PORT",
+                     help="the rendezvous port (default: 29500 for torchrun; a Slurm job takes "
+                          "one from its job id, so that jobs sharing a first node do not collide)")
     run.add_argument("--omp-threads", type=int, default=8, metavar="N",
                      help="OMP_NUM_THREADS of every rank (default 8)")
     run.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
@@ -60,6 +62,13 @@ def options() -> argparse.ArgumentParser:
     slurm.add_argument("--time", default=None, help="the time limit (#SBATCH --time)")
     slurm.add_argument("--partition", default=None)
     slurm.add_argument("--account", default=None)
+    slurm.add_argument("--cpus-per-gpu", type=int, default=None, metavar="N",
+                       help="cores each rank is given (#SBATCH --cpus-per-task is this times "
+                            "--gpus-per-node; default: --omp-threads plus the recipe's "
+                            "dataloader.num_workers)")
+    slurm.add_argument("--mem-per-gpu", default=None, metavar="SIZE",
+                       help="host memory each rank is given, in Slurm's units (64G); default: "
+                            "all of each node's (#SBATCH --mem=0), for jobs on whole nodes")
     slurm.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
                        help="another #SBATCH line, e.g. --sbatch=--exclusive")
     k8s = parser.add_argument_group("kubernetes")
@@ -78,6 +87,7 @@ def options() -> argparse.ArgumentParser:
 #: chosen scheduler would ignore is refused, not dropped).
 SCHEDULER_OPTIONS = {
     "time": ("slurm",), "partition": ("slurm",), "account": ("slurm",), "sbatch": ("slurm",),
+    "cpus_per_gpu": ("slurm",), "mem_per_gpu": ("slurm",),
     "rdzv_host": ("torchrun",), "rdzv_port": ("torchrun", "slurm"),
     "setup": ("torchrun", "slurm"),
     "image": ("kubernetes",), "namespace": ("kubernetes",), "volume_claim": ("kubernetes",),
@@ -92,6 +102,68 @@ def _unread_options(args: argparse.Namespace) -> list[str]:
             if args.scheduler not in readers and getattr(args, name) != parser.get_default(name)]
 
 
+#: Slurm's time limit formats (sbatch --time): minutes, minutes:seconds, hours:minutes:seconds,
+#: days-hours, days-hours:minutes, days-hours:minutes:seconds.
+_TIME = re.compile(r"(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
+                   r"|(?P<a>\d+)(?::(?P<b>\d+)(?::(?P<c>\d+))?)?)")
+
+#: Slurm may send a --signal up to this many seconds before the time it was asked for (its
+#: event loop's resolution, sbatch(1)).
+SIGNAL_RESOLUTION_SECONDS = 60
+
+
+def slurm_time_seconds(text: str) -> int | None:
+    """Seconds of a Slurm time limit (``--time``), None for ``UNLIMITED`` / ``INFINITE``;
+    a ``ConfigError`` for anything sbatch would refuse."""
+    if text.strip().lower() in ("unlimited", "infinite", "-1"):
+        return None
+    match = _TIME.fullmatch(text.strip())
+    if not match:
+        raise ConfigError(f"{text!r} is not a Slurm time limit; write minutes, HH:MM:SS or "
+                          "D-HH:MM:SS (04:00:00, 2-00:00:00)", path="--time")
+    g = {k: int(v) for k, v in match.groupdict().items() if v is not None}
+    if "days" in g:
+        return ((g["days"] * 24 + g["dh"]) * 60 + g.get("dm", 0)) * 60 + g.get("ds", 0)
+    if "c" in g:
+        return (g["a"] * 60 + g["b"]) * 60 + g["c"]
+    return g["a"] * 60 + g.get("b", 0)
+
+
+def _check_values(args: argparse.Namespace) -> None:
+    """The values sbatch and torchrun would refuse, or that would make a job that never
+    trains, refused here with the option's name and the fix."""
+    if args.stop_grace < 1:
+        raise ConfigError(f"{args.stop_grace} s leaves a stopped job no time to write its "
+                          "checkpoint; give the seconds its step and checkpoint take",
+                          path="--stop-grace")
+    if args.rdzv_port is not None and not 1 <= args.rdzv_port <= 65535:
+        raise ConfigError(f"{args.rdzv_port} is not a TCP port (1-65535)", path="--rdzv-port")
+    if args.cpus_per_gpu is not None and args.cpus_per_gpu < 1:
+        raise ConfigError(f"{args.cpus_per_gpu} is not a core count; give at least 1",
+                          path="--cpus-per-gpu")
+    if args.mem_per_gpu is not None and not re.fullmatch(r"[1-9]\d*[KMGT]?", args.mem_per_gpu):
+        raise ConfigError(f"{args.mem_per_gpu!r} is not a Slurm memory size; write a number "
+                          "with K, M, G or T (64G)", path="--mem-per-gpu")
+    if args.scheduler != "slurm":
+        return
+    for name in ("time", "partition", "account", "sbatch", "workdir"):
+        values = getattr(args, name)
+        for value in values if isinstance(values, list) else [values]:
+            if value is not None and re.search(r"[\x00-\x1f\x7f]", value):
+                raise ConfigError(f"{value!r} holds a line break or another control "
+                                  "character, which an #SBATCH line cannot carry",
+                                  path=f"--{name}")
+    if args.time is not None:
+        limit = slurm_time_seconds(args.time)
+        if limit is not None and limit <= args.stop_grace + SIGNAL_RESOLUTION_SECONDS:
+            raise ConfigError(
+                f"{args.time} ({limit} s) leaves no time to train: the stop signal comes "
+                f"--stop-grace {args.stop_grace} s before the limit, and Slurm may send it up to "
+                f"{SIGNAL_RESOLUTION_SECONDS} s earlier still, so the job would stop and requeue "
+                "as soon as it starts; give a longer --time or a shorter --stop-grace",
+                path="--time")
+
+
 def request_of(args: argparse.Namespace, command: str):
     """The parsed options as a :class:`~hyper_parallel.launch.plan.Request`; an option the
     chosen scheduler does not read is a ``ConfigError``."""
@@ -103,9 +175,11 @@ def request_of(args: argparse.Namespace, command: str):
                           f"{' and '.join(readers)} jobs, not by {args.scheduler} jobs; remove "
                           f"{'it' if len(unread) == 1 else 'them'}", path="--scheduler")
 
+    _check_values(args)
     scheduler_options = {key: value for key, value in (
         ("time", args.time), ("partition", args.partition), ("account", args.account),
-        ("sbatch", list(args.sbatch)), ("rdzv_host", args.rdzv_host),
+        ("sbatch", list(args.sbatch)), ("cpus_per_gpu", args.cpus_per_gpu),
+        ("mem_per_gpu", args.mem_per_gpu), ("rdzv_host", args.rdzv_host),
         ("image", args.image), ("namespace", args.namespace),
         ("volume_claim", args.volume_claim), ("volume_mount", args.volume_mount),
         ("runtime", args.runtime)) if value}
@@ -118,4 +192,5 @@ def request_of(args: argparse.Namespace, command: str):
         recipe_output=args.recipe_output, force=args.force, command=command)
 
 
-__all__ = ["SCHEDULER_OPTIONS", "options", "request_of"]
+__all__ = ["SCHEDULER_OPTIONS", "SIGNAL_RESOLUTION_SECONDS", "options", "request_of",
+           "slurm_time_seconds"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hyper_parallel.launch.job import RESUME_FLAG, Job, environment
+from hyper_parallel.launch.job import RESUME_FLAG, TORCHRUN_PORT, Job, environment
 from hyper_parallel.launch.world import Cluster, degrees, describe, fit
 from hyper_parallel.utils.errors import ConfigError
 
@@ -39,7 +39,7 @@ class Request:
     resume: bool = True
     max_restarts: int = 3
     stop_grace: int = 300
-    rdzv_port: int = 29500
+    rdzv_port: int | None = None
     omp_threads: int = 8
     env: list[str] = field(default_factory=list)
     setup: list[str] = field(default_factory=list)
@@ -268,7 +268,12 @@ def plan_job(argv: list[str], request: Request, report: Any = None) -> Plan:
     header = [part for line in header
               for part in textwrap.wrap(line, 96, subsequent_indent="  ",
                                         break_long_words=False, break_on_hyphens=False)]
-    header.append(f"written by: {request.command}")
+    # One comment line whatever the command holds (a line break would end the comment).
+    header.append("written by: " + re.sub(r"[\x00-\x1f\x7f]",
+                                           lambda m: repr(m.group())[1:-1], request.command))
+    if request.scheduler == "slurm" and options.get("cpus_per_gpu") is None:
+        # A rank's cores: its intra-op threads and its loader's worker processes.
+        options["cpus_per_gpu"] = request.omp_threads + _loader_workers(config)
     env = environment(request.omp_threads, folder)
     env.update(_env_pairs(request.env))
     job = Job(
@@ -281,12 +286,18 @@ def plan_job(argv: list[str], request: Request, report: Any = None) -> Plan:
         env=env,
         max_restarts=request.max_restarts,
         stop_grace=request.stop_grace,
-        rdzv_port=request.rdzv_port,
+        rdzv_port=(TORCHRUN_PORT if request.rdzv_port is None and request.scheduler == "torchrun"
+                   else request.rdzv_port),
         setup=tuple(request.setup),
         header=tuple(header),
         options=options,
     )
     return Plan(job, config, origin, report, recipe)
+
+
+def _loader_workers(config: Any) -> int:
+    """The data loader's worker processes of each rank (``dataloader.num_workers``)."""
+    return int(getattr(getattr(config, "dataloader", None), "num_workers", 0) or 0)
 
 
 def _verdict(report: Any) -> str:

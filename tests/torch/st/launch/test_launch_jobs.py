@@ -1,11 +1,15 @@
 """The generated jobs, run for real on this machine (CPU, gloo over loopback).
 
 * the torchrun script of one node of 2 ranks (``--standalone``): the reference losses;
-* the Slurm batch script, its ``srun`` / ``scontrol`` stand-ins starting 2 "nodes" x 1 rank
-  here: SIGTERM reaches it in the middle of the run (both ranks hold at the start of step 3
-  until it does), the training writes its checkpoint and stops, the script asks to be requeued;
-  the same script run again resumes from that checkpoint (``checkpoint.resume_latest``) and the
-  two runs' losses are the reference run's, bit for bit;
+* the Slurm batch script, its ``srun`` / ``scancel`` / ``scontrol`` stand-ins (which answer
+  signals as the real ones do, see ``tests/helpers/cluster_standins.py``) starting 2 "nodes" x
+  1 rank here: the time limit's USR1 reaches the batch shell in the middle of the run (both
+  ranks hold at the start of step 3 until the stop request does), the script has SIGTERM sent
+  to the step's tasks, the training writes its checkpoint and stops, the script asks to be
+  requeued; the same script run again resumes from that checkpoint
+  (``checkpoint.resume_latest``) and the two runs' losses are the reference run's, bit for bit;
+  each start logs to its own file beside the checkpoints (the real one-node Slurm runs the same
+  script in ``tests/slurm/``);
 * the Kubernetes TrainJob's pod command, run twice with the variables the Kubeflow Trainer
   torch runtime sets (``PET_*``), its checkpoints on the "volume": the reference losses again.
 """
@@ -68,7 +72,8 @@ def finish(proc: subprocess.Popen, log: Path, timeout: float = 240) -> int:
         raise AssertionError(f"the job hung:\n{log.read_text()[-6000:]}") from None
 
 
-def _standalone(tmp: Path) -> dict[int, float]:
+def standalone_losses(tmp: Path) -> dict[int, float]:
+    """The reference: the torchrun script of one node of 2 ranks, run here."""
     tmp.mkdir(parents=True)
     script = launch(tmp, "run.sh", "--scheduler=torchrun", "--gpus-per-node=2",
                     recipe=RECIPE + (f"--dump_folder={tmp / 'run'}",))
@@ -88,60 +93,94 @@ def reference(request, tmp_path_factory) -> dict[int, float]:
     """The losses of the torchrun script on one node of 2 ranks (run once per session, shared
     by the xdist workers)."""
     cache = session_cache(request.config, tmp_path_factory, "launch_jobs")
-    found = cache.get(("standalone", RECIPE), _standalone)
+    found = cache.get(("standalone", RECIPE), standalone_losses)
     return {int(step): loss for step, loss in found.items()}
 
 
-def _wait_for_hold(log: Path, proc: subprocess.Popen, step: int, ranks: int = 2) -> None:
+def test_the_slurm_script_trains_stops_at_the_limit_requeues_and_resumes(tmp_path, reference):
+    standins = cluster_standins.install(tmp_path / "bin")
+    run = tmp_path / "run"
+    folder = run / "checkpoint"
+    script = launch(tmp_path, "job.sbatch", "--scheduler=slurm", "--gpus-per-node=1",
+                    f"--rdzv-port={free_port()}", "--stop-grace=60",
+                    recipe=RECIPE + (f"--dump_folder={run}",))
+    text = script.read_text()
+    assert "#SBATCH --nodes=2" in text and "#SBATCH --signal=B:USR1@60" in text
+    assert "#SBATCH --cpus-per-task=1" in text  # --omp-threads 1, no loader workers
+    assert "--checkpoint.resume_latest=true" in text
+
+    # The first start: the time limit's USR1 to the batch shell while both ranks wait at step 3.
+    env = {**run_env(), **cluster_standins.slurm_env(standins, nodes=2)}
+    out = tmp_path / "first.out"
+    with open(out, "w") as stdout:
+        proc = subprocess.Popen(["bash", str(script)], env={**env, FAULT: "hold_at_step:3"},
+                                stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
+    log = folder / "slurm-4242-0.log"
+    _wait_for(log, proc, lambda: _held(log, 3))
+    proc.send_signal(signal.SIGUSR1)
+    assert finish(proc, log) != 0
+    first = log.read_text()
+    assert "training stopped by SIGTERM after step 3" in first, first[-4000:]
+    assert "requeueing it to resume from its newest checkpoint" in first
+    # SIGTERM went to the step's tasks (from "slurmd"), not to srun, which would kill them.
+    assert "forcing job termination" not in first
+    assert cluster_standins.calls(standins)[-2:] == ["scancel --signal=TERM 4242",
+                                                     "scontrol requeue 4242"]
+    assert (folder / "step_3").is_dir()
+    srun = next(c for c in cluster_standins.calls(standins) if c.startswith("srun"))
+    assert srun.startswith("srun --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 ")
+    # The batch shell's own output names the start's log; nothing else goes there.
+    assert out.read_text() == f"job 4242, start 0: logging to {log}\n"
+
+    # The requeued start: the same script, nothing edited; its own log.
+    env = {**run_env(), **cluster_standins.slurm_env(standins, nodes=2, restarts=1)}
+    with open(tmp_path / "second.out", "w") as stdout:
+        proc = subprocess.Popen(["bash", str(script)], env=env, stdout=stdout,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    log = folder / "slurm-4242-1.log"
+    assert finish(proc, log) == 0, log.read_text()[-4000:]
+    second = log.read_text()
+    assert f"resuming from {folder / 'step_3'}" in second, second[-4000:]
+    assert losses(folder) == reference
+
+
+def test_a_stopped_srun_kills_its_tasks_as_the_real_one_does(tmp_path):
+    """What the script must not rely on: SIGTERM to srun is SIGKILL to its tasks (the real
+    srun's _forward_signal; tests/slurm/ shows it on the real one)."""
+    standins = cluster_standins.install(tmp_path / "bin")
+    env = {**os.environ, **cluster_standins.slurm_env(standins, nodes=2)}
+    ready = tmp_path / "ready"
+    task = ("import os, pathlib, signal, time; signal.signal(signal.SIGTERM, lambda *a: None); "
+            f"pathlib.Path({str(ready)!r}, os.environ['SLURM_PROCID']).touch(); time.sleep(60)")
+    ready.mkdir()
+    proc = subprocess.Popen(["srun", "--nodes=2", sys.executable, "-c", task], env=env,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while len(list(ready.iterdir())) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 137 and "srun: forcing job termination" in err, err
+    assert "task 0: Killed" in err
+
+
+def _held(log: Path, step: int, ranks: int = 2) -> bool:
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return len(set(re.findall(rf"fault injection: hold on rank (\d) at step {step} ", text))) \
+        == ranks
+
+
+def _wait_for(log: Path, proc: subprocess.Popen, condition) -> None:
     deadline = time.time() + 180
     while time.time() < deadline:
-        text = log.read_text(errors="replace")
-        if len(set(re.findall(rf"fault injection: hold on rank (\d) at step {step} ", text))) \
-                == ranks:
+        if condition():
             return
         if proc.poll() is not None:
             break
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
-    raise AssertionError(f"the job never held at step {step}:\n{log.read_text()[-6000:]}")
-
-
-def test_the_slurm_script_trains_stops_on_sigterm_requeues_and_resumes(tmp_path, reference):
-    standins = cluster_standins.install(tmp_path / "bin")
-    run = tmp_path / "run"
-    script = launch(tmp_path, "job.sbatch", "--scheduler=slurm", "--gpus-per-node=1",
-                    f"--rdzv-port={free_port()}", "--stop-grace=60",
-                    recipe=RECIPE + (f"--dump_folder={run}",))
-    text = script.read_text()
-    assert "#SBATCH --nodes=2" in text and "#SBATCH --signal=B:TERM@60" in text
-    assert "--checkpoint.resume_latest=true" in text
-
-    # The first start: SIGTERM to the batch script while both ranks wait at step 3.
-    env = {**run_env(), **cluster_standins.slurm_env(standins, nodes=2)}
-    log = tmp_path / "first.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(["bash", str(script)], env={**env, FAULT: "hold_at_step:3"},
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    _wait_for_hold(log, proc, 3)
-    proc.send_signal(signal.SIGTERM)
-    assert finish(proc, log) != 0
-    first = log.read_text()
-    assert "training stopped by SIGTERM after step 3" in first, first[-4000:]
-    assert "requeueing it to resume from its newest checkpoint" in first
-    assert cluster_standins.calls(standins)[-1] == "scontrol requeue 4242"
-    assert (run / "checkpoint" / "step_3").is_dir()
-    srun = next(c for c in cluster_standins.calls(standins) if c.startswith("srun"))
-    assert srun.startswith("srun --nodes=2 --ntasks-per-node=1 ")
-
-    # The requeued start: the same script, nothing edited.
-    log = tmp_path / "second.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(["bash", str(script)], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    assert finish(proc, log) == 0, log.read_text()[-4000:]
-    second = log.read_text()
-    assert f"resuming from {run / 'checkpoint' / 'step_3'}" in second, second[-4000:]
-    assert losses(run / "checkpoint") == reference
+    text = log.read_text() if log.exists() else "(no log)"
+    raise AssertionError(f"the job never got there:\n{text[-6000:]}")
 
 
 def test_the_kubernetes_pods_command_trains_with_the_operators_environment(tmp_path, reference):

@@ -162,11 +162,126 @@ def test_the_trainjob_is_checked_against_kubeflow_trainers_schema(capsys):
     (("--scheduler=slurm", "--image=i", "--rdzv-host=h"), "--scheduler",
      "--rdzv-host, --image are read by kubernetes and torchrun jobs, not by slurm jobs"),
     (("--scheduler=slurm", "--nodes=3"), "--nodes", "gives 3 ranks; 2 nodes x 1 GPUs gives 2"),
+    # A limit the stop signal would fill: the job would stop and requeue as it starts.
+    (("--scheduler=slurm", "--time=5", "--stop-grace=300"), "--time",
+     "5 (300 s) leaves no time to train"),
+    (("--scheduler=slurm", "--time=4h"), "--time", "not a Slurm time limit"),
+    (("--scheduler=slurm", "--mem-per-gpu=lots"), "--mem-per-gpu", "not a Slurm memory size"),
+    (("--scheduler=slurm", "--cpus-per-gpu=0"), "--cpus-per-gpu", "not a core count"),
+    (("--scheduler=torchrun", "--cpus-per-gpu=4"), "--scheduler",
+     "--cpus-per-gpu is read by slurm jobs"),
+    (("--scheduler=slurm", "--rdzv-port=70000"), "--rdzv-port", "not a TCP port"),
+    (("--scheduler=slurm", "--stop-grace=0"), "--stop-grace", "no time to write its checkpoint"),
+    # A line break would end the #SBATCH line: the rest would run as shell.
+    (("--scheduler=slurm", "--partition=gpu\nrm -rf ~"), "--partition", "line break"),
+    (("--scheduler=slurm", "--sbatch=--exclusive\ntouch pwned"), "--sbatch", "line break"),
 ])
 def test_refusals_name_the_option_and_the_fix(capsys, extra, field, text):
     code, out, err = _launch(capsys, *RECIPE, "--gpus-per-node=1", *COMMON, *extra)
     assert code == 2 and out == ""
     assert err.startswith(f"error: {field}: ") and text in err, err
+
+
+def test_a_slurm_job_asks_for_the_cores_and_memory_of_its_ranks(capsys):
+    def script(*extra: str) -> str:
+        code, out, err = _launch(capsys, *RECIPE, "--scheduler=slurm", "--gpus-per-node=2",
+                                 "--nodes=1", *COMMON, *extra)
+        assert code == 0, err
+        return out
+
+    # Each rank: its intra-op threads and its loader's worker processes.
+    out = script("--omp-threads=3", "--dataloader.num_workers=2")
+    assert "#SBATCH --cpus-per-task=10\n" in out and "#SBATCH --mem=0\n" in out
+    # srun must pass it on: Slurm 22.05's srun no longer reads SLURM_CPUS_PER_TASK.
+    assert "srun --nodes=1 --ntasks-per-node=1 --cpus-per-task=10 " in out
+    out = script("--cpus-per-gpu=4", "--mem-per-gpu=64G")
+    assert "#SBATCH --cpus-per-task=8\n" in out and "--cpus-per-task=8 --kill-on-bad-exit" in out
+    assert "#SBATCH --mem-per-gpu=64G\n" in out and "--mem=0" not in out
+    # The rendezvous port: from the job id, or the one given.
+    assert "rdzv_port=$((29500 + SLURM_JOB_ID % 3000))\n" in script()
+    assert "rdzv_port=31000\n" in script("--rdzv-port=31000")
+
+
+#: Values no generated script may run or mangle: command substitutions, variables, quotes,
+#: comments, globs, line breaks.
+HOSTILE = ["$(touch pwned)", "`touch pwned`", "$HOME", "${HOME}", "${head_node}", "'", '"',
+           "\\", "\n", "#", "*", "~", "{a,b}", ";", "&", "|", " ", "!", "$'x'", "%j", "="]
+#: The values the batch script's own variables hold in the checks below.
+SCRIPT_VALUES = {"head_node": "node 0$(x)", "rdzv_port": "29511", "SLURM_JOB_ID": "4242"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(HOSTILE), st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8)),
+    max_size=6).map("".join))
+@example("--rdzv-endpoint=${head_node}:${rdzv_port}")
+@example("$${head_node}'${rdzv_port}\n")
+def test_a_quoted_word_is_read_back_as_it_was_written(text):
+    """bash reads every quoted word back as the value; only the references to the script's own
+    variables expand (to those variables' values, whatever they hold)."""
+    import re
+    import subprocess
+
+    from hyper_parallel.launch.job import SLURM_SCRIPT_VARIABLES, quote
+
+    quoted = [quote(text), quote(text, SLURM_SCRIPT_VARIABLES)]
+    assert all("\n" not in word for word in quoted)  # one line, whatever the value
+    printed = subprocess.run(["bash", "-c", f"printf '%s\\0' {' '.join(quoted)}"],
+                             env={"PATH": os.environ["PATH"], **SCRIPT_VALUES},
+                             capture_output=True, check=True).stdout
+    names = "|".join(SLURM_SCRIPT_VARIABLES)
+    expanded = re.sub(rf"\$\{{({names})\}}", lambda m: SCRIPT_VALUES[m.group(1)], text)
+    assert printed.decode().split("\0")[:2] == [text, expanded]
+
+
+def test_every_word_of_the_generated_scripts_is_inert(capsys, tmp_path):
+    """A working directory, checkpoint folder and variable full of shell syntax: the Slurm script
+    (run with the srun stand-in) and the torchrun script hand torchrun exactly the words the job
+    holds, and nothing in them runs."""
+    import json
+    import subprocess
+    import sys
+
+    hostile = "a b'c\"d $(touch pwned) `touch pwned` $HOME #e ${head_node}"
+    workdir = tmp_path / f"work {hostile}"
+    workdir.mkdir()
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "torchrun").write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        "json.dump([sys.argv[1:], os.environ['HOSTILE_VALUE'], os.getcwd()], "
+        "open(os.environ['ARGV_OUT'], 'w'))\n")
+    (stub / "torchrun").chmod(0o755)
+    standins = cluster_standins.install(tmp_path / "bin")
+    dump = f"out/{hostile}\nline two"
+    for scheduler, extra in (("slurm", ("--gpus-per-node=2", "--nodes=1")),
+                             ("torchrun", ("--gpus-per-node=1", "--rdzv-host=node0"))):
+        job = tmp_path / f"job.{scheduler}"
+        code, _, err = _launch(capsys, *RECIPE, f"--dump_folder={dump}",
+                                 f"--scheduler={scheduler}", f"--workdir={workdir}",
+                                 "--no-preflight", "--dry-run", "-o", str(job),
+                                 f"--env=HOSTILE_VALUE={hostile}", *extra)
+        assert code == 0, err
+        argv_out = tmp_path / f"argv.{scheduler}"
+        env = {**os.environ, **cluster_standins.slurm_env(standins, nodes=1),
+               "ARGV_OUT": str(argv_out)}
+        env["PATH"] = f"{stub}{os.pathsep}{env['PATH']}"
+        done = subprocess.run(["bash", str(job)], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        argv, value, cwd = json.loads(argv_out.read_text())
+        assert value == hostile and cwd == str(workdir)
+        assert f"--dump_folder={dump}" in argv
+        endpoint = next(a for a in argv if a.startswith("--rdzv-endpoint"))
+        if scheduler == "slurm":
+            # The script's own variables expanded: the first node, the port from the job id.
+            assert endpoint == f"--rdzv-endpoint=127.0.0.1:{29500 + 4242 % 3000}"
+            assert "--rdzv-id=4242" in argv
+            log = workdir / "out" / f"{hostile}\nline two" / "checkpoint" / "slurm-4242-0.log"
+            assert log.is_file()
+        else:
+            assert endpoint == "--rdzv-endpoint=node0:29500"
+    assert not list(tmp_path.rglob("pwned")) and not (REPO / "pwned").exists()
 
 
 def test_preflight_heads_the_output_and_a_job_that_does_not_fit_is_not_written(capsys, tmp_path,
