@@ -9,7 +9,11 @@ streamed unit by unit in files of at most ``export_hf_max_shard_size``, with the
 of the adapter's ``hf_assets_path``, when set) after the saves ``export_hf_policy`` names:
 ``final``, the default, only the save at the end of training -- the legacy trainer exported
 after every save (``every_save``), which for a model of hundreds of billions of parameters
-costs every checkpoint minutes of writing and a copy of the model on disk.
+costs every checkpoint minutes of writing and a copy of the model on disk. The export's
+tensors are written in ``export_hf_dtype``: ``auto``, the source checkpoint's dtypes
+(``weights_source``, read from its headers; the model's without one), or one dtype. A run
+resumed at its last step whose checkpoint holds no finished export -- a job that died during
+the final export, requeued -- writes it then (:meth:`CheckpointManager.maybe_save`).
 
 ``keep_latest_k`` (new; the legacy keeps everything, which is the default 0) deletes older
 complete checkpoints after each successful save through
@@ -20,8 +24,8 @@ directory before it is removed, so a crash never leaves a half-deleted ``step_<N
 Defaults equal the legacy ``train.checkpoint`` section: ``folder`` = ``output_dir``
 (``outputs``), ``interval`` = ``save_steps`` (500), ``export_hf`` = ``save_hf_weights`` (true),
 ``load_path`` (unset), ``async_mode`` ``disabled`` = ``save_async: false``. New:
-``export_hf_policy`` (``final``), ``export_hf_max_shard_size`` (transformers' default) and
-``resume_latest`` (off; the generated cluster jobs turn it on: a requeued job resumes from its
+``export_hf_policy`` (``final``), ``export_hf_max_shard_size`` (transformers' default),
+``export_hf_dtype`` (``auto``) and ``resume_latest`` (off; the generated cluster jobs turn it on: a requeued job resumes from its
 own newest checkpoint, which wins over ``load_path``).
 """
 
@@ -37,8 +41,10 @@ from hyper_parallel.components._validate import integer_at_least, one_of, requir
 from hyper_parallel.protocols.configurable import Configurable
 from hyper_parallel.utils.choices import (
     ASYNC_MODES,
+    HF_EXPORT_DTYPES,
     HF_EXPORT_POLICIES,
     AsyncMode,
+    HfExportDtype,
     HfExportPolicy,
 )
 from hyper_parallel.utils.errors import ConfigError
@@ -88,6 +94,12 @@ class CheckpointManager(Configurable):
         A bigger export is ``model-0000i-of-0000N.safetensors`` files and
         ``model.safetensors.index.json``; a tensor larger than this gets a file of its own."""
 
+        export_hf_dtype: HfExportDtype = "auto"
+        """The dtype the Hugging Face export writes its floating tensors in: ``auto``, each one
+        in its dtype in the run's source checkpoint (``model.weights_path``, a Hugging Face
+        checkpoint: ``bfloat16`` for the published Qwen3.5 ones), else in the model's (what it
+        trains in: ``float32``); or ``float32``, ``bfloat16``, ``float16`` for all of them."""
+
         load_path: str | None = None
         """Resume from a ``step_<N>`` directory, from the newest complete checkpoint under a
         directory holding them, or ``latest``: the newest complete checkpoint under ``folder``
@@ -123,9 +135,11 @@ class CheckpointManager(Configurable):
                 parse_byte_size(self.export_hf_max_shard_size)
             except ValueError as exc:
                 require(False, self, "export_hf_max_shard_size", str(exc))
-            # Nothing accepted is ignored: the two only act on an export.
+            one_of(self, "export_hf_dtype", HF_EXPORT_DTYPES)
+            # Nothing accepted is ignored: these only act on an export.
             for name, default in (("export_hf_policy", "final"),
-                                  ("export_hf_max_shard_size", HF_DEFAULT_MAX_SHARD_SIZE)):
+                                  ("export_hf_max_shard_size", HF_DEFAULT_MAX_SHARD_SIZE),
+                                  ("export_hf_dtype", "auto")):
                 require(
                     self.export_hf or getattr(self, name) == default,
                     self,
@@ -313,8 +327,21 @@ class CheckpointManager(Configurable):
             pipeline_group=self.pipeline_group,
             max_shard_size=self.config.export_hf_max_shard_size,
             carry=carry,
+            dtypes=self._export_dtypes(),
         )
         self.exported.append(target)
+
+    def _export_dtypes(self):
+        """``export_hf_dtype`` as the export's :class:`~hyper_parallel.runtime.checkpoint.hf_plan.DtypeRule`
+        (``auto``: the source checkpoint's dtypes, read from its headers, when it is a Hugging
+        Face checkpoint)."""
+        from hyper_parallel.runtime.checkpoint.carried import source_dtypes
+        from hyper_parallel.runtime.checkpoint.hf_plan import DtypeRule
+
+        asked = self.config.export_hf_dtype
+        if asked != "auto":
+            return DtypeRule(cast=_DTYPE_CODES[asked])
+        return DtypeRule(source=source_dtypes(self.weights_source))
 
     def should_save(self, step: int, *, last_step: bool = False) -> bool:
         """The legacy cadence: every ``interval`` steps and at the last step, never step 0,
@@ -334,24 +361,40 @@ class CheckpointManager(Configurable):
         ``end_of_training`` (the training loop's end, which implies ``last_step``; not a stop
         request's save) is where ``export_hf_policy: final`` exports: the checkpoint saved now,
         or the one the cadence saved at this very step already (from the live model, which is
-        still that step's)."""
+        still that step's). It is also where the final export is made up for: a run resumed
+        at its last step (a requeued job whose first attempt crashed during the export, or
+        stopped at that step) exports that checkpoint unless it holds a finished export
+        (:func:`~hyper_parallel.runtime.checkpoint.hf_export.export_complete`), under
+        either policy."""
         last_step = last_step or end_of_training
         final_export = end_of_training and self.config.export_hf_policy == "final"
         if self.should_save(step, last_step=last_step):
             return self.save(step, extra, async_save=False if last_step else None,
                              export_hf=True if final_export else None)
-        if final_export and self.config.export_hf and self._saved_now(step):
-            self._export(self.saved[-1])
+        if end_of_training and self.config.export_hf and self._export_due(step):
+            self._export(self._ckpt.step_dir(self.config.folder, step))
         return None
 
-    def _saved_now(self, step: int) -> bool:
-        """This run saved ``step`` (not a resume from it) and did not export it yet."""
+    def _export_due(self, step: int) -> bool:
+        """The checkpoint of ``step`` under ``folder`` holds the live model -- this run saved
+        it, or resumed from it -- and lacks its final export: this run did not export it, and
+        (a resumed one) it holds no finished export, as rank 0 reads the folder (collective
+        then: every rank takes rank 0's answer)."""
         path = self._ckpt.step_dir(self.config.folder, step)
-        return (
-            self.last_saved_step == step
-            and bool(self.saved) and self.saved[-1] == path
-            and os.path.join(path, self._ckpt.HF_SUBDIR) not in self.exported
-        )
+        target = os.path.join(path, self._ckpt.HF_SUBDIR)
+        if self.last_saved_step != step or target in self.exported:
+            return False
+        if self.saved and self.saved[-1] == path:
+            return True  # saved by the cadence at this very step (the policy did not export)
+        if self.loaded_from is None or os.path.normpath(self.loaded_from) != os.path.normpath(path):
+            return False  # another run's checkpoint (load_path): its folder is not ours
+        missing = _on_rank0(lambda: not self._ckpt.hf_export.export_complete(target))
+        if missing:
+            logger.warning(
+                "Resumed at the last step from %s, which holds no finished Hugging Face export "
+                "(%s; the run that saved it stopped during or before the export): exporting "
+                "it now.", path, "damaged" if os.path.exists(target) else "missing")
+        return missing
 
     def _purge(self) -> None:
         if self.config.keep_latest_k > 0:
@@ -366,6 +409,22 @@ class CheckpointManager(Configurable):
 
     close = wait
 
+
+
+#: ``export_hf_dtype`` -> the safetensors dtype code of the files.
+_DTYPE_CODES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
+
+
+def _on_rank0(read: Callable[[], bool]) -> bool:
+    """``read()`` on rank 0, its answer on every rank (the ranks may see a shared folder
+    differently: they must agree on whether to enter a collective)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return read()
+    answer = [read() if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(answer, src=0)
+    return bool(answer[0])
 
 
 def _all_data_ranks(data_rank: int) -> list[int]:

@@ -50,6 +50,12 @@ ASYNC_MODES: tuple[str, ...] = get_args(AsyncMode)
 HfExportPolicy = Literal["final", "every_save"]
 HF_EXPORT_POLICIES: tuple[str, ...] = get_args(HfExportPolicy)
 
+#: ``checkpoint.export_hf_dtype``: the dtype of the Hugging Face export's floating tensors --
+#: ``auto``, each tensor's dtype in the run's source checkpoint (the model's without one); or
+#: one dtype for all of them.
+HfExportDtype = Literal["auto", "float32", "bfloat16", "float16"]
+HF_EXPORT_DTYPES: tuple[str, ...] = get_args(HfExportDtype)
+
 #: ``parallelism.pipeline_parallel_schedule``: the ``torch.distributed.pipelining`` schedules
 #: the trainer runs, by their torch names. ``GPipe`` and ``1F1B`` hold one stage per rank;
 #: ``Interleaved1F1B`` and ``LoopedBFS`` several (looped placement: rank ``r`` holds stages
@@ -138,6 +144,7 @@ __all__ = [
     "DEFAULT_EXPERTS_IMPLEMENTATION",
     "DEFAULT_KERNELS",
     "EXPERTS_IMPLEMENTATIONS",
+    "HF_EXPORT_DTYPES",
     "HF_EXPORT_POLICIES",
     "IGNORE_INDEX",
     "KERNEL_CHOICES",
@@ -158,6 +165,7 @@ __all__ = [
     "CpLinearAttentionMode",
     "DecayStyle",
     "ExpertsImplementation",
+    "HfExportDtype",
     "HfExportPolicy",
     "KernelChoice",
     "LossAggregation",

@@ -10,6 +10,10 @@ its source, and loads as the same ``...ForConditionalGeneration`` class.
 Which source tensors are carried is the adapter's rule (``carried(name, config)``); their
 names, dtypes and shapes come from the safetensors headers, so the export's plan (files, index)
 is made before a byte is read, and the writer reads them one tensor at a time.
+
+The headers also say the dtype each tensor is published in (:func:`source_dtypes`): the export
+writes the model's tensors in it by default (``checkpoint.export_hf_dtype: auto``), so a run
+started from a bf16 checkpoint exports bf16, whatever it trained in.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,11 +45,15 @@ class CarriedWeights:
     files: dict[str, str]  # Hugging Face name -> the safetensors file holding it
     specs: tuple[TensorSpec, ...]
 
-    def tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """``(name, tensor)`` in spec order, each read from its file when it is reached."""
+    def tensors(self, names: Collection[str] | None = None
+                ) -> Iterator[tuple[str, torch.Tensor]]:
+        """``(name, tensor)`` in spec order (only ``names``, when given), each read from its
+        file when it is reached."""
         from safetensors import safe_open
 
         for spec in self.specs:
+            if names is not None and spec.name not in names:
+                continue
             with safe_open(self.files[spec.name], framework="pt", device="cpu") as f:
                 yield spec.name, f.get_tensor(spec.name)
 
@@ -62,6 +70,28 @@ def _header(file: Path) -> dict[str, Any]:
         header = json.loads(f.read(size))
     header.pop("__metadata__", None)
     return header
+
+
+def _source_files(root: Path) -> list[Path] | None:
+    """The safetensors files of the Hugging Face checkpoint ``root`` (None: it is not one)."""
+    if (root / INDEX_FILE).is_file():
+        weight_map = json.loads((root / INDEX_FILE).read_text())["weight_map"]
+        return [root / name for name in sorted(set(weight_map.values()))]
+    if (root / SINGLE_FILE).is_file():
+        return [root / SINGLE_FILE]
+    return None
+
+
+def source_dtypes(source: str | os.PathLike | None) -> dict[str, str] | None:
+    """The safetensors dtype code of every tensor of the Hugging Face checkpoint ``source``, by
+    name, from the headers (no tensor is read); None when ``source`` is not one (unset, a DCP
+    folder, a ``.pt`` file, gone since the start)."""
+    if source is None:
+        return None
+    files = _source_files(Path(source))
+    if files is None:
+        return None
+    return {name: entry["dtype"] for file in files for name, entry in _header(file).items()}
 
 
 def carried_weights(source: str | os.PathLike | None, adapter: Any,
@@ -82,22 +112,15 @@ def carried_weights(source: str | os.PathLike | None, adapter: Any,
             "carry its tensors the model does not hold (the MTP head; a text-only run's vision "
             "tower) and is not whole", source)
         return None
-    if (root / INDEX_FILE).is_file():
-        weight_map = json.loads((root / INDEX_FILE).read_text())["weight_map"]
-        names_by_file: dict[str, list[str]] = {}
-        for name, file in weight_map.items():
-            names_by_file.setdefault(file, []).append(name)
-        files = sorted(names_by_file)
-    elif (root / SINGLE_FILE).is_file():
-        files = [SINGLE_FILE]
-    else:
+    files = _source_files(root)
+    if files is None:
         return None
     where: dict[str, str] = {}
     specs: list[TensorSpec] = []
     for file in files:
-        for name, entry in _header(root / file).items():
+        for name, entry in _header(file).items():
             if rule(name, config):
-                where[name] = str(root / file)
+                where[name] = str(file)
                 specs.append(TensorSpec(name, entry["dtype"], tuple(entry["shape"])))
     if not specs:
         return None
@@ -107,4 +130,4 @@ def carried_weights(source: str | os.PathLike | None, adapter: Any,
 #: The unit name of the carried tensors in an export's plan (written last, by pipeline rank 0).
 CARRIED_UNIT = "<carried>"
 
-__all__ = ["CARRIED_UNIT", "CarriedWeights", "carried_weights"]
+__all__ = ["CARRIED_UNIT", "CarriedWeights", "carried_weights", "source_dtypes"]

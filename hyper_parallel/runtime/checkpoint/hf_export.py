@@ -1,5 +1,6 @@
 """The Hugging Face export: the model as (sharded) safetensors plus its ``config.json`` and
-tokenizer files, streamed one unit at a time so that no rank ever holds the whole model.
+tokenizer files, streamed one unit at a time so that no rank ever holds the whole model, each
+file written by a rank of its own.
 
 ``export_hf_weights`` writes ``<step_dir>/hf_ckpt`` (or any path) after a save, in the layout of
 transformers' ``save_pretrained``: ``model.safetensors`` when everything fits in one file of
@@ -16,58 +17,67 @@ transformers' ``save_pretrained``: ``model.safetensors`` when everything fits in
 2. The plan (:mod:`.hf_plan`): each rank runs the adapter's ``to_hf`` on ``meta`` copies of its
    units (shapes only, free), the pipeline ranks exchange the results (names, dtypes, shapes;
    one ``all_gather_object`` of a few bytes per tensor, never a weight), and every rank cuts the
-   same files from them. The safetensors headers and the ``-of-0000N`` names are known before
-   any weight moves.
-3. Rounds: in round ``j`` every rank gathers its ``j``-th unit tensor by tensor (a DTensor's
-   ``full_tensor()``: collective over its mesh, called in the same order by every rank that
-   holds the unit); the writer moves each to the host, converts the unit with ``to_hf`` and
-   appends the result to its open file (:mod:`.safetensors_stream`: a file is never held in
-   memory); the other ranks drop what they gathered. Under pipeline parallelism a barrier over
-   the pipeline ends each round.
+   same files from them -- the same files whatever the number of ranks -- and gives each file
+   the rank that writes it (:func:`.hf_plan.assign_ranks`: the files are spread over the ranks
+   that hold their units, one per rank, as far apart as the ranks go). The safetensors headers
+   and the ``-of-0000N`` names are known before any weight moves. Which dtype each tensor is
+   written in is the plan's too (:class:`.hf_plan.DtypeRule`: the tensor's own, one asked
+   dtype, or the source checkpoint's).
+3. Rounds: in round ``j`` every rank exports its ``j``-th unit. Each tensor of the unit is
+   gathered to the rank that writes it alone (:func:`.hf_gather.gather_to`: the shards go
+   there in pieces, cast to the written dtype on the way, over the mesh's own groups; no other
+   rank receives a byte), a unit split between two files of two ranks going to both. The
+   writer converts the unit with ``to_hf`` on the host and appends the result to its open file
+   (:mod:`.safetensors_stream`: a file is never held in memory), in a background thread when
+   there are other ranks, so its disk writes overlap the next gathers, its own and the other
+   writers'. Under pipeline parallelism a barrier over the pipeline ends each round.
 4. Carried weights (:mod:`.carried`): the source checkpoint's tensors the model does not hold
-   (the MTP head; the vision tower of a text-only run) are one more unit, written last by
-   pipeline rank 0's writer, read from the source file one tensor at a time.
-5. Rank 0 writes the index, ``config.json`` (through the model package,
-   ``hf_io.write_hf_config``) and the tokenizer files of the adapter's ``hf_assets_path``, then
-   renames the hidden ``.<name>.tmp`` it all went into to ``path``: an interrupted export never
-   leaves a half-written ``hf_ckpt``.
+   (the MTP head; the vision tower of a text-only run) are one more unit of pipeline rank 0,
+   written last by the ranks whose files hold them, read from the source file one tensor at a
+   time.
+5. Every rank closes (fsyncs) its files, then a barrier; rank 0 writes the index,
+   ``config.json`` (through the model package, ``hf_io.write_hf_config``) and the tokenizer
+   files of the adapter's ``hf_assets_path``, then renames the hidden ``.<name>.tmp`` it all
+   went into to ``path``. ``path`` appears whole or not at all: :func:`export_complete` tells
+   a finished export from a missing or damaged one (the checkpoint manager redoes the final
+   export of a run that crashed during it).
 
-**Who writes.** Without pipeline parallelism every rank holds every unit and global rank 0
-writes. Under pipeline parallelism each stage's first data-parallel rank (the ranks of the
-pipeline that holds global rank 0) writes the files of that stage's units, rather than routing
-every weight to rank 0: the stages write in parallel (an export takes the time of the largest
-stage, not of the model), no weight crosses between stages (only the DTensor gathers inside a
-stage that training runs there anyway), and every writer's memory stays one unit. The price: a
-file never spans two stages, so a pipeline-parallel export has at least one file per stage
-(and an index) where one rank would write a single ``model.safetensors``.
+**Who writes.** The files of the units a pipeline stage holds are spread over the ranks holding
+that stage -- every rank without pipeline parallelism: with the default 50 GB files the 1.6 TB
+of 397B-A17B in fp32 (0.8 TB in bf16) are some 16 to 32 files, each written by another rank,
+on another host as long as there are hosts left. A file never spans two stages, so a
+pipeline-parallel export has at least one file per stage (and an index) where one rank would
+write a single ``model.safetensors``; without pipeline parallelism the files are the ones one
+rank writes, bit for bit.
 
-**Memory.** A writer's host holds one unit: its gathered tensors plus what ``to_hf`` makes of
-them (concatenations are new tensors, splits are views) -- a decoder layer, at most twice over,
-whatever the shard size and the model size (for 397B-A17B in fp32 a layer is 26 GB, nearly all
-of it the 512 experts; the model is 1.6 TB). A device holds one gathered tensor at a time. On
-gloo the all-gather stages its output through a buffer of its own, so a CPU rank peaks at twice
-the largest tensor: ``bench/bench_hf_export.py`` measures rank 0 of a 2-rank FSDP 0.8b (3.0 GB,
-its embedding 1.0 GB) at +2.0 GB with 100 MB files and +1.9 GB with 1 GB files, where gathering
-the whole model first (the export before this one) took +4.9 GB.
+**Memory.** A device holds one piece of a gather (at most :data:`.hf_gather.PIECE_BYTES` over all
+ranks' shards, on the writer; its own shard's part elsewhere); no rank but the writer ever holds
+a full tensor. A writer's host holds the unit it converts (its gathered tensors plus what
+``to_hf`` makes of them: concatenations are new tensors, splits views) and, while its thread
+writes, the unit before it: for 397B-A17B a decoder layer is 13 GB in bf16 (26 GB in fp32),
+nearly all of it the 512 experts. ``bench/bench_hf_export.py`` measures every rank's growth.
 
-**Waits.** No rank waits in a collective while another writes more than one unit. Without
-pipeline parallelism every rank takes part in every gather, so a rank waits in its next gather
-at most for the writer to convert and write one unit; the peers' next training collective
-waits for the last unit and rank 0's few final files (index, config, rename). Under pipeline
-parallelism the barrier that ends each round bounds every wait to one round: the slowest
-stage's gather, conversion and write of one unit. There is no barrier at the end: the writers
-closed their files before the last round's barrier, and nothing else needs the export done.
-Every rank first waits for an asynchronous save in flight (its directory must exist; that wait
-is in no collective of the training group).
+**Waits.** No rank waits in a collective for another rank's disk writes beyond one unit: a
+writer's thread takes one unit at a time, and the writer hands it the next (outside any
+collective) only when it is done with the last, so the ranks waiting in the writer's next
+gather wait at most for the writing of one unit -- the same bound as the conversion. Under
+pipeline parallelism the barrier that ends each round bounds every wait to one round. The
+barrier before rank 0 publishes waits for the writers' last units; the peers' next collective
+waits for rank 0's few final files (index, config, rename). Every rank first waits for an
+asynchronous save in flight (its directory must exist; that wait is in no collective of the
+training group).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import queue
 import shutil
+import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,9 +93,20 @@ from .atomic import _fsync_dir, _replace_dir, _write_json
 from .carried import CARRIED_UNIT, CarriedWeights
 from .dcp_io import _model_parts
 from .errors import CheckpointError
-from .hf_plan import INDEX_FILE, ExportPlan, ShardFile, TensorSpec, UnitSpec, plan_export
-from .ranks import _distributed, _rank
-from .safetensors_stream import StreamedSafetensorsFile, dtype_code
+from .hf_gather import gather_to
+from .hf_plan import (
+    FLOAT_CODES,
+    INDEX_FILE,
+    DtypeRule,
+    ExportPlan,
+    ShardFile,
+    TensorSpec,
+    UnitSpec,
+    assign_ranks,
+    plan_export,
+)
+from .ranks import _distributed, _rank, _world_size
+from .safetensors_stream import DTYPE_CODES, StreamedSafetensorsFile, dtype_code
 
 logger = logging.getLogger(__name__)
 
@@ -202,8 +223,10 @@ def _local_units(parts: Sequence[torch.nn.Module]) -> tuple[list[_Unit], list[st
     return [_Unit(u, found[u]) for u in order if u in found], order
 
 
-def _hf_specs(to_hf: Callable, unit: _Unit, config: Any) -> tuple[TensorSpec, ...]:
-    """What ``to_hf`` makes of ``unit``, from shapes alone (run on ``meta`` tensors)."""
+def _hf_specs(to_hf: Callable, unit: _Unit, config: Any,
+              dtypes: DtypeRule) -> tuple[TensorSpec, ...]:
+    """What ``to_hf`` makes of ``unit``, from shapes alone (run on ``meta`` tensors), in the
+    dtypes ``dtypes`` writes them in."""
     meta = {name: torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")
             for name, t in unit.tensors.items()}
     try:
@@ -214,29 +237,21 @@ def _hf_specs(to_hf: Callable, unit: _Unit, config: Any) -> tuple[TensorSpec, ..
             f"on the meta device ({type(exc).__name__}: {exc}); the export plans its files from "
             "shapes, so to_hf must accept meta tensors (and not read their values)"
         ) from exc
-    return tuple(TensorSpec(name, dtype_code(t.dtype), tuple(t.shape))
+    return tuple(dtypes.apply(TensorSpec(name, dtype_code(t.dtype), tuple(t.shape)))
                  for name, t in converted.items())
 
 
 # ----------------------------------------------------------------------------- the ranks
-@dataclass(frozen=True)
-class _Position:
-    """This rank in the export: its pipeline rank (which stages' files) and whether it writes."""
-
-    pipeline_rank: int
-    writes: bool
+#: safetensors dtype code -> torch dtype.
+_TORCH_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
 
 
-def _position(pipeline_group: Any) -> _Position:
-    if not _distributed():
-        return _Position(0, True)
+def _pipeline_rank(pipeline_group: Any) -> int:
+    if not _pipeline_spans(pipeline_group):
+        return 0
     import torch.distributed as dist
 
-    if pipeline_group is None:
-        return _Position(0, dist.get_rank() == 0)
-    # The pipeline holding global rank 0 holds every stage's first data-parallel rank.
-    return _Position(dist.get_group_rank(pipeline_group, dist.get_rank()),
-                     0 in dist.get_process_group_ranks(pipeline_group))
+    return dist.get_group_rank(pipeline_group, dist.get_rank())
 
 
 def _pipeline_spans(pipeline_group: Any) -> bool:
@@ -245,6 +260,27 @@ def _pipeline_spans(pipeline_group: Any) -> bool:
     import torch.distributed as dist
 
     return dist.get_world_size(pipeline_group) > 1
+
+
+def _holders(pipeline_rank: int, pipeline_group: Any) -> dict[int, list[int]]:
+    """The global ranks that hold each pipeline rank's units: every rank without pipeline
+    parallelism, else one ``all_gather_object`` of each rank's pipeline rank (an integer).
+    Collective over the world: rank 0 has made the temporary directory before it joins, so no
+    writer opens a file before the directory exists."""
+    if not _distributed():
+        return {0: [0]}
+    world = _world_size()
+    if not _pipeline_spans(pipeline_group):
+        barrier()
+        return {0: list(range(world))}
+    import torch.distributed as dist
+
+    stages: list[Any] = [None] * world
+    dist.all_gather_object(stages, pipeline_rank)
+    holders: dict[int, list[int]] = {}
+    for rank, stage in enumerate(stages):
+        holders.setdefault(int(stage), []).append(rank)
+    return holders
 
 
 def _all_units(mine: list[UnitSpec], order: list[str], pipeline_group: Any) -> list[UnitSpec]:
@@ -270,15 +306,28 @@ def _all_units(mine: list[UnitSpec], order: list[str], pipeline_group: Any) -> l
 
 # ----------------------------------------------------------------------------- the writing
 class _ShardWriter:
-    """A writer rank's files, in plan order: each opened at its first tensor, closed (fsynced)
-    at its last."""
+    """A rank's files, in plan order: each opened at its first tensor, closed (fsynced) at its
+    last. With ``background`` the files are written by a thread, one unit at a time:
+    :meth:`submit` hands it a unit once it is done with the one before, so the host holds at
+    most two units (the one written, the one the caller gathers next) and the collectives the
+    caller goes back to wait for at most one unit's writing. An error of the thread is raised
+    by the next :meth:`submit` or :meth:`close`."""
 
-    def __init__(self, folder: str, files: Sequence[ShardFile]) -> None:
+    def __init__(self, folder: str, files: Sequence[ShardFile], *, background: bool) -> None:
         self._folder = folder
         self._pending: deque[ShardFile] = deque(files)
+        self.names = frozenset(t.name for f in files for t in f.tensors)
         self._open: StreamedSafetensorsFile | None = None
+        self._background = background
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stop = threading.Event()
 
-    def write(self, name: str, tensor: torch.Tensor) -> None:
+    # ---- the files (the thread's, or the caller's without one)
+    def _write(self, name: str, tensor: torch.Tensor) -> None:
         if self._open is not None and self._open.complete:
             self._open.close()
             self._open = None
@@ -290,51 +339,137 @@ class _ShardWriter:
                                                  shard.tensors)
         self._open.write(name, tensor)
 
-    def close(self) -> None:
-        """Close the last file; every file of the plan must have been written (idempotent)."""
+    def _finish(self) -> None:
         if self._open is not None:
             self._open.close()
             self._open = None
         if self._pending:
             raise CheckpointError(f"HF export: {self._pending[0].name} was never written")
 
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                unit = self._queue.get()
+                if unit is None:
+                    return
+                for name, tensor in unit:
+                    if self._stop.is_set():
+                        return
+                    self._write(name, tensor)
+                unit = tensor = None  # dropped before the caller hands over the next one
+                self._idle.set()
+        except BaseException as exc:  # noqa: BLE001 - handed to the exporting thread
+            self._error = exc
+            self._idle.set()
+
+    def _wait_idle(self) -> None:
+        """Until the thread is done with its unit (outside any collective); its error, if it
+        failed."""
+        while not self._idle.wait(timeout=0.5):
+            if not self._thread.is_alive():
+                break
+        if self._error is not None:
+            raise self._error
+
+    # ---- the caller's side
+    def submit(self, tensors: list[tuple[str, torch.Tensor]]) -> None:
+        """Write one unit's ``(name, tensor)`` of this rank's files, in file order."""
+        if not self._background:
+            for name, tensor in tensors:
+                self._write(name, tensor)
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="hf-export-writer",
+                                            daemon=True)
+            self._thread.start()
+        self._wait_idle()
+        self._idle.clear()
+        self._queue.put(tensors)
+
+    def close(self) -> None:
+        """Write what was submitted and close the last file; every file of the plan must have
+        been written."""
+        if self._thread is not None:
+            self._wait_idle()
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        self._finish()
+
     def abort(self) -> None:
+        """Stop the thread after the tensor it writes, and close without checks (an export
+        that failed; its directory is never published)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
         if self._open is not None:
             self._open.abort()
 
 
-def _gathered(tensor: torch.Tensor, keep: bool) -> torch.Tensor | None:
-    """The full ``tensor`` on the host when ``keep``; None otherwise. Collective for a DTensor
-    (every rank of its mesh calls it, in the same order): the non-writers take part and drop."""
+@dataclass(frozen=True)
+class _To:
+    """Where :func:`_gathered` takes a tensor: the rank that writes it, in which dtype."""
+
+    rank: int
+    dtype: torch.dtype | None = None
+
+
+def _gathered(tensor: torch.Tensor, to: _To) -> torch.Tensor | None:
+    """The full ``tensor`` on the host of ``to.rank``, None on the other ranks. Collective for a
+    DTensor (every rank of its mesh calls it, in the same order); see :mod:`.hf_gather`."""
+    return gather_to(tensor, to.rank, to.dtype)
+
+
+def _gather_dtypes(unit: _Unit, spec: UnitSpec) -> dict[str, torch.dtype]:
+    """The dtype each sharded weight of ``unit`` is gathered in: the one every floating tensor
+    of the unit is written in, when they agree (the adapters' ``to_hf`` only moves values --
+    renames, splits, concatenations -- so casting before it is casting after, and a bf16
+    export then moves half the bytes of fp32 weights). Otherwise the weights' own dtypes, cast
+    after the conversion. Plain tensors are not gathered; they are cast after too."""
     from torch.distributed.tensor import DTensor
 
-    if isinstance(tensor, DTensor):
-        if tensor.device.type != tensor.device_mesh.device_type:
-            # A CPU-offloaded shard gathers on the device its mesh's backend serves (NCCL: CUDA).
-            tensor = tensor.to(tensor.device_mesh.device_type)
-        tensor = tensor.full_tensor()
-    if not keep:
-        return None
-    return tensor.detach().to("cpu")
+    written = {t.dtype for t in spec.tensors if t.dtype in FLOAT_CODES}
+    if len(written) != 1:
+        return {}
+    dtype = _TORCH_DTYPES[written.pop()]
+    return {name: dtype for name, t in unit.tensors.items()
+            if isinstance(t, DTensor) and t.dtype.is_floating_point}
 
 
-def _export_unit(unit: _Unit, spec: UnitSpec, to_hf: Callable, config: Any,
+def _export_unit(unit: _Unit, spec: UnitSpec, plan: ExportPlan, to_hf: Callable, config: Any,
                  files: _ShardWriter | None) -> None:
+    """Gather ``unit`` to each rank that writes some of it; those convert it and hand their
+    tensors to their files."""
     if not spec.tensors:
         return  # nothing of it is exported (a tied head): no rank gathers it
-    writes = files is not None
-    full = {name: _gathered(t, writes) for name, t in unit.tensors.items()}
-    if not writes:
-        return
-    converted = to_hf(full, config)
-    names = [t.name for t in spec.tensors]
-    if set(converted) != set(names):
-        raise CheckpointError(
-            f"HF export: {unit.name!r} converts to {sorted(converted)[:4]}..., but to "
-            f"{names[:4]}... from its shapes; to_hf must depend on names and shapes only"
-        )
-    for name in names:
-        files.write(name, converted.pop(name))
+    me = _rank()
+    casts = _gather_dtypes(unit, spec)
+    written = {t.name: t.dtype for t in spec.tensors}
+    for rank in plan.ranks_of(spec):
+        full = {name: _gathered(t, _To(rank, casts.get(name)))
+                for name, t in unit.tensors.items()}
+        if rank != me:
+            continue
+        converted = to_hf(full, config)
+        del full
+        if set(converted) != set(written):
+            raise CheckpointError(
+                f"HF export: {unit.name!r} converts to {sorted(converted)[:4]}..., but to "
+                f"{sorted(written)[:4]}... from its shapes; to_hf must depend on names and "
+                "shapes only"
+            )
+        files.submit([(name, converted.pop(name).to(_TORCH_DTYPES[written[name]]))
+                      for name in written if name in files.names])
+        del converted
+
+
+def _write_carried(carry: CarriedWeights, spec: UnitSpec, files: _ShardWriter) -> None:
+    """This rank's share of the carried tensors, read one at a time, in the plan's dtypes."""
+    written = {t.name: t.dtype for t in spec.tensors if t.name in files.names}
+    files.submit([(name, tensor.to(_TORCH_DTYPES[written[name]]))
+                  for name, tensor in carry.tensors(written)])
 
 
 def _shard_bytes(max_shard_size: int | str) -> int:
@@ -361,19 +496,17 @@ def _publish(tmp: str, path: str, plan: ExportPlan, adapter: Any, model_config: 
     _copy_hf_assets(getattr(adapter, "hf_assets_path", None), tmp)
     _fsync_dir(tmp)
     _replace_dir(tmp, path)
-    logger.info("Exported HF weights to %s (%d file%s, %.1f MB)", path, len(plan.files),
-                "" if len(plan.files) == 1 else "s", plan.total_size / 1e6)
-
-
-def _write_carried(carry: CarriedWeights, files: _ShardWriter) -> None:
-    for name, tensor in carry.tensors():
-        files.write(name, tensor)
+    writers = sorted({f.rank for f in plan.files})
+    logger.info("Exported HF weights to %s (%d file%s by %d rank%s, %.1f MB, %s)", path,
+                len(plan.files), "" if len(plan.files) == 1 else "s", len(writers),
+                "" if len(writers) == 1 else "s", plan.total_size / 1e6,
+                _DTYPE_NAMES.get(dtype, dtype))
 
 
 def export_hf_weights(
     model: torch.nn.Module | list[torch.nn.Module], adapter, model_config, path: str,
     *, pipeline_group: Any = None, max_shard_size: int | str = HF_DEFAULT_MAX_SHARD_SIZE,
-    carry: CarriedWeights | None = None,
+    carry: CarriedWeights | None = None, dtypes: DtypeRule | None = None,
 ) -> str:
     """Write ``model`` as a Hugging Face checkpoint into ``path``, streamed (see the module
     docstring); returns ``path``. Collective: every rank calls it.
@@ -386,35 +519,41 @@ def export_hf_weights(
     bytes or as transformers writes it (``"5GB"``; default transformers' ``save_pretrained``
     default); a tensor larger than that gets a file of its own. ``carry``: the source
     checkpoint's tensors the model does not hold (:func:`.carried.carried_weights`), written
-    unchanged after the model's.
+    after the model's. ``dtypes``: which dtype each tensor is written in
+    (:class:`.hf_plan.DtypeRule`; default: the tensors' own).
 
     Bound: no rank waits in a collective for more than one unit (a decoder layer) to be
-    gathered, converted and written by another; the writer's host memory is one unit.
+    gathered, converted and written by another; no rank but a tensor's writer holds it whole.
     """
     to_hf = _adapter_to_hf(adapter)
     max_shard_bytes = _shard_bytes(max_shard_size)
+    dtypes = DtypeRule() if dtypes is None else dtypes
     # Every rank, outside any collective of the training group: the step directory the export
     # goes into appears when the background save finishes.
     wait_async_save()
     units, order = _local_units(_model_parts(model))
-    me = _position(pipeline_group)
-    mine = [UnitSpec(u.name, me.pipeline_rank, _hf_specs(to_hf, u, model_config)) for u in units]
+    stage = _pipeline_rank(pipeline_group)
+    mine = [UnitSpec(u.name, stage, _hf_specs(to_hf, u, model_config, dtypes)) for u in units]
 
     parent, name = os.path.split(os.path.normpath(path))
     tmp = os.path.join(parent, f".{name}.tmp")
     if _rank() == 0:
-        # Before the plan's exchange, which the other stages' writers pass only after this.
+        # Before the ranks' exchange, which the other writers pass only after this.
         os.makedirs(parent or ".", exist_ok=True)
         if os.path.exists(tmp):
             shutil.rmtree(tmp)
         os.makedirs(tmp)
+    holders = _holders(stage, pipeline_group)
 
     every_unit = _all_units(mine, order, pipeline_group)
+    carried = None
     if carry is not None:  # the same on every rank: read from the source's headers
-        every_unit.append(UnitSpec(CARRIED_UNIT, 0, carry.specs))
+        carried = UnitSpec(CARRIED_UNIT, 0, tuple(dtypes.apply(s) for s in carry.specs))
+        every_unit.append(carried)
     plan = plan_export(every_unit, max_shard_bytes)
     if not plan.files:
         raise CheckpointError("HF export: the adapter converts the model to no tensor at all")
+    assign_ranks(plan, holders)
     # Every pipeline rank runs as many rounds as the rank with the most units.
     per_writer: dict[int, int] = {}
     for spec in plan.units:
@@ -422,25 +561,63 @@ def export_hf_weights(
     rounds = max(per_writer.values())
     spans = _pipeline_spans(pipeline_group)
 
-    files = _ShardWriter(tmp, plan.files_of(me.pipeline_rank)) if me.writes else None
-    carries = carry is not None and me.pipeline_rank == 0
-    work = len(units) + carries
+    me = _rank()
+    own = plan.files_of_rank(me)
+    # A thread lets the other ranks' gathers go on while this one writes; alone, nobody waits.
+    files = _ShardWriter(tmp, own, background=_world_size() > 1) if own else None
+    work: list[tuple[_Unit | None, UnitSpec]] = list(zip(units, mine))
+    if carried is not None and stage == 0:
+        work.append((None, carried))
     try:
         for j in range(rounds):
-            if j < len(units):
-                _export_unit(units[j], mine[j], to_hf, model_config, files)
-            elif carries and j == len(units) and files is not None:
-                _write_carried(carry, files)  # no collective: the writer reads the source
-            if files is not None and j + 1 >= work:
-                # Closed (fsynced) before the round's barrier: rank 0 publishes after the last
-                # one, when every stage's writer is done.
-                files.close()
+            if j < len(work):
+                unit, spec = work[j]
+                if unit is not None:
+                    _export_unit(unit, spec, plan, to_hf, model_config, files)
+                elif me in plan.ranks_of(spec):
+                    _write_carried(carry, spec, files)  # no collective: read from the source
             if spans:
                 barrier(pipeline_group)
+        if files is not None:
+            files.close()  # fsynced before the barrier: rank 0 publishes after it
     except BaseException:
         if files is not None:
             files.abort()
         raise
-    if _rank() == 0:
+    barrier()
+    if me == 0:
         _publish(tmp, path, plan, adapter, model_config, carry)
     return path
+
+
+# ----------------------------------------------------------------------------- completeness
+def _safetensors_whole(file: str) -> bool:
+    """``file`` is a safetensors file as long as its header says (not cut short)."""
+    try:
+        with open(file, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size))
+    except (OSError, ValueError):
+        return False
+    header.pop("__metadata__", None)
+    end = max((entry["data_offsets"][1] for entry in header.values()), default=0)
+    return os.path.getsize(file) == 8 + size + end
+
+
+def export_complete(path: str) -> bool:
+    """Whether ``path`` holds a finished export: ``config.json``, and every safetensors file
+    the index names (or ``model.safetensors``) as long as its header says. An export that
+    crashed never leaves ``path`` (it is renamed into place last); this also refuses one
+    damaged since (a file missing or cut short), which the checkpoint manager then redoes."""
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        return False
+    index = os.path.join(path, INDEX_FILE)
+    if os.path.isfile(index):
+        try:
+            with open(index, encoding="utf-8") as f:
+                files: Iterable[str] = set(json.load(f)["weight_map"].values())
+        except (OSError, ValueError, KeyError):
+            return False
+    else:
+        files = ["model.safetensors"]
+    return all(_safetensors_whole(os.path.join(path, name)) for name in files)

@@ -16,13 +16,25 @@ an open file open past an oversized tensor, which puts that tensor's file first)
 file starts where the writer changes (under pipeline parallelism each stage's first
 data-parallel rank writes that stage's files; see :mod:`.hf_export`). One file is
 ``model.safetensors`` with no index, as ``save_pretrained`` writes it.
+
+**Who writes which file** (:func:`assign_ranks`): the files of a stage are spread over the
+ranks that hold the stage (every rank without pipeline parallelism) -- one file per rank, as far
+apart as the ranks go (``file i of n`` to the ``i * len // n``-th holder, so on hosts of 8 ranks
+each file goes to another host while there are hosts left), round-robin when there are more
+files than ranks. The cut does not depend on the number of ranks: one rank and 512 write the
+same files.
+
+**In which dtype** (:class:`DtypeRule`): the tensors' own (the trained model's), every floating
+tensor in one asked dtype, or each tensor in its dtype in the run's source checkpoint.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from hyper_parallel.utils.hf_layout import INDEX_FILE, cut_files, file_names
 
@@ -33,16 +45,65 @@ DTYPE_BYTES = {
     "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
     "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
 }
+#: The codes of floating-point tensors: the ones a :class:`DtypeRule` may write in another dtype
+#: (an integer or boolean tensor is written as it is).
+FLOAT_CODES = ("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2")
 
 __all__ = [
     "DTYPE_BYTES",
+    "FLOAT_CODES",
     "INDEX_FILE",
+    "DtypeRule",
     "ExportPlan",
     "ShardFile",
     "TensorSpec",
     "UnitSpec",
+    "assign_ranks",
     "plan_export",
 ]
+
+
+@dataclass(frozen=True)
+class DtypeRule:
+    """The dtype code each floating tensor of an export is written in.
+
+    ``cast``: every floating tensor in this code (``checkpoint.export_hf_dtype`` set to a
+    dtype). Else ``source``, the source checkpoint's code of every tensor by its Hugging Face
+    name (read from its headers): a tensor it holds is written in its dtype there, one it does
+    not hold in the dtype most of its floating tensors have -- so a run started from a
+    published bf16 checkpoint exports bf16 (a drop-in replacement), whatever it trained in.
+    Neither: the tensor's own dtype (what the model holds; the export before this rule).
+    """
+
+    cast: str | None = None
+    source: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.cast is not None and self.cast not in FLOAT_CODES:
+            raise ValueError(f"DtypeRule.cast must be one of {', '.join(FLOAT_CODES)}, "
+                             f"got {self.cast!r}")
+
+    def code(self, name: str, code: str) -> str:
+        """The code the tensor ``name``, held as ``code``, is written in."""
+        if code not in FLOAT_CODES:
+            return code
+        if self.cast is not None:
+            return self.cast
+        if self.source:
+            theirs = self.source.get(name)
+            if theirs is None:
+                theirs = self._source_default
+            if theirs in FLOAT_CODES:
+                return theirs
+        return code
+
+    @property
+    def _source_default(self) -> str | None:
+        floats = Counter(c for c in (self.source or {}).values() if c in FLOAT_CODES)
+        return floats.most_common(1)[0][0] if floats else None
+
+    def apply(self, spec: TensorSpec) -> TensorSpec:
+        return replace(spec, dtype=self.code(spec.name, spec.dtype))
 
 
 @dataclass(frozen=True)
@@ -74,11 +135,14 @@ class UnitSpec:
 
 @dataclass
 class ShardFile:
-    """One safetensors file of the export: its name, its writer and its tensors in file order."""
+    """One safetensors file of the export: its name, its writer (the pipeline rank whose units
+    it holds), its tensors in file order and the rank that writes it."""
 
     name: str
     writer: int
     tensors: list[TensorSpec] = field(default_factory=list)
+    rank: int = 0
+    """The global rank that writes it (:func:`assign_ranks`; 0 until assigned)."""
 
     @property
     def nbytes(self) -> int:
@@ -118,8 +182,23 @@ class ExportPlan:
         }
 
     def files_of(self, writer: int) -> list[ShardFile]:
-        """The files ``writer`` writes, in order."""
+        """The files of pipeline rank ``writer``'s units, in order."""
         return [f for f in self.files if f.writer == writer]
+
+    def files_of_rank(self, rank: int) -> list[ShardFile]:
+        """The files the global rank ``rank`` writes, in order."""
+        return [f for f in self.files if f.rank == rank]
+
+    def ranks_of(self, unit: UnitSpec) -> list[int]:
+        """The ranks that write ``unit``'s tensors, in order: one, or more where files of
+        different ranks split the unit."""
+        where = self._rank_of_tensor
+        return sorted({where[t.name] for t in unit.tensors})
+
+    @cached_property
+    def _rank_of_tensor(self) -> dict[str, int]:
+        # Read after assign_ranks, which runs once, before any unit is exported.
+        return {t.name: f.rank for f in self.files for t in f.tensors}
 
     def dtype(self) -> str | None:
         """The dtype code most tensors have (``config.json``'s ``dtype``), or None."""
@@ -151,3 +230,20 @@ def plan_export(units: Sequence[UnitSpec], max_shard_bytes: int) -> ExportPlan:
         for name, positions in zip(file_names(len(cut)), cut)
     ]
     return ExportPlan(files=files, units=list(units))
+
+
+def assign_ranks(plan: ExportPlan, holders: Mapping[int, Sequence[int]]) -> ExportPlan:
+    """Give every file of ``plan`` the global rank that writes it, among ``holders[writer]``
+    (the ranks that hold pipeline rank ``writer``'s units, every rank without pipeline
+    parallelism), spread as the module docstring says. Returns ``plan``."""
+    by_writer: dict[int, list[ShardFile]] = {}
+    for f in plan.files:
+        by_writer.setdefault(f.writer, []).append(f)
+    for writer, files in by_writer.items():
+        ranks = sorted(holders.get(writer, ()))
+        if not ranks:
+            raise CheckpointError(f"HF export: no rank holds pipeline rank {writer}'s units")
+        n = len(files)
+        for i, f in enumerate(files):
+            f.rank = ranks[i * len(ranks) // n] if n <= len(ranks) else ranks[i % len(ranks)]
+    return plan

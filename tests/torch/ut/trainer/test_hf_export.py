@@ -126,6 +126,36 @@ def test_the_writer_holds_one_unit_at_a_time(tmp_path, monkeypatch):
     assert peak[0] <= max(units.values()) < model_bytes / 2, (peak[0], units)
 
 
+def test_the_writer_thread_hands_its_error_to_the_next_unit(tmp_path, monkeypatch):
+    """Files written in the background (other ranks): a unit that fails to write raises, with
+    its own error, where the exporting thread hands over the next unit -- never a hang, never
+    an export published without the file."""
+    from hyper_parallel.runtime.checkpoint import safetensors_stream
+
+    specs = [TensorSpec(f"t{i}", "F32", (2,)) for i in range(4)]
+    plan = plan_export([UnitSpec("a", 0, tuple(specs[:2])), UnitSpec("b", 0, tuple(specs[2:]))],
+                       16)
+    original = safetensors_stream.StreamedSafetensorsFile.write
+
+    def write(self, name, tensor):
+        if name == "t1":
+            raise OSError("injected: no space left on device")
+        return original(self, name, tensor)
+
+    monkeypatch.setattr(safetensors_stream.StreamedSafetensorsFile, "write", write)
+    files = hf_export._ShardWriter(str(tmp_path), plan.files, background=True)
+    files.submit([("t0", torch.zeros(2)), ("t1", torch.zeros(2))])
+    with pytest.raises(OSError, match="no space left"):
+        files.submit([("t2", torch.zeros(2)), ("t3", torch.zeros(2))])
+    files.abort()
+    monkeypatch.undo()
+    files = hf_export._ShardWriter(str(tmp_path), plan.files, background=True)
+    for unit in (specs[:2], specs[2:]):
+        files.submit([(t.name, torch.full((2,), float(i))) for i, t in enumerate(unit)])
+    files.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f.name for f in plan.files]
+
+
 # ------------------------------------------------------------------------ the plan
 def _unit(name, writer, *sizes):
     return UnitSpec(name, writer, tuple(TensorSpec(f"{name}.{i}", "F32", (s // 4,))
@@ -233,12 +263,133 @@ def test_a_bad_policy_names_the_choices():
 
 
 @pytest.mark.parametrize("field, value", [("export_hf_policy", "every_save"),
-                                          ("export_hf_max_shard_size", "1GB")])
+                                          ("export_hf_max_shard_size", "1GB"),
+                                          ("export_hf_dtype", "bfloat16")])
 def test_export_settings_without_an_export_are_refused(field, value):
     with pytest.raises(ConfigFieldError, match="has no effect while export_hf is false; set "
                                                "export_hf to true"):
         CheckpointManager.Config(export_hf=False, **{field: value})
     CheckpointManager.Config(export_hf=True, **{field: value})  # with the export: accepted
+
+
+def test_a_bad_export_dtype_names_the_choices():
+    with pytest.raises(ConfigFieldError, match="did you mean 'bfloat16'.*auto, float32, bfloat16"):
+        CheckpointManager.Config(export_hf_dtype="bfloat")
+
+
+# ------------------------------------------------------------------------ the dtype
+def _bf16_source(folder, model, adapter, config):
+    """A Hugging Face checkpoint of ``model`` in bf16, as the published ones are."""
+    from hyper_parallel.models.qwen3_5 import hf_io
+
+    state = adapter.to_hf(model.state_dict(), config)
+    hf_io.save_hf_checkpoint({k: v.to(torch.bfloat16) for k, v in state.items()}, folder, config)
+    return str(folder)
+
+
+def _manager(folder, model, adapter, config, **settings):
+    fields = {"folder": str(folder), "interval": 5, "export_hf": True} | settings
+    source = fields.pop("source", None)
+    return CheckpointManager(CheckpointManager.Config(**fields), model_parts=model,
+                             sd_adapter=adapter, model_config=config, weights_source=source)
+
+
+def _dtypes(folder):
+    from safetensors import safe_open
+
+    codes = set()
+    for file in folder.glob("*.safetensors"):
+        with safe_open(str(file), framework="pt") as f:
+            codes |= {f.get_slice(k).get_dtype() for k in f.keys()}  # noqa: SIM118
+    return codes, json.loads((folder / "config.json").read_text())["dtype"]
+
+
+def test_the_export_is_written_in_the_source_checkpoints_dtype_or_the_asked_one(tmp_path):
+    """``export_hf_dtype: auto`` writes a run from a bf16 checkpoint in bf16 (whatever the model
+    trains in: fp32 here), a run without a Hugging Face source in the model's dtype (as before);
+    a dtype asked for is written whatever the source."""
+    model, adapter, config = _dense()
+    source = _bf16_source(tmp_path / "published", model, adapter, config)
+    cases = {"bf16 source": ({"source": source}, {"BF16"}, "bfloat16"),
+             "no source": ({}, {"F32"}, "float32"),
+             "float16 asked": ({"source": source, "export_hf_dtype": "float16"}, {"F16"},
+                               "float16")}
+    for name, (settings, codes, dtype) in cases.items():
+        manager = _manager(tmp_path / name, model, adapter, config, **settings)
+        manager.maybe_save(3, {}, end_of_training=True)
+        folder = tmp_path / name / "step_3" / "hf_ckpt"
+        assert _dtypes(folder) == (codes, dtype), name
+    # The values are the model's, cast: the bf16 export is the source's bytes (made the same way).
+    ours = check_layout(tmp_path / "bf16 source" / "step_3" / "hf_ckpt")
+    theirs = check_layout(source)
+    assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
+
+
+# ------------------------------------------------------------------------ a crash in the export
+def _crash_after(monkeypatch, writes: int) -> None:
+    """The export fails (as a killed process would stop) after ``writes`` tensors were written."""
+    from hyper_parallel.runtime.checkpoint import safetensors_stream
+
+    original = safetensors_stream.StreamedSafetensorsFile.write
+    count = [0]
+
+    def write(self, name, tensor):
+        count[0] += 1
+        if count[0] > writes:
+            raise OSError("injected: the node went down during the export")
+        return original(self, name, tensor)
+
+    monkeypatch.setattr(safetensors_stream.StreamedSafetensorsFile, "write", write)
+
+
+def _resumed(tmp_path, model, adapter, config):
+    """A requeued job: a fresh manager resuming the newest checkpoint, at the last step."""
+    manager = _manager(tmp_path, model, adapter, config, resume_latest=True,
+                       export_hf_max_shard_size="50KB")
+    assert manager.load()["global_step"] == 3
+    manager.maybe_save(3, {}, end_of_training=True)
+    return manager
+
+
+def test_a_crash_during_the_final_export_is_redone_by_the_resumed_run(tmp_path, monkeypatch):
+    """The job dies while it writes the final export: the checkpoint is saved, the export is
+    not (only its hidden temporary folder). The requeued job resumes at the last step and
+    writes the export; the one after it finds it finished and writes nothing."""
+    model, adapter, config = _dense()
+    _crash_after(monkeypatch, 5)
+    first = _manager(tmp_path, model, adapter, config, export_hf_max_shard_size="50KB")
+    with pytest.raises(OSError, match="injected"):
+        first.maybe_save(3, {}, end_of_training=True)
+    monkeypatch.undo()
+    step = tmp_path / "step_3"
+    assert ck.is_complete_checkpoint(str(step))
+    assert not (step / "hf_ckpt").exists() and (step / ".hf_ckpt.tmp").is_dir()
+
+    torch.manual_seed(0)
+    for p in model.parameters():  # the requeued job's model holds what it loads, nothing else
+        p.data.normal_()
+    second = _resumed(tmp_path, model, adapter, config)
+    assert second.exported == [str(step / "hf_ckpt")]
+    assert hf_export.export_complete(str(step / "hf_ckpt"))
+    assert_export_is_the_model(step / "hf_ckpt", step, max_shard_bytes=50_000, logits=False)
+    assert not (step / ".hf_ckpt.tmp").exists()
+    assert _resumed(tmp_path, model, adapter, config).exported == []
+
+
+def test_a_damaged_final_export_is_redone_not_trusted(tmp_path):
+    """An export whose file was cut short (a disk that lost what was not flushed) is not a
+    finished one: the resumed run writes it again."""
+    model, adapter, config = _dense()
+    _manager(tmp_path, model, adapter, config,
+             export_hf_max_shard_size="50KB").maybe_save(3, {}, end_of_training=True)
+    export = tmp_path / "step_3" / "hf_ckpt"
+    shard = sorted(export.glob("*.safetensors"))[1]
+    whole = shard.read_bytes()
+    shard.write_bytes(whole[: len(whole) // 2])
+    assert _resumed(tmp_path, model, adapter, config).exported == [str(export)]
+    assert shard.read_bytes() == whole
+    shard.write_bytes(whole + b"\0")  # longer than its header says: not trusted either
+    assert not hf_export.export_complete(str(export))
 
 
 def test_checked_layout_catches_a_tensor_in_two_files(tmp_path):
