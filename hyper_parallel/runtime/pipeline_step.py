@@ -190,10 +190,13 @@ def pipeline_train_step(
     """Forward and backward of the step's rows through ``pipeline.schedule``, clip over every
     stage, optimizer step (see the module docstring); the arguments mean what they mean for
     :func:`hyper_parallel.runtime.step.train_step`."""
-    batch = move_to_device(with_row_images(micro_batches, seq_len), device)
+    host_batch = with_row_images(micro_batches, seq_len)
     m = pipeline.num_microbatches
-    chunks = torch.tensor_split(batch["labels"], m, dim=0)
+    # Counted on the host rows, before they move: on a GPU a count of device labels is a read
+    # that waits for the device's queue, twice a step.
+    chunks = torch.tensor_split(host_batch["labels"], m, dim=0)
     tokens = [loss.loss_fn.count_tokens(chunk) for chunk in chunks]
+    batch = move_to_device(host_batch, device)
     global_tokens = sum_counts([sum(tokens)], or_alone(dp_group))[0]
     split = 1 if split_group is None else dist.get_world_size(split_group)
     if split > 1:
