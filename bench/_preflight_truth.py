@@ -5,13 +5,14 @@ preflight's figures are held against (``bench/bench_preflight.py``, ``tests/torc
         [--next --module M --config C [...] ...]
 
 Each rank builds the run with the engine's own build steps on real tensors (preflight's
-``RoleBuild``, on ``cpu``), takes one warm-up step on its real micro-batch (random tokens),
-then two steps under ``torch.profiler`` with ``profile_memory=True``: the allocator's total
-at every allocation and free it records ("Total Allocated"), an independent measure of the
-step's peak (the lower of the two). Rank 0 writes, for every rank: its parameters',
-gradients' and optimizer state's bytes (after the steps) and the step's peak above what the
-rank held before it; one list per layout (``--next`` separates them: one launch measures
-several layouts of its world size, in one process group).
+``RoleBuild``, on ``cpu``) and takes a warm-up step, then two steps under ``torch.profiler``
+with ``profile_memory=True``, each step all of the run's gradient-accumulation micro-batches
+(random tokens, each its own, as the data loader gives them): the allocator's total at every
+allocation and free it records ("Total Allocated"), an independent measure of the step's
+peak (the lower of the two). Rank 0 writes, for every rank: its parameters', gradients' and
+optimizer state's bytes (after the steps), the step's peak above what the rank held before
+it and its micro-batches; one list per layout (``--next`` separates them: one launch
+measures several layouts of its world size, in one process group).
 """
 
 from __future__ import annotations
@@ -70,15 +71,18 @@ def measure(args: list[str]) -> list[dict]:
         ids = torch.randint(0, vocab, mb["input_ids"].shape)
         return {**mb, "input_ids": ids, "labels": ids.clone()}
 
-    build.train_step([batch()])
+    # The warm-up step runs the run's micro-batches too: a pipeline's stages fix the shapes
+    # of their first step.
+    build.train_step([batch() for _ in range(build.grad_accum)])
     build.optimizer.zero_grad(set_to_none=True)
-    real = batch()
+    real = [batch() for _ in range(build.grad_accum)]
     # The lower of two profiled steps: an asynchronous gloo collective's buffers are freed
     # when its work is waited on, which moves a step's peak by a few percent from run to run.
-    peak = min(_profiled_peak(lambda: build.train_step([real])) for _ in range(2))
+    peak = min(_profiled_peak(lambda: build.train_step(real)) for _ in range(2))
     params, grads = parameter_bytes(build)
     mine = {"rank": dist.get_rank(), "params_bytes": params, "grads_bytes": grads,
-            "optimizer_bytes": optimizer_bytes(build), "step_peak_bytes": peak}
+            "optimizer_bytes": optimizer_bytes(build), "step_peak_bytes": peak,
+            "micro_batches": len(real)}
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
     return everyone

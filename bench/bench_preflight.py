@@ -8,7 +8,10 @@
 2. **Accuracy**: preflight's rank-0 figures against a real step of the same layout on CPU ranks
    with gloo (``bench/_preflight_truth.py``: the profiler's allocator totals): the parameter,
    gradient and optimizer bytes (equal or not) and the step's peak, predicted / measured (the
-   bar: within 10 %), for the layouts of ``tests/torch/st/preflight/test_preflight_accuracy.py``.
+   bar: within 10 %), for the layouts of ``tests/torch/st/preflight/test_preflight_accuracy.py``
+   and FSDP 2 with 4 gradient-accumulation micro-batches a step, reduce-scattered each (the
+   default) and held unsharded across them (``parallelism.fsdp_defer_gradient_sync``): the
+   real step runs all 4, preflight steps 2 / 3 (:data:`ACCUMULATION`).
 
 3. **A fleet**: ``python -m hyper_parallel.codegen --from-yaml DIR --preflight`` over 100 YAMLs
    made from the shipped examples the way a team's sweeps grow (learning rates, seeds, run
@@ -113,7 +116,19 @@ def bench_accuracy(layouts: dict[str, tuple[int, tuple[str, ...]]]) -> list[dict
     return rows
 
 
+#: Gradient accumulation under FSDP (bf16 compute, fp32 reduction, as the GPU recipes): 2 ranks
+#: x 2 rows x 4 micro-batches a step.
+_ACCUMULATED = ("--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel_fsdp2",
+                "--training.mixed_precision_param=bfloat16", "--training.global_batch_size=16")
+ACCUMULATION = {
+    "FSDP 2, 4 micro-batches": (2, _ACCUMULATED),
+    "FSDP 2, 4 held unsharded": (2, (*_ACCUMULATED,
+                                     "--parallelism.fsdp_defer_gradient_sync=true")),
+}
+
 EXAMPLES = REPO / "examples" / "yaml"
+
+
 def fleet_yamls(folder: Path, count: int) -> None:
     """``count`` YAMLs in ``folder``: the shipped examples in turn, the ``k``-th turn with its
     own learning rate, seed, run length and output folder (value-only: one simulation for all)
@@ -203,7 +218,7 @@ def main() -> int:
     opts = parser.parse_args()
     mode = "smoke" if opts.smoke else "full"
     layouts = ({"1 rank, selective AC": LAYOUTS["1 rank, selective AC"]} if opts.smoke
-               else LAYOUTS)
+               else {**LAYOUTS, **ACCUMULATION})
     start = time.perf_counter()
     results = {"mode": mode, "cpus": os.cpu_count(), "speed": bench_speed(SPEED[mode]),
                "accuracy": bench_accuracy(layouts),

@@ -69,6 +69,9 @@ def to_json(report: Preflight, origin: str = "") -> dict[str, Any]:
                 "headroom_bytes": report.gpu.memory_bytes - role.total_bytes,
                 "verdict": role.verdict,
                 "in_flight_microbatches": role.memory.in_flight,
+                "accumulation_microbatches": role.memory.micro_batches,
+                "stepped_microbatches": role.memory.micro_batches_stepped,
+                "deferred_grads_bytes": role.memory.deferred_grads_bytes,
                 "measured_depth": role.memory.depth,
                 "tracked_kinds_bytes": role.memory.detail,
                 "seconds": round(role.seconds, 2),
@@ -109,6 +112,7 @@ def to_text(report: Preflight, origin: str = "") -> str:
         flight = f", {m.in_flight} micro-batches in flight" if m.in_flight > 1 else ""
         lines.append(f"  rank {role.rank}: step measured at {m.depth or 'whole'} depth"
                      f"{flight}, {m.process_groups} process groups, {role.seconds:.1f} s")
+    lines.extend(accumulation_lines(report))
     lines.append(
         f"allowances: CUDA context {CUDA_CONTEXT_BYTES / GIB:g} GiB, NCCL "
         f"{NCCL_BYTES_PER_GROUP / 2**20:g} MiB per process group, fragmentation "
@@ -130,6 +134,35 @@ def to_text(report: Preflight, origin: str = "") -> str:
                      "pipeline parallelism or a shorter sequence")
     lines.append(f"({report.seconds:.1f} s)")
     return "\n".join(lines)
+
+
+def accumulation_lines(report: Preflight) -> list[str]:
+    """What the step's gradient accumulation holds, said once for the job: how many
+    micro-batches a step runs and preflight stepped, and, when FSDP holds its gradients
+    unsharded across them (``parallelism.fsdp_defer_gradient_sync``), what that costs."""
+    role = peak_role(report)
+    if role is None or role.memory.micro_batches_stepped < 2:
+        return []
+    m = role.memory
+    line = (f"gradient accumulation: {m.micro_batches} micro-batches a step "
+            f"({m.micro_batches_stepped} stepped; the others repeat one of them)")
+    if not m.deferred_grads_bytes:
+        return [line]
+    cost = (f"  parallelism.fsdp_defer_gradient_sync holds every FSDP unit's unsharded "
+            f"gradients across them: {_gib(m.deferred_grads_bytes)} GiB of the fullest rank's "
+            "buffers; off, each micro-batch reduce-scatters (one collective more per "
+            "micro-batch) and they stay sharded")
+    return [line, cost]
+
+
+def deferred_cost(role: Any) -> str:
+    """``", 8 micro-batches holding 33.4 GiB of unsharded gradients (...)"``, or ``""``
+    when the role's step holds none (a suggestion states what it costs)."""
+    m = role.memory
+    if not m.deferred_grads_bytes:
+        return ""
+    return (f", {m.micro_batches} micro-batches holding {m.deferred_grads_bytes / GIB:.1f} GiB "
+            "of unsharded gradients (parallelism.fsdp_defer_gradient_sync)")
 
 
 def peak_role(report: Preflight) -> Any:
@@ -182,4 +215,4 @@ def exit_status(results: list[Preflight | Exception]) -> int:
     return 0 if all(r.fits for r in results) else 1
 
 
-__all__ = ["exit_status", "peak_role", "summary", "to_json", "to_text", "verdict_line"]
+__all__ = ["accumulation_lines", "deferred_cost", "exit_status", "peak_role", "summary", "to_json", "to_text", "verdict_line"]

@@ -24,7 +24,9 @@ from hyper_parallel.preflight.simulate import (
     RoleBuild,
     RoleMemory,
     create_optimizer_state,
+    deferred_gradient_bytes,
     layer_period,
+    micro_batches_to_step,
     optimizer_bytes,
     parameter_bytes,
     process_groups,
@@ -123,19 +125,22 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
             build.parallelize_on_meta()
             params, grads = parameter_bytes(build)
             groups = process_groups(build)
+            stepped = micro_batches_to_step(build)
         else:
             period = None
             with fake_world(imbalance):
                 build.parallelize()
                 groups = process_groups(build)
-                flight = 1
+                flight = stepped = 1
                 if build.parallel_dims.pp_enabled:
                     kinds, flight = stage_peak(build)
                     create_optimizer_state(build)
                 else:
+                    stepped = micro_batches_to_step(build)
                     kinds = step_peak(build)
                 params, grads = parameter_bytes(build)
                 optimizer = optimizer_bytes(build)
+        micro_batches, deferred = build.grad_accum, deferred_gradient_bytes(build)
         del build
     how = "whole"
     if period is not None:
@@ -175,6 +180,9 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
         in_flight=flight,
         depth=how,
         detail={k: v for k, v in sorted(kinds.items()) if v and k != "Total"},
+        micro_batches=micro_batches,
+        micro_batches_stepped=stepped,
+        deferred_grads_bytes=deferred,
     ), flops
 
 

@@ -33,6 +33,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,11 +261,12 @@ def process_groups(build: RoleBuild) -> int:
 WARM_UP_TOKENS = 64
 
 
-def _micro_batch(build: RoleBuild, warm_up: bool = False) -> dict:
+def _micro_batch(build: RoleBuild, warm_up: bool = False, rows: int | None = None) -> dict:
     """One micro-batch of the run's shape, as the data loader would give this rank (its rows
-    and positions split the way the engine splits them); or one short row to warm up on."""
+    and positions split the way the engine splits them); or one short row to warm up on.
+    ``rows``: the loader's rows (default ``training.local_batch_size``)."""
     c = build.config.training
-    rows, seq = c.local_batch_size, c.seq_len
+    rows, seq = rows or c.local_batch_size, c.seq_len
     if warm_up:
         dims = build.parallel_dims
         rows, seq = dims.batch_split, min(seq, dims.seq_divisor * WARM_UP_TOKENS)
@@ -349,17 +351,120 @@ def _tracker(build: RoleBuild):
     return memory_tracker(*parts, *optimizers)
 
 
+def defers_gradient_sync(build: RoleBuild) -> bool:
+    """Whether the run's steps hold FSDP's unsharded gradients across their micro-batches
+    (``parallelism.fsdp_defer_gradient_sync``, as the step decides it)."""
+    from hyper_parallel.runtime.step import defers_gradient_sync as step_defers
+
+    return build.pipeline is None and step_defers(
+        build.model, build.grad_accum, build.config.parallelism.fsdp_defer_gradient_sync)
+
+
+def micro_batches_to_step(build: RoleBuild) -> int:
+    """How many of the step's ``grad_accum`` micro-batches preflight steps: as many as it
+    takes for every kind of micro-batch the run steps to run from the state the run's own
+    would start from. Only what a micro-batch leaves for the next carries over -- the
+    accumulated gradients; activations and temporaries die with it -- and that is the same
+    from the first micro-batch on:
+
+    * reduce-scattered every micro-batch (the default): the sharded gradients, whose bytes
+      the first micro-batch's reduce-scatter creates and the later ones add into in place.
+      The second micro-batch is every later one (same state, same operators, the same
+      reduce-scatters): 2.
+    * held unsharded (``parallelism.fsdp_defer_gradient_sync``): every FSDP unit's unsharded
+      gradients, which the first backward creates and the later ones add into in place.
+      From the second micro-batch on each starts from all of them; a middle one keeps each
+      unit's after its backward, the last reduce-scatters and frees them unit by unit (its
+      own transients), and neither's peak bounds the other's: first, one middle and the
+      last, 3. A fourth would be a second middle from the same state.
+
+    Fewer when the run has fewer. (``tests/torch/ut/preflight/test_accumulation.py``: one
+    more micro-batch does not move the peak.)"""
+    return min(build.grad_accum, 3 if defers_gradient_sync(build) else 2)
+
+
+def _accumulation_dtype(policy: Any, stored: torch.dtype) -> torch.dtype:
+    """The dtype FSDP2 holds an unsharded gradient in across micro-batches: its reduce dtype
+    when that differs from the compute dtype (it upcasts the gradient to it,
+    ``FSDPParam.to_accumulated_grad_if_needed``), else the compute dtype (the mixed-precision
+    policy's ``param_dtype``, else the stored one). FSDP sets these at its lazy init, which a
+    build on ``meta`` never reaches: read from the policy the same way."""
+    compute = policy.param_dtype or stored
+    reduce = policy.reduce_dtype if policy.reduce_dtype != policy.param_dtype else None
+    return reduce or compute
+
+
+def deferred_gradient_bytes(build: RoleBuild) -> int:
+    """The unsharded gradients a deferring step holds across its micro-batches (0 when it
+    does not defer): every trainable FSDP parameter at its size before FSDP splits it, in the
+    dtype FSDP accumulates it in (:func:`_accumulation_dtype`); exact, from FSDP's own state,
+    on ``meta`` as on fake tensors."""
+    if not defers_gradient_sync(build):
+        return 0
+    return sum(math.prod(fsdp_param._orig_size)
+               * _accumulation_dtype(group.mp_policy, fsdp_param.sharded_param.dtype).itemsize
+               for group, fsdp_param in _fsdp_params(build)
+               if fsdp_param.sharded_param.requires_grad)
+
+
+def _fsdp_params(build: RoleBuild) -> Iterator[tuple[Any, Any]]:
+    """``(param group, FSDPParam)`` of every FSDP parameter of the role, once each."""
+    from torch.distributed.fsdp import FSDPModule
+
+    seen: set[int] = set()
+    for part in build.model_parts:
+        for module in part.modules():
+            if not isinstance(module, FSDPModule):
+                continue
+            for group in module._get_fsdp_state()._fsdp_param_groups:
+                for fsdp_param in group.fsdp_params:
+                    if id(fsdp_param) not in seen:
+                        seen.add(id(fsdp_param))
+                        yield group, fsdp_param
+
+
+def _file_held_gradients(build: RoleBuild, tracker: Any) -> None:
+    """File the unsharded gradients a deferring step holds after a micro-batch as FSDP's
+    unsharded gradients (a buffer). FSDP's tracker files the unsharded parameters' own
+    ``.grad`` so, but under mixed precision FSDP moves each into a new reduce-dtype tensor
+    (``unsharded_accumulated_grad``), which it would count as a temporary, an activation."""
+    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker, _FSDPRefType
+
+    if not isinstance(tracker, FSDPMemTracker):
+        return
+    for _, fsdp_param in _fsdp_params(build):
+        unsharded = getattr(fsdp_param, "_unsharded_param", None)
+        for held in (getattr(fsdp_param, "unsharded_accumulated_grad", None),
+                     None if unsharded is None else unsharded.grad):
+            if held is not None:
+                tracker._update_and_maybe_create_winfos(held, _FSDPRefType.UNSHARDED_GRAD)
+
+
 def step_peak(build: RoleBuild) -> dict[str, int]:
-    """The kinds of live bytes at the peak instant of one steady-state training step. A
-    warm-up step first, on one short row: it makes the optimizer's state and what FSDP
-    allocates once (its unsharded parameters' storage), at a fraction of a full step's time
-    (one short row per rank that splits the rows)."""
+    """The kinds of live bytes at the peak instant of one steady-state training step, stepped
+    with :func:`micro_batches_to_step` of its micro-batches. A warm-up step first, on one
+    short row: it makes the optimizer's state and what FSDP allocates once (its unsharded
+    parameters' storage), at a fraction of a full step's time (one short row per rank that
+    splits the rows)."""
+    from hyper_parallel.runtime.callbacks import Callback
+
+    class NextMicroBatch(Callback):
+        """torch's trackers refuse a second forward of a root module unless its per-module
+        statistics (which preflight does not read) are cleared; the step's peak stays. And
+        the gradients a deferring step holds are filed as what they are."""
+
+        def on_substep_end(self) -> None:
+            tracker.reset_mod_stats()
+            _file_held_gradients(build, tracker)
+
     build.train_step([_micro_batch(build, warm_up=True)])
     build.optimizer.zero_grad(set_to_none=True)
     micro_batch = _micro_batch(build)
     tracker = _tracker(build)
+    build.add_callback(NextMicroBatch(build))
     with tracker:
-        build.train_step([micro_batch])
+        # One batch object stepped again: its inputs are the host's, not the accelerator's.
+        build.train_step([micro_batch] * micro_batches_to_step(build))
     return _kinds(tracker.get_tracker_snapshot("peak"))
 
 
@@ -400,12 +505,15 @@ def _live_bytes(tracker) -> int:
 
 def stage_peak(build: RoleBuild) -> tuple[dict[str, int], int]:
     """A pipeline rank's step: each of its stages' forward and backward on one micro-batch of
-    the schedule's shape, its saved activations counted once per micro-batch in flight. Returns
+    the schedule's shape (the step's rows over its micro-batches), its saved activations
+    counted once per micro-batch in flight. Returns
     the peak's kinds (activations as the schedule holds them) and the micro-batches in flight."""
     c = build.config
     pipeline = build.pipeline
-    micro_rows = max(1, c.training.local_batch_size // pipeline.num_microbatches)
-    mb = _micro_batch(build)
+    # The step's rows, every accumulation micro-batch's concatenated, split into the
+    # schedule's micro-batches (runtime/pipeline_step.py).
+    micro_rows = max(1, build._pipeline_rows_per_step() // pipeline.num_microbatches)
+    mb = _micro_batch(build, rows=c.training.local_batch_size * build.grad_accum)
     ids = mb["input_ids"][:micro_rows]
     labels = mb["labels"][:micro_rows]
     images = _row_aligned_images(mb, micro_rows)
@@ -470,6 +578,14 @@ class RoleMemory:
     """How the step was measured: ``"whole"``, or the extrapolation (``"4 + 8 layers -> 60"``)."""
     detail: dict[str, int] = field(default_factory=dict)
     """The peak's kinds as the tracker filed them (bytes, at the role's whole depth)."""
+    micro_batches: int = 1
+    """The step's gradient-accumulation micro-batches (the run's)."""
+    micro_batches_stepped: int = 1
+    """How many of them preflight stepped (:func:`micro_batches_to_step`)."""
+    deferred_grads_bytes: int = 0
+    """The unsharded gradients held across the micro-batches with
+    ``parallelism.fsdp_defer_gradient_sync`` (:func:`deferred_gradient_bytes`; part of the
+    buffers at the peak); 0 when the step reduce-scatters every micro-batch."""
 
     @property
     def allocated_bytes(self) -> int:
@@ -496,9 +612,12 @@ __all__ = [
     "RoleBuild",
     "RoleMemory",
     "create_optimizer_state",
+    "deferred_gradient_bytes",
+    "defers_gradient_sync",
     "in_flight",
     "layer_period",
     "memory_tracker",
+    "micro_batches_to_step",
     "optimizer_bytes",
     "parameter_bytes",
     "process_groups",

@@ -1,9 +1,14 @@
 """What would make a rank role fit, each change checked by preflighting it.
 
 The changes keep the job's world size and its global batch, and go from the one that costs
-least to the one that costs most: recompute more (activation checkpointing off -> selective ->
+least to the one that costs most: reduce-scatter every micro-batch instead of holding FSDP's
+unsharded gradients across them (when ``parallelism.fsdp_defer_gradient_sync`` is on: more
+collectives, no recomputation), recompute more (activation checkpointing off -> selective ->
 full), a smaller local batch (more gradient-accumulation steps), then move a factor of two of
-FSDP into expert parallelism (mixture-of-experts models) or tensor parallelism. A change the
+FSDP into expert parallelism (mixture-of-experts models) or tensor parallelism. More
+accumulation is no memory fix while the unsharded gradients are held (they do not shrink
+with the micro-batch): such a suggestion fits only with them counted, and says what they
+cost. A change the
 configuration's own rules refuse (2 key/value heads over 4 tensor-parallel ranks) is not
 suggested. Pipeline parallelism is not tried: a new stage cut is a layout decision the user
 makes (preflight it with ``--parallelism.pipeline_parallel_degree``).
@@ -15,6 +20,7 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from hyper_parallel.preflight.report import deferred_cost
 from hyper_parallel.utils.errors import ConfigError
 
 Change = tuple[str, Callable[[Any], None]]
@@ -27,6 +33,9 @@ def _copy(config: Any) -> Any:
 
 def candidates(config: Any) -> Iterator[Change]:
     """The changes worth trying for ``config``, cheapest first: ``(flags, apply)``."""
+    if config.parallelism.fsdp_defer_gradient_sync:
+        yield ("--parallelism.fsdp_defer_gradient_sync=false",
+               lambda c: setattr(c.parallelism, "fsdp_defer_gradient_sync", False))
     ac = config.activation_checkpoint.mode
     if ac in ("off", "none"):
         yield ("--activation_checkpoint.mode=selective",
@@ -72,7 +81,8 @@ def suggest(config: Any, check: Callable[[Any], Any], limit: int = 2) -> list[st
             continue
         if result.fits:
             worst = max(result.roles, key=lambda r: r.total_bytes)
-            found.append(f"{flags}: {worst.total_bytes / 2**30:.1f} GiB, {worst.verdict}")
+            found.append(f"{flags}: {worst.total_bytes / 2**30:.1f} GiB, {worst.verdict}"
+                         f"{deferred_cost(worst)}")
             if len(found) >= limit:
                 break
     return found

@@ -580,6 +580,7 @@ class HyperTrainer(BaseTrainer, Configurable):
             "loss_fn": self.loss_fn,
             "max_grad_norm": self.config.training.max_norm,
             "clip_fn": self.spec.clip_grad_fn or clip_grad_norm_,
+            "defer_gradient_sync": self.config.parallelism.fsdp_defer_gradient_sync,
         }
 
 

@@ -60,6 +60,8 @@ OBSERVABLES: dict[str, str] = {
     "schedule": "the pipeline schedule torch built: its class, its micro-batches, its stages",
     "stages": "the pipeline units each of this rank's stage modules holds",
     "collectives": "the functional collectives issued while training, by kind",
+    "fsdp_reductions": "how many gradient reduce-scatters torch.distributed ran while training "
+                       "(FSDP reduces each unit's gradients with one)",
     "flops_per_token": "the FLOPs per token the records' TFLOPS stand for",
 }
 

@@ -166,14 +166,21 @@ FUNCTIONAL_COLLECTIVES = ("all_to_all_single_autograd", "all_gather_tensor_autog
                           "all_reduce")
 
 
+#: The torch.distributed reduce-scatters ``fsdp_reductions`` counts: FSDP2 reduces each unit's
+#: gradients with one of them (``dist.<name>``, looked up at call time).
+REDUCE_SCATTERS = ("reduce_scatter_single", "reduce_scatter_tensor")
+
+
 class Counters:
     """What a trainer's model parts do while it trains: the rows of every forward call
-    (``forwards``) and the functional collectives issued (``collectives``); counted by hooks
-    and wrappers, not read from any setting."""
+    (``forwards``), the functional collectives issued (``collectives``) and the
+    reduce-scatters of gradients (``fsdp_reductions``); counted by hooks and wrappers, not
+    read from any setting."""
 
     def __init__(self, trainer: Any) -> None:
         self.forwards: list[list[int | None]] = [[] for _ in trainer.model_parts]
         self.calls: dict[str, int] = {}
+        self.reduce_scatters = 0
         self._handles = [
             part.register_forward_pre_hook(functools.partial(self._forward, i), with_kwargs=True)
             for i, part in enumerate(trainer.model_parts)
@@ -188,6 +195,7 @@ class Counters:
         """Count every :data:`FUNCTIONAL_COLLECTIVES` call meanwhile (the module's attributes
         are wrapped, so callers that look them up at call time, as ``funcol.<name>``, are
         seen)."""
+        import torch.distributed as dist
         import torch.distributed._functional_collectives as funcol
 
         originals = {name: getattr(funcol, name) for name in FUNCTIONAL_COLLECTIVES
@@ -199,16 +207,28 @@ class Counters:
                 return fn(*args, **kwargs)
             return call
 
+        def reduce_scatter(fn: Any) -> Any:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                self.reduce_scatters += 1
+                return fn(*args, **kwargs)
+            return call
+
+        c10d = {name: getattr(dist, name) for name in REDUCE_SCATTERS if hasattr(dist, name)}
         for name, fn in originals.items():
             setattr(funcol, name, counted(name, fn))
+        for name, fn in c10d.items():
+            setattr(dist, name, reduce_scatter(fn))
         try:
             yield
         finally:
             for name, fn in originals.items():
                 setattr(funcol, name, fn)
+            for name, fn in c10d.items():
+                setattr(dist, name, fn)
 
     def observed(self) -> dict:
-        return {"forwards": self.forwards, "collectives": sorted(self.calls.items())}
+        return {"forwards": self.forwards, "collectives": sorted(self.calls.items()),
+                "fsdp_reductions": self.reduce_scatters}
 
     def remove(self) -> None:
         for handle in self._handles:
