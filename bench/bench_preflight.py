@@ -1,6 +1,7 @@
 """Preflight's speed and accuracy, side by side in one run.
 
     .venv/bin/python bench/bench_preflight.py [--smoke] [--out bench/results/preflight.json]
+    .venv/bin/python bench/bench_preflight.py --only "FSDP 2, 4 micro-batches" [--only ...]
 
 1. **Speed**: ``python -m hyper_parallel.preflight`` of the shipped MoE recipes at their world
    sizes (``qwen3_5_moe_397b_a17b``: 128 ranks; the issue's bar: under 30 s on the 2-core
@@ -20,6 +21,7 @@
    minutes), with how many distinct simulations the fleet needed.
 
 ``--smoke``: the debug recipe's preflight, one one-rank layout and a fleet of 2, seconds long.
+``--only LAYOUT``: those accuracy rows alone (``bench/results/preflight_only.json``).
 """
 
 from __future__ import annotations
@@ -112,6 +114,9 @@ def bench_accuracy(layouts: dict[str, tuple[int, tuple[str, ...]]]) -> list[dict
                 "step_peak_predicted_bytes": added,
                 "step_peak_measured_bytes": real["step_peak_bytes"],
                 "ratio": round(added / real["step_peak_bytes"], 4),
+                # The profiler's running total, gloo's buffers and missed frees in it (what this
+                # bench measured before: bench/_preflight_truth.step_peak_of_trace).
+                "profiler_total_peak_bytes": real["profiler_total_peak_bytes"],
             })
     return rows
 
@@ -200,8 +205,11 @@ def print_summary(results: dict) -> None:
             continue
         print(f"  {row['layout']:<22} bytes {'equal' if row['held_bytes_equal'] else 'DIFFER'}"
               f"  step peak {row['step_peak_predicted_bytes'] / 2**20:8.2f} MiB / "
-              f"{row['step_peak_measured_bytes'] / 2**20:8.2f} MiB = {row['ratio']:.3f}")
+              f"{row['step_peak_measured_bytes'] / 2**20:8.2f} MiB = {row['ratio']:.3f}"
+              f"  (profiler's total {row['profiler_total_peak_bytes'] / 2**20:.2f} MiB)")
     fleet = results["fleet"]
+    if fleet is None:
+        return
     print(f"\n3. --from-yaml --preflight of {fleet['yamls']} YAMLs: {fleet['seconds']:.1f} s "
           f"(exit {fleet['exit_status']}; {fleet['rows']} rows, {fleet['distinct_results']} "
           f"distinct figures; verdicts {', '.join(fleet['verdicts'])})")
@@ -215,19 +223,32 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("--out", help="the JSON (default bench/results/preflight.json; none "
                                       "with --smoke)")
+    parser.add_argument("--only", action="append", metavar="LAYOUT",
+                        help="the accuracy rows of this layout alone (repeatable; e.g. 'FSDP 2, "
+                             "4 micro-batches'), without the speed and fleet sections; the "
+                             "JSON goes to bench/results/preflight_only.json unless --out "
+                             "names one")
     opts = parser.parse_args()
     mode = "smoke" if opts.smoke else "full"
     layouts = ({"1 rank, selective AC": LAYOUTS["1 rank, selective AC"]} if opts.smoke
                else {**LAYOUTS, **ACCUMULATION})
+    if opts.only:
+        unknown = sorted(set(opts.only) - set(layouts))
+        if unknown:
+            parser.error(f"--only {unknown}: not a layout of this bench; the layouts: "
+                         f"{', '.join(layouts)}")
+        layouts = {name: layouts[name] for name in opts.only}
+        mode += " (--only)"
     start = time.perf_counter()
-    results = {"mode": mode, "cpus": os.cpu_count(), "speed": bench_speed(SPEED[mode]),
+    results = {"mode": mode, "cpus": os.cpu_count(),
+               "speed": [] if opts.only else bench_speed(SPEED[mode]),
                "accuracy": bench_accuracy(layouts),
-               "fleet": bench_fleet(2 if opts.smoke else 100)}
+               "fleet": None if opts.only else bench_fleet(2 if opts.smoke else 100)}
     results["wall_s"] = round(time.perf_counter() - start, 1)
     print_summary(results)
+    default = "preflight_only.json" if opts.only else "preflight.json"
     written = write_results(
-        result_path(opts.out, REPO / "bench" / "results" / "preflight.json", opts.smoke),
-        results)
+        result_path(opts.out, REPO / "bench" / "results" / default, opts.smoke), results)
     print(f"\n{written} ({results['wall_s']} s)")
     return exit_status(results, opts.smoke)
 

@@ -8,8 +8,9 @@ against each other:
 
 * parameters, gradients and optimizer state of rank 0: equal to the byte;
 * what the step adds at its peak (activations, temporaries, communication buffers, the
-  gradients made so far, the optimizer step's working memory): within 10 % of the profiler's
-  peak of the allocator's total (the issue's bar; measured 0.95-1.03, ``bench/bench_preflight.py``).
+  gradients made so far, the optimizer step's working memory): within 10 % of the most bytes
+  the real step's own tensors hold at once, gloo's buffers aside (the issue's bar; measured
+  0.98-1.03, ``bench/bench_preflight.py``; ``_preflight_truth.step_peak_of_trace``).
 
 One launch per world size measures all its layouts (the truth worker takes ``--next``); the
 suite runs :data:`IN_SUITE`, the bench all of :data:`LAYOUTS`.
