@@ -28,6 +28,8 @@ no framework and takes well under a second). An edge is any of:
   must point down too; but neither runs while the modules load, so neither can close an
   import cycle, and the pattern both exist for is one: a torch-free ``Config`` naming (for the
   type checker, or to build it) the torch class that owns it, whose module imports the Config.
+  The foundations (:data:`NO_DEFERRED_CYCLES`) have no such circle either: their graph has no
+  cycle even with the deferred edges.
 
 Importing ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``; those implicit parent imports
 are not edges (every submodule of a package would otherwise form a cycle with an ``__init__``
@@ -87,6 +89,12 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 #: ``(importer, imported)`` edges that break a layer rule, owned elsewhere; same contract.
 KNOWN_LAYER_VIOLATIONS: dict[tuple[str, str], str] = {}
+
+#: Layers whose modules form no cycle even through deferred edges: the foundations every other
+#: layer builds on, where a module that names its user (``protocols.model_config`` naming
+#: ``Module``, which imports it) would be the one circle. Their package ``__init__`` is above
+#: their modules: it may name them (``protocols`` gives the base Configs their lazy owners).
+NO_DEFERRED_CYCLES: tuple[str, ...] = ("utils", "platform", "protocols")
 
 #: The code generator's stages, one subpackage of ``codegen/`` each, in pipeline order: the field
 #: table and descriptors read and checked, the generated files rendered from them, the legacy
@@ -341,6 +349,22 @@ def test_the_module_graph_has_no_cycles():
     assert not new, "import cycles:\n  " + "\n  ".join(new)
 
 
+def test_the_foundations_have_no_cycle_even_through_deferred_imports():
+    """A ``TYPE_CHECKING`` import or a lazy reference cannot close a cycle at import time, but
+    inside :data:`NO_DEFERRED_CYCLES` it is a circle all the same: one of the two modules is
+    not below the other."""
+    graph = import_graph(deferred=True)
+    new = []
+    for layer in NO_DEFERRED_CYCLES:
+        inside = {
+            module: {t: line for t, line in edges.items() if layer_of(t) == layer}
+            for module, edges in graph.items()
+            if layer_of(module) == layer
+        }
+        new += [_describe_cycle(inside, c) for c in strongly_connected_components(inside)]
+    assert not new, "deferred import cycles:\n  " + "\n  ".join(new)
+
+
 def test_every_layer_imports_only_layers_below_it():
     new = [
         text
@@ -413,12 +437,12 @@ def test_the_reader_sees_every_kind_of_import():
     # ``from package import module`` is an edge to the module.
     assert f"{PACKAGE}.trainer.legacy_parsing.show" in graph[f"{PACKAGE}.trainer.config_parser"]
     # Deferred: a lazy reference (HyperTrainer.Config names the engine that builds it) and a
-    # TYPE_CHECKING import (a module Config names the Module class that owns it).
+    # TYPE_CHECKING import (the protocol package names the framework classes it exports lazily).
     deferred = import_graph(deferred=True)
     engine, config = f"{PACKAGE}.trainer.hyper_trainer", f"{PACKAGE}.trainer.trainer_config"
     assert engine in deferred[config] and engine not in graph[config]
-    owner, config = f"{PACKAGE}.protocols.module", f"{PACKAGE}.protocols.model_config"
-    assert owner in deferred[config] and owner not in graph[config]
+    owner, package = f"{PACKAGE}.protocols.module", f"{PACKAGE}.protocols"
+    assert owner in deferred[package] and owner not in graph[package]
 
 
 def test_a_cycle_is_reported_by_module_names():
@@ -432,3 +456,113 @@ def test_the_known_lists_name_real_modules():
     named = {m for cycle in KNOWN_CYCLES for m in cycle}
     named |= {m for edge in KNOWN_LAYER_VIOLATIONS for m in edge} | set(LAYER_OVERRIDES)
     assert sorted(named - set(modules)) == []
+
+
+# ------------------------------------------------------------------------------------------
+# a package's names
+# ------------------------------------------------------------------------------------------
+
+
+def _module_level(body: list[ast.stmt]):
+    """The statements that run when a module loads: its body and what ``if`` / ``try`` /
+    ``with`` blocks hold, not function or class bodies."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If | ast.With | ast.For | ast.While):
+            yield from _module_level(node.body + node.orelse if hasattr(node, "orelse")
+                                     else node.body)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody,
+                          *(handler.body for handler in node.handlers)):
+                yield from _module_level(block)
+
+
+def package_bindings(package: str, tree: ast.Module) -> list[tuple[str, int, str | None]]:
+    """``(name, line, module)`` for every name a package's ``__init__`` binds: ``module`` is the
+    module the name is bound to (``from . import x``, ``import a.b as x``), ``None`` for any
+    other object (a def, a class, an assignment, a name imported from a module, a lazy export
+    of :func:`hyper_parallel.protocols.lazy.lazy_exports`)."""
+    found: list[tuple[str, int, str | None]] = []
+    dicts: dict[str, ast.Dict] = {}
+    for node in _module_level(tree.body):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.append((node.name, node.lineno, None))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    found.append((alias.asname, node.lineno, alias.name))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - (node.level - 1)]
+                                + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                found.append((alias.asname or alias.name, node.lineno,
+                              target if target in _modules() else None))
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        found.append((name.id, node.lineno, None))
+            if isinstance(node.value, ast.Dict):
+                dicts.update({t.id: node.value for t in targets if isinstance(t, ast.Name)})
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and len(node.args) == 3
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) == "lazy_exports"):
+            names = node.args[2]
+            names = dicts.get(names.id) if isinstance(names, ast.Name) else names
+            if isinstance(names, ast.Dict):
+                found += [(key.value, node.lineno, None) for key in names.keys
+                          if isinstance(key, ast.Constant) and isinstance(key.value, str)]
+    return found
+
+
+def names_shadowing_submodules(package: str, tree: ast.Module,
+                               submodules: set[str]) -> list[tuple[str, int]]:
+    """``(name, line)`` for each name the package binds to something other than its submodule
+    of that name."""
+    return sorted({(name, line) for name, line, module in package_bindings(package, tree)
+                   if name in submodules and module != f"{package}.{name}"})
+
+
+def test_no_package_name_is_one_of_its_submodules_names():
+    """A package that binds a submodule's name to something else (``from .report import
+    report``) makes ``package.report`` the function or the module depending on what was
+    imported first, and ``import package.report as m`` hands out the function."""
+    modules = _modules()
+    found = []
+    for package, (path, is_package) in sorted(modules.items()):
+        if not is_package:
+            continue
+        submodules = {m.rpartition(".")[2] for m in modules if m.rpartition(".")[0] == package}
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        found += [f"{path.relative_to(ROOT.parent)}:{line} binds {name!r}, the name of the "
+                  f"submodule {package}.{name}"
+                  for name, line in names_shadowing_submodules(package, tree, submodules)]
+    assert not found, "names that shadow a submodule:\n  " + "\n  ".join(found)
+
+
+def test_the_shadow_reader_sees_every_kind_of_binding():
+    package = f"{PACKAGE}.codegen.migration.fleet"  # a real package: ``.report`` resolves
+    source = """
+from hyper_parallel.codegen.migration.fleet.report import report
+from . import model
+from .plan import plan as plan
+import hyper_parallel.codegen.migration.fleet.text as text
+import hyper_parallel.codegen.migration.fleet.text as convert
+def inputs(): ...
+if True:
+    class __main__: ...
+_LAZY = {"model": "x.y"}
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
+lazy_exports(__name__, globals(), {"text": "x.y"})
+"""
+    submodules = {"report", "model", "plan", "text", "convert", "inputs", "__main__"}
+    assert names_shadowing_submodules(package, ast.parse(source), submodules) == [
+        ("__main__", 9), ("convert", 6), ("inputs", 7), ("model", 11), ("plan", 4),
+        ("report", 2), ("text", 12),
+    ]

@@ -232,9 +232,6 @@ def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: 
     config it builds, the world its launch command gives or None)`` of each recipe, and the
     module written."""
     from hyper_parallel.codegen.migration import fleet, from_yaml
-    # From its module: the package's attribute ``report`` is the submodule itself once anything
-    # re-imports it (a test that reloads modules does), not the function.
-    from hyper_parallel.codegen.migration.fleet.report import report as fleet_report
     from hyper_parallel.codegen.migration.launch import launch_world
 
     stray = [v for v in args.from_yaml if v in ("generate", "check") and not Path(v).exists()]
@@ -264,7 +261,7 @@ def _from_yaml(parser: argparse.ArgumentParser, args: argparse.Namespace, root: 
             and not _timings(args.timings_json, {"proof_seconds": result.proof_seconds}):
         raise _TimingsFailed
     if not args.quiet or problem:
-        print(fleet_report(result, wrote=problem is None))
+        print(fleet.conversion_report(result, wrote=problem is None))
     return problem, [(r.name, r.source, r.goal, launch_world(r.source.legacy, r.launch))
                      for r in result.recipes], result.output
 

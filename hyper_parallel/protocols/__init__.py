@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from hyper_parallel.protocols.configurable import Configurable, to_plain, traverse_value
 from hyper_parallel.protocols.function import Function
 from hyper_parallel.protocols.lazy import LazyOwner, LazyRef, lazy_exports
+from hyper_parallel.protocols.model_config import BaseModelConfig, ModuleConfig
 from hyper_parallel.protocols.model_spec import (
     ModelSpec,
     get_spec,
@@ -42,6 +43,15 @@ _LAZY = {
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
+
+# The framework-free base Configs build their owners before the framework is imported: the
+# owners are named here, above both modules, since module.py and model.py import
+# model_config.py (the owner's class body replaces its lazy owner with the class itself). Only
+# where no owner is set yet: a submodule imported while this package was loading has set it.
+for _config, _class in ((ModuleConfig, "Module"), (BaseModelConfig, "BaseModel")):
+    if "_owner" not in vars(_config):
+        _config._owner = LazyOwner(f"{_LAZY[_class]}:{_class}")  # type: ignore[assignment]
+del _config, _class
 
 
 __all__ = [

@@ -9,33 +9,26 @@ model Config declared outside its (framework) model class names its owner with a
 :class:`~hyper_parallel.protocols.lazy.LazyOwner`, so ``config.build()`` imports the model
 only when a model is built.
 
-Until the framework modules are imported, ``ModuleConfig`` / ``BaseModelConfig`` build through
-their own lazy owners (``Module`` / ``BaseModel``).
+This module names neither owner, not even lazily: their modules import it, and imports inside
+the protocol layer point one way (``tests/test_import_layers.py``). Until the framework modules
+are imported, ``ModuleConfig`` / ``BaseModelConfig`` build through the lazy owners the package
+gives them (``hyper_parallel/protocols/__init__.py``, which every import of this module runs
+first).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyper_parallel.protocols.configurable import Configurable
-from hyper_parallel.protocols.lazy import LazyOwner
-
-if TYPE_CHECKING:
-    from hyper_parallel.protocols.module import Module
 
 __all__ = ["BaseModelConfig", "ModuleConfig"]
 
 
 @dataclass(kw_only=True, slots=True)
 class ModuleConfig(Configurable.Config):
-    """Base of every module Config (``Module.Config``)."""
-
-    def build(self, **kwargs: Any) -> Module:
-        """Construct the module (see ``Configurable.Config.build``)."""
-        # Called explicitly rather than through super(): library code must not depend on
-        # the __class__-cell repair that slots=True makes necessary (see configurable.py).
-        return Configurable.Config.build(self, **kwargs)
+    """Base of every module Config (``Module.Config``); ``build()`` gives a ``Module``."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -54,7 +47,3 @@ class BaseModelConfig(ModuleConfig):
         (Override with ``Parent.Config.update_from_config(self, trainer_config=...)`` to
         chain; see configurable.py about ``super()`` in slotted Configs.)
         """
-
-
-ModuleConfig._owner = LazyOwner("hyper_parallel.protocols.module:Module")  # type: ignore[assignment]
-BaseModelConfig._owner = LazyOwner("hyper_parallel.protocols.model:BaseModel")  # type: ignore[assignment]

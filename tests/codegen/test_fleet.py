@@ -73,7 +73,7 @@ def test_examples_module_matches_its_golden(examples):
 
 def test_family_module_and_report_match_their_goldens(family):
     _check_golden(GOLDEN / "family_config_registry.py", family.text)
-    _check_golden(GOLDEN / "family_config_registry.out", fleet.report(family, base=REPO) + "\n")
+    _check_golden(GOLDEN / "family_config_registry.out", fleet.conversion_report(family, base=REPO) + "\n")
 
 
 @pytest.mark.parametrize("which", ["examples", "family"])
@@ -290,7 +290,7 @@ def test_shared_lines_say_so_and_carry_comments_once(family):
 
 
 def test_report_is_one_table(family):
-    text = fleet.report(family, base=REPO)
+    text = fleet.conversion_report(family, base=REPO)
     lines = text.splitlines()
     assert lines[0] == "from-yaml: 5 YAMLs -> recipes/config_registry.py"
     assert lines[1].split() == ["file", "recipe", "base", "lines", "normalisations", "proof"]

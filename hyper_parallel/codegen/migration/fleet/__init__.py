@@ -8,9 +8,10 @@ A folder stands for its ``*.yaml`` / ``*.yml`` files in name order; the default 
 * :mod:`.model` -- recipes, shared functions, the plan's tree over them;
 * :mod:`.convert` -- :func:`convert_fleet`: read, plan, render, prove;
 * :mod:`.text` -- the comments of shared lines and the docstrings;
-* :mod:`.report` -- the report table and :func:`line_counts`.
+* :mod:`.report` -- the report table (:func:`conversion_report`) and :func:`line_counts`.
 
-This package gathers the names their callers use (``__main__``, the tests, ``bench/``);
+This package gathers the names their callers use (``__main__``, the tests, ``bench/``), none of
+them a submodule's name (``fleet.report`` is the module, whoever imported what first);
 ``python -m hyper_parallel.codegen.migration.fleet YAML_OR_FOLDER ...`` prints :func:`line_counts`.
 """
 
@@ -28,9 +29,9 @@ from hyper_parallel.codegen.migration.fleet.inputs import (
 )
 from hyper_parallel.codegen.migration.fleet.model import Fleet, FleetFamily, FleetRecipe
 from hyper_parallel.codegen.migration.fleet.plan import FAMILY_COST, Hierarchy, plan_hierarchy
-from hyper_parallel.codegen.migration.fleet.report import line_counts, main, report
+from hyper_parallel.codegen.migration.fleet.report import conversion_report, line_counts, main
 
 __all__ = ["DEFAULT_OUTPUT", "FAMILY_COST", "SUFFIXES", "TEMPLATE", "Fleet", "FleetFamily",
-           "FleetRecipe", "Hierarchy", "Input", "Inputs", "base_name", "convert_fleet",
-           "family_names", "line_counts", "main", "plan_hierarchy", "recipe_names", "report",
-           "resolve_inputs"]
+           "FleetRecipe", "Hierarchy", "Input", "Inputs", "base_name", "conversion_report",
+           "convert_fleet", "family_names", "line_counts", "main", "plan_hierarchy",
+           "recipe_names", "resolve_inputs"]

@@ -1,6 +1,6 @@
 """What a fleet conversion prints: one table, and the line counts against single files.
 
-:func:`report` is the table printed after ``--from-yaml a.yaml b.yaml ...`` (a row per function: its
+:func:`conversion_report` is the table printed after ``--from-yaml a.yaml b.yaml ...`` (a row per function: its
 file, its name, what it calls, its lines, normalisations, the proof) with the lines still repeated
 across recipes; :func:`line_counts` compares the module's length with the single-file conversions of
 the same YAMLs (``python -m hyper_parallel.codegen.migration.fleet examples/yaml`` prints it,
@@ -32,7 +32,7 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
     return out
 
 
-def report(fleet: Fleet, wrote: bool = True, base: Path | None = None) -> str:
+def conversion_report(fleet: Fleet, wrote: bool = True, base: Path | None = None) -> str:
     """The report printed after a fleet conversion: one table, a row per recipe."""
     rows = [["file", "recipe", "base", "lines", "normalisations", "proof"]]
     for family in fleet.families:
@@ -109,4 +109,4 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["line_counts", "main", "report"]
+__all__ = ["conversion_report", "line_counts", "main"]

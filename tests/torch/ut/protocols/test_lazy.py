@@ -64,6 +64,24 @@ def test_comparing_and_copying_import_nothing():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+def test_the_base_configs_name_their_owners_before_the_framework_is_imported():
+    """``ModuleConfig`` / ``BaseModelConfig`` build through lazy owners until ``Module`` /
+    ``BaseModel`` exist; the package names them (model_config.py, which their modules import,
+    does not)."""
+    code = textwrap.dedent(
+        """\
+        import sys
+        from hyper_parallel.protocols.model_config import BaseModelConfig, ModuleConfig
+        assert "torch" not in sys.modules
+        assert repr(vars(ModuleConfig)["_owner"]) == (
+            "LazyOwner('hyper_parallel.protocols.module:Module')")
+        assert repr(vars(BaseModelConfig)["_owner"]) == (
+            "LazyOwner('hyper_parallel.protocols.model:BaseModel')")
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 def test_spec_resolved_swaps_the_references():
     def build(config):
         return None
