@@ -1,7 +1,7 @@
 """Benchmark the image-text model: our training step against transformers', and the image data
 pipeline against what a step consumes, side by side in one run.
 
-    .venv/bin/python bench/bench_vision.py [--quick | --smoke] [--threads N]
+    .venv/bin/python bench/bench_vision.py [--quick | --smoke] [--threads N] [--positions]
                                            [--out bench/results/vision.json]
 
 Prints and writes to JSON:
@@ -20,6 +20,10 @@ Prints and writes to JSON:
    collated by ``collate_vision`` with the tower's positions -- on one process (no workers),
    against the images per second our training step consumes on the same machine at the same
    batch. ``pipeline / step demand`` above 1: one loader process keeps up.
+3. ``positions``: the decoder's three-row positions (``decoder_positions``, what the loader
+   computes for every batch) of one 131072-token row packed with image-text records (each 512
+   tokens of text and one 256 x 256 image: 16 x 16 patches, 64 tokens); median ms of a call.
+   ``--positions`` runs this section alone (seconds; ``bench/results/vision_positions.json``).
 
 Figures, not assertions. ``--quick`` is a ~20 s run; ``--smoke`` runs every section at its
 smallest (1 row of 32 tokens, one round; 8 records) and writes no file unless ``--out``
@@ -42,9 +46,12 @@ sys.path.insert(0, str(REPO))
 FLAVOR = "debugmodel_vl"
 LR = 1e-3
 SETTINGS = {
-    "full": {"rows": 4, "seq": 256, "side": 8, "warmup": 2, "rounds": 10, "records": 256},
-    "quick": {"rows": 4, "seq": 256, "side": 8, "warmup": 1, "rounds": 4, "records": 128},
-    "smoke": {"rows": 1, "seq": 32, "side": 2, "warmup": 0, "rounds": 1, "records": 8},
+    "full": {"rows": 4, "seq": 256, "side": 8, "warmup": 2, "rounds": 10, "records": 256,
+             "long_row": 131_072},
+    "quick": {"rows": 4, "seq": 256, "side": 8, "warmup": 1, "rounds": 4, "records": 128,
+              "long_row": 131_072},
+    "smoke": {"rows": 1, "seq": 32, "side": 2, "warmup": 0, "rounds": 1, "records": 8,
+              "long_row": 2048},
 }
 
 
@@ -174,14 +181,54 @@ def bench_data(settings: dict, step: dict) -> dict:
             "pipeline_over_step_demand": round(per_s / demand, 2)}
 
 
+def _long_row(vision, seq: int, side: int = 16, text: int = 512):
+    """One row of ``seq`` tokens packed with records of ``text`` tokens and one image of ``side
+    x side`` patches between its vision start and end tokens; the images' grids."""
+    import torch
+
+    tokens = vision.tokens_per_image(1, side, side)
+    ids = torch.randint(0, 2000, (1, seq), generator=torch.Generator().manual_seed(2))
+    at, images = 0, 0
+    while at + tokens + 2 <= seq:
+        ids[0, at] = vision.vision_start_token_id
+        ids[0, at + 1:at + 1 + tokens] = vision.image_token_id
+        ids[0, at + 1 + tokens] = vision.vision_end_token_id
+        at += tokens + 2 + text
+        images += 1
+    return ids, torch.tensor([[1, side, side]] * images)
+
+
+def bench_positions(settings: dict) -> dict:
+    from hyper_parallel.models.qwen3_5.configuration import FLAVORS
+
+    vision = FLAVORS[FLAVOR].vision_config
+    ids, grid = _long_row(vision, settings["long_row"])
+    times = []
+    for r in range(settings["warmup"] + settings["rounds"]):
+        start = time.perf_counter()
+        vision.decoder_positions(ids, grid)
+        if r >= settings["warmup"]:
+            times.append(time.perf_counter() - start)
+    return {"tokens": ids.shape[1], "images": grid.shape[0],
+            "median_ms": _ms(statistics.median(times)), "min_ms": _ms(min(times))}
+
+
+def _print_positions(positions: dict) -> None:
+    print(f"positions: {positions['median_ms']:.2f} ms for a row of {positions['tokens']} "
+          f"tokens with {positions['images']} images")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument("--quick", action="store_true", help="fewer rounds (~20 s)")
     modes.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    parser.add_argument("--positions", action="store_true",
+                        help="only the decoder positions of a 128k-token row (seconds)")
     parser.add_argument("--out", default=None, help="result JSON (default "
-                        "bench/results/vision.json; none with --smoke)")
+                        "bench/results/vision.json, vision_positions.json with --positions; "
+                        "none with --smoke)")
     opts = parser.parse_args()
     import torch
 
@@ -191,6 +238,12 @@ def main() -> int:
     settings = SETTINGS[mode]
     results: dict = {"mode": mode, "threads": torch.get_num_threads(),
                      "torch": torch.__version__}
+    if opts.positions:
+        results["positions"] = bench_positions(settings)
+        _print_positions(results["positions"])
+        print(write_results(result_path(
+            opts.out, REPO / "bench" / "results" / "vision_positions.json", opts.smoke), results))
+        return exit_status(results, opts.smoke)
     step = results["train_step"] = bench_train_step(settings)
     for name, entry in step["entries"].items():
         print(f"{name:<13} {entry['median_step_ms']:8.1f} ms a step "
@@ -201,6 +254,8 @@ def main() -> int:
     print(f"data pipeline: {data['images_per_s']:.1f} images/s on one process; the step "
           f"consumes {data['step_demand_images_per_s']:.1f}: pipeline / step demand "
           f"{data['pipeline_over_step_demand']:.2f}")
+    results["positions"] = bench_positions(settings)
+    _print_positions(results["positions"])
     print(write_results(result_path(opts.out, REPO / "bench" / "results" / "vision.json",
                                     opts.smoke), results))
     return exit_status(results, opts.smoke)

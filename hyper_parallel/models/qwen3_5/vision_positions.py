@@ -59,45 +59,69 @@ def decoder_positions(
     waits for them.
     """
     batch, seq = input_ids.shape
-    ids = input_ids.tolist()
+    # Tensor work over each row's tokens (a row may hold 128k): only the placeholder runs'
+    # bounds reach Python, and the loop below walks images, never tokens.
+    ids = input_ids.detach().cpu()
     grids = image_grids(image_grid_thw)
     out = torch.empty((3, batch, seq), dtype=torch.long)
     next_image = 0
     for row in range(batch):
-        row_ids = ids[row]
-        columns: list[torch.Tensor] = []
-        pos = 0
-        i = 0
-        while i < seq:
-            if row_ids[i] != image_token_id:
-                j = i
-                while j < seq and row_ids[j] != image_token_id:
-                    j += 1
-                columns.append(torch.arange(pos, pos + j - i).expand(3, -1))
-                pos += j - i
-                i = j
-                continue
-            if next_image >= len(grids):
-                raise ValueError(
-                    f"row {row} has image placeholder tokens at {i} beyond the "
-                    f"{len(grids)} image(s) of image_grid_thw"
-                )
-            t, h, w = grids[next_image]
-            next_image += 1
-            gh, gw = h // merge, w // merge
-            count = t * gh * gw
-            if row_ids[i : i + count] != [image_token_id] * count:
-                raise ValueError(
-                    f"row {row}: image {next_image - 1} ({t}x{h}x{w} patches, {count} tokens) "
-                    f"does not fit the placeholder run at {i}"
-                )
-            time = (torch.arange(t) + pos).view(t, 1, 1).expand(t, gh, gw)
-            height = (torch.arange(gh) + pos).view(1, gh, 1).expand(t, gh, gw)
-            width = (torch.arange(gw) + pos).view(1, 1, gw).expand(t, gh, gw)
-            columns.append(torch.stack([time, height, width]).reshape(3, -1))
-            pos += max(gh, gw)
-            i += count
-        out[:, row] = torch.cat(columns, dim=1)
+        is_image = ids[row] == image_token_id
+        none = torch.zeros(1, dtype=torch.int8)
+        # Each placeholder run's first column and the column after it, alternately.
+        bounds = torch.diff(is_image.to(torch.int8), prepend=none, append=none).nonzero()
+        starts, ends = bounds[0::2, 0].tolist(), bounds[1::2, 0].tolist()
+        advances: list[int] = []  # what each run's images add to the text after it
+        firsts: list[tuple[int, int, int]] = []  # each image's (first position, gh*gw, gw)
+        counts: list[int] = []
+        placeholders = 0  # the row's placeholder tokens before the run
+        advanced = 0  # what the row's images so far add to the positions after them
+        for start, end in zip(starts, ends):
+            text = start - placeholders  # the text tokens before the run
+            placeholders += end - start
+            before = advanced
+            i = start
+            while i < end:
+                if next_image >= len(grids):
+                    raise ValueError(
+                        f"row {row} has image placeholder tokens at {i} beyond the "
+                        f"{len(grids)} image(s) of image_grid_thw"
+                    )
+                t, h, w = grids[next_image]
+                if min(t, h, w) < 0:
+                    raise ValueError(f"image {next_image} of image_grid_thw has a negative "
+                                     f"size: {t}x{h}x{w} patches")
+                next_image += 1
+                gh, gw = h // merge, w // merge
+                count = t * gh * gw
+                if i + count > end:
+                    raise ValueError(
+                        f"row {row}: image {next_image - 1} ({t}x{h}x{w} patches, {count} "
+                        f"tokens) does not fit the placeholder run at {i}"
+                    )
+                # Every frame starts where the next text token would; the text after the
+                # image resumes max(gh, gw) later (an image of no tokens still moves it).
+                firsts.append((text + advanced, gh * gw, gw))
+                counts.append(count)
+                advanced += max(gh, gw)
+                i += count
+            advances.append(advanced - before)
+        # A text token's position: one more than the last text token's, plus the advance of
+        # the images between them (added at their run's first column).
+        step = (~is_image).long()
+        if advances:
+            step.index_add_(0, torch.tensor(starts), torch.tensor(advances, dtype=torch.long))
+        out[:, row] = torch.cumsum(step, 0) - 1
+        tokens = sum(counts)
+        if tokens:
+            # Image tokens, in raster order (frame, merged row, merged column) of each image.
+            per_image = torch.tensor(firsts, dtype=torch.long)
+            sizes = torch.tensor(counts, dtype=torch.long)
+            first, area, width = per_image.repeat_interleave(sizes, dim=0, output_size=tokens).T
+            offset = torch.arange(tokens) - (torch.cumsum(sizes, 0) - sizes).repeat_interleave(
+                sizes, output_size=tokens)
+            out[:, row, is_image] = torch.stack(
+                [offset // area, offset % area // width, offset % width]) + first
     if next_image != len(grids):
         raise ValueError(
             f"image_grid_thw has {len(grids)} image(s) but input_ids hold placeholders for "
