@@ -67,7 +67,10 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket
+# cred_expire: a requeued job waits this long plus a second before it starts again (120 s by
+# default). Never move a requeued job's start time to now instead: a start within the second
+# of the requeue is refused ("Job credential revoked") and the job fails.
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=10
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/slurmctld.pid

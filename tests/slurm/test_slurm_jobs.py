@@ -5,8 +5,8 @@ it; 2 ranks (one node's two "GPUs") over gloo, the debug model.
 * The time limit: ``--time=2 --stop-grace=20``, so Slurm itself sends the batch shell USR1
   (``--signal=B:USR1@20``) while both ranks (each with a loader worker, which Slurm signals
   too) wait at the start of step 3; the training finishes
-  the step, writes its checkpoint and stops, the job is requeued, and once started again (its
-  start time moved to now: Slurm holds a requeued job 121 s) resumes from step 3; the losses
+  the step, writes its checkpoint and stops, the job is requeued, and once started again (the
+  test cluster holds a requeued job 11 s, its ``cred_expire`` plus one) resumes from step 3; the losses
   are a one-node torchrun run's, bit for bit. Each start logged to its own file beside the
   checkpoints.
 * A user's plain ``scancel`` while the ranks wait at step 2: the training writes its checkpoint
@@ -86,10 +86,11 @@ def test_the_time_limit_stops_the_training_at_a_step_and_the_requeued_job_resume
     assert "requeueing it to resume from its newest checkpoint" in log
     assert (folder / "step_3").is_dir()
 
-    slurm_command(slurm, "scontrol", "update", f"jobid={job}", "StartTime=now")
     second = folder / f"slurm-{job}-1.log"
     wait_until(lambda: job_fields(slurm, job)["JobState"] == "COMPLETED", 300,
-               "the requeued job finished", lambda: f"{job_fields(slurm, job)}\n{tail(second)}")
+               "the requeued job finished",
+               lambda: f"{job_fields(slurm, job)}\n{tail(second)}\n"
+                       f"{tail(tmp_path / f'slurm-{NAME}-{job}.out')}")
     assert f"resuming from {folder / 'step_3'}" in second.read_text(), tail(second)
     assert losses(folder) == reference
     # One log a start beside the checkpoints; Slurm's own file in the working directory
