@@ -272,10 +272,9 @@ def _preflight(recipes: list[tuple[str, Any, Any, int | None]], gpu: Any
     launch command gives, else its degrees', and print one table; a recipe that cannot be
     built is named in its YAML's keys, at their lines. Returns the exit status
     (:func:`~hyper_parallel.preflight.report.exit_status`) and the reports by recipe."""
-    from hyper_parallel.codegen.migration.yaml_source import locate_problems
+    from hyper_parallel.codegen.migration.yaml_source import in_yaml_terms
     from hyper_parallel.preflight.many import preflight_many
     from hyper_parallel.preflight.report import exit_status, summary
-    from hyper_parallel.trainer.llm_trainer import legacy_config_error
     from hyper_parallel.utils.errors import ConfigError
 
     results = preflight_many([config for _, _, config, _ in recipes], gpu,
@@ -283,9 +282,7 @@ def _preflight(recipes: list[tuple[str, Any, Any, int | None]], gpu: Any
     named = []
     for (name, source, _, _), result in zip(recipes, results):
         if isinstance(result, ConfigError):
-            legacy = ConfigError.combine([legacy_config_error(p) for p in result.problems],
-                                         source.display)
-            result = locate_problems(legacy, source.display, source.lines, source.cli)
+            result = in_yaml_terms(result, source.display, source.lines, source.cli)
         named.append((name, result))
     print(summary(named, gpu))
     return (exit_status([result for _, result in named]),

@@ -9,8 +9,9 @@ run's parallel degrees); ``--imbalance F`` (the busiest expert-parallel rank's r
 its balanced share, default 1.25); ``--no-suggest``; ``--json`` (one object on stdout).
 
 Exit status: 0 when every rank role fits (``fits`` or ``tight``), 1 when one does not or fails
-to build at this size, 2 on a configuration error (named in the command line's own fields).
-"""
+to build at this size, 2 on a configuration error (named in the command line's own fields; a
+legacy YAML's problems in its keys, each at its ``file:line`` or override, as ``python -m
+hyper_parallel.codegen --from-yaml old.yaml --preflight`` names them)."""
 
 from __future__ import annotations
 

@@ -66,16 +66,21 @@ def run_preflight(argv: Sequence[str], *, gpu: str | None = None,
                   imbalance: float | None = None, suggest: bool = True) -> Result:
     """Preflight the run a training command line (recipe or legacy YAML) describes."""
     from hyper_parallel.train import parse_run
-    from hyper_parallel.trainer.llm_trainer import legacy_config_error
 
     chosen = choose_gpu(gpu, gpu_memory)
     source = parse_run(argv)
-    legacy = source.origin.startswith("YAML")
     try:
         report = preflight_config(source.config, chosen, world=world, imbalance=imbalance,
                                   suggest=suggest)
     except ConfigError as exc:
-        raise legacy_config_error(exc) if legacy else exc from None
+        if not source.origin.startswith("YAML"):
+            raise
+        from pathlib import Path
+
+        from hyper_parallel.codegen.migration.yaml_source import located_in_file
+
+        # As --from-yaml --preflight reports it: the YAML's keys, each at its file:line.
+        raise located_in_file(exc, Path(argv[0]), argv[1:]) from None
     code = 0 if report.fits else 1
     return Result(report, to_text(report, source.origin), to_json(report, source.origin), code)
 

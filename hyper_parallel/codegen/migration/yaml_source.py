@@ -121,7 +121,9 @@ def covers(cli_path: tuple, value: Any, key: tuple) -> bool:
 
 def located(source: LegacySource, fn: Any, *args: Any) -> Any:
     """``fn(source.legacy)`` (or ``fn(*args)``); a ``ConfigError`` naming a legacy key gets the
-    key's ``file:line`` (or the override that set it)."""
+    key's ``file:line`` (or the override that set it). Located only: the adapter's errors
+    already name the YAML's keys, and the converter imports no framework, while the renaming
+    of :func:`in_yaml_terms` lives beside the engine."""
     from hyper_parallel.trainer.config import ConfigError
 
     try:
@@ -131,6 +133,25 @@ def located(source: LegacySource, fn: Any, *args: Any) -> Any:
         if found is exc:
             raise
         raise found from None
+
+
+def in_yaml_terms(error: Any, display: str, lines: dict[tuple, int],
+                  cli: dict[tuple, tuple[str, Any]]) -> Any:
+    """``error``, a ``ConfigError`` met while the run a legacy YAML (``display``) describes is
+    converted, built or preflighted, as the YAML's user reads it: every problem's recipe fields
+    renamed to the YAML's keys (:func:`~hyper_parallel.trainer.llm_trainer.legacy_config_error`:
+    a legacy key is left as it is) and located at the key's line or at the override that set it
+    (:func:`locate_problems`), all of them at once, in file order; ``error`` itself when nothing
+    changes. The one way the entries that take a legacy YAML report such an error:
+    ``--from-yaml ... --preflight``, ``python -m hyper_parallel.preflight old.yaml`` and the
+    training entry's conversion (:func:`located_in_file`)."""
+    from hyper_parallel.trainer.config import ConfigError
+    from hyper_parallel.trainer.llm_trainer import legacy_config_error
+
+    translated = [legacy_config_error(problem) for problem in error.problems]
+    if any(new is not old for new, old in zip(translated, error.problems)):
+        error = ConfigError.combine(translated, display)
+    return locate_problems(error, display, lines, cli)
 
 
 def locate_problems(error: Any, display: str, lines: dict[tuple, int],
@@ -164,12 +185,12 @@ def locate_problems(error: Any, display: str, lines: dict[tuple, int],
 
 
 def located_in_file(error: Any, path: Path, overrides: Sequence[str] = ()) -> Any:
-    """:func:`locate_problems` for the YAML file ``path`` (shown as given) read with the
+    """:func:`in_yaml_terms` for the YAML file ``path`` (shown as given) read with the
     command-line ``overrides`` -- for an entry that parsed it without keeping its lines."""
     from hyper_parallel.utils.yaml_lines import load_yaml_with_lines
 
     lines = load_yaml_with_lines(path.read_text(encoding="utf-8")).lines
-    return locate_problems(error, str(path), lines, override_paths(tuple(overrides)))
+    return in_yaml_terms(error, str(path), lines, override_paths(tuple(overrides)))
 
 
 def target_of(source: LegacySource) -> tuple[Any, list, Any]:
@@ -205,5 +226,6 @@ def key_counts(source: LegacySource) -> tuple[int, int, list[str]]:
     return len(leaves), len(mapped), unmapped
 
 
-__all__ = ["LegacySource", "covers", "display_path", "key_counts", "leaf_keys", "locate_problems",
-           "located", "located_in_file", "override_paths", "read_legacy", "target_of"]
+__all__ = ["LegacySource", "covers", "display_path", "in_yaml_terms", "key_counts", "leaf_keys",
+           "locate_problems", "located", "located_in_file", "override_paths", "read_legacy",
+           "target_of"]

@@ -4,6 +4,10 @@ process (the fake process group is made and destroyed by each preflight)."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,6 +95,74 @@ def test_a_configuration_error_exits_2_in_the_entrys_names(capsys, argv, names):
     for name in names:
         assert name in err, err
     assert "Traceback" not in err
+
+
+def _cli(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``python -m module args`` from ``cwd``, as a user runs it."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def _bad_yaml(folder: Path, name: str, edits: dict[str, str]) -> tuple[Path, dict[str, int]]:
+    """The debug example with ``edits`` (a line's text -> its replacement) as ``name``, and the
+    1-based line of each replacement."""
+    lines = (REPO / "examples/yaml/train_qwen3_5_debug.yaml").read_text().splitlines()
+    where = {}
+    for old, new in edits.items():
+        index = next(i for i, line in enumerate(lines) if line.split("#")[0].rstrip() == old)
+        lines[index] = new
+        where[new.strip()] = index + 1
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n")
+    return path, where
+
+
+def _located(text: str) -> list[str]:
+    """Each problem line naming a YAML's ``file:line``, from that point on."""
+    return [match.group(0) for match in re.finditer(r"\S+\.yaml:\d+: .*", text)]
+
+
+def test_a_legacy_yamls_problems_are_located_as_from_yaml_locates_them(tmp_path):
+    """``python -m hyper_parallel.preflight old.yaml`` reports a legacy YAML's problems as
+    ``codegen --from-yaml old.yaml --preflight`` does, exit 2 and no traceback: the legacy
+    parser's (an unknown key with its did-you-mean and a wrong type, both at once) and the one
+    only the built run finds (a tensor-parallel degree the debug model's heads cannot take,
+    named by the YAML's key at its line, not by the recipe field)."""
+    parsed, parsed_at = _bad_yaml(tmp_path, "parsed.yaml", {
+        "  max_steps: 10": "  max_step: 10", "  global_batch_size: 4": "  global_batch_size: four"})
+    built, built_at = _bad_yaml(tmp_path, "built.yaml", {"    dp_shard: 1": "    tp: 8"})
+    expected = {
+        "parsed.yaml": [f"parsed.yaml:{parsed_at['max_step: 10']}: train.max_step: unknown key",
+                        (f"parsed.yaml:{parsed_at['global_batch_size: four']}: "
+                         "train.global_batch_size: expected int")],
+        "built.yaml": [f"built.yaml:{built_at['tp: 8']}: train.accelerator.tp: 8 cannot shard"],
+    }
+    for path in (parsed, built):
+        preflight = _cli("hyper_parallel.preflight", [path.name], tmp_path)
+        codegen = _cli("hyper_parallel.codegen", ["--from-yaml", path.name, "-o",
+                                                  f"{path.stem}.py", "--preflight"], tmp_path)
+        for proc in (preflight, codegen):
+            assert proc.returncode == 2, proc.stdout + proc.stderr
+            assert "Traceback" not in proc.stderr, proc.stderr
+        problems = _located(preflight.stderr)
+        assert problems == _located(codegen.stdout + codegen.stderr), preflight.stderr
+        assert [p[:len(e)] for p, e in zip(problems, expected[path.name])] \
+            == expected[path.name], problems
+        if path is parsed:
+            assert "did you mean 'train.max_steps'" in problems[0], problems
+
+
+def test_a_problem_an_override_sets_is_located_at_the_override(capsys):
+    """The run's own check (heads the tensor-parallel degree must divide) on a value the
+    command line set: named by the override as written and the YAML's key."""
+    code, out, err = _run(capsys, [str(REPO / "examples/yaml/train_qwen3_5_debug.yaml"),
+                                   "--train.accelerator.tp=8"])
+    assert code == 2, out
+    assert err.startswith("error: command line (--train.accelerator.tp=8): train.accelerator.tp: "
+                          "8 cannot shard"), err
+    assert "(recipe field: parallelism.tensor_parallel_degree)" in err
 
 
 @pytest.mark.parametrize("schedule, n, pp, rank, v, held", [
