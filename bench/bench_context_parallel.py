@@ -485,12 +485,8 @@ def main() -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.worker:
-        from hyper_parallel.utils.process import exit_now
-
         worker(json.loads(opts.worker))
-        # Finalization after destroy_process_group can abort ("terminate called without an
-        # active exception", gloo) and fail a finished layout; leave as the entry points do.
-        exit_now(0)
+        return 0
     mode = "smoke" if opts.smoke else "quick" if opts.quick else "full"
     settings = dict(SETTINGS[mode])
     settings["seq_len"] = opts.seq_len or settings["seq_len"]
@@ -528,4 +524,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    from hyper_parallel.utils.process import exit_now
+
+    # Finalization after a worker's destroy_process_group can abort ("terminate called without
+    # an active exception", gloo) and fail a finished layout; leave as the entry points do.
+    exit_now(code)

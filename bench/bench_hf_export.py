@@ -242,12 +242,12 @@ def _print(results: list[dict]) -> None:
                   f"{row['dtype']:>7}")
 
 
-def main() -> None:
+def main() -> int:
+    sys.path.insert(0, str(REPO))  # hyper_parallel: the worker's, and the exit's of both
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         flavor, exports, previous, workdir, out = sys.argv[2:7]
-        sys.path.insert(0, str(REPO))
         worker(flavor, exports.split(","), previous == "1", workdir, out)
-        return
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true",
                         help=SMOKE_HELP + "; here: the debug flavor on one rank")
@@ -260,8 +260,13 @@ def main() -> None:
     print(write_results(
         result_path(opts.out, REPO / "bench" / "results" / "hf_export.json", opts.smoke),
         results))
-    sys.exit(exit_status(results, opts.smoke))
+    return exit_status(results, opts.smoke)
 
 
 if __name__ == "__main__":
-    main()
+    code = main()
+    from hyper_parallel.utils.process import exit_now
+
+    # Finalization after a worker's destroy_process_group can abort ("terminate called without
+    # an active exception", gloo) and fail a finished export; leave as the entry points do.
+    exit_now(code)

@@ -223,4 +223,7 @@ def _worker(out: Path) -> None:
 
 
 if __name__ == "__main__":
+    from hyper_parallel.utils.process import exit_now
+
     _worker(Path(sys.argv[1]))
+    exit_now(0)

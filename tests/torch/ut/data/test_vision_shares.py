@@ -316,4 +316,7 @@ def test_a_streamed_image_text_run_resumes_with_the_uninterrupted_steps(tmp_path
 
 
 if __name__ == "__main__":
+    from hyper_parallel.utils.process import exit_now
+
     _share_worker(Path(sys.argv[1]))
+    exit_now(0)

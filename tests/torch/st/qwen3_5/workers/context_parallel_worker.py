@@ -151,4 +151,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from hyper_parallel.utils.process import exit_now
+
     main()
+    exit_now(0)

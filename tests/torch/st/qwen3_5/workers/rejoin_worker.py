@@ -23,7 +23,6 @@ def main() -> None:
     from hyper_parallel.runtime.distributed import setup_distributed
     from hyper_parallel.runtime.fault_injection import job_attempt, maybe_fail_at_step
     from hyper_parallel.utils.logging import init_logger
-    from hyper_parallel.utils.process import exit_now
 
     init_logger()
     ctx = setup_distributed(parallelism=ParallelismConfig(data_parallel_shard_degree=-1),
@@ -35,8 +34,10 @@ def main() -> None:
     maybe_fail_at_step(1, ctx.rank)
     dist.all_reduce(total)
     dist.destroy_process_group()
-    exit_now(0)
 
 
 if __name__ == "__main__":
+    from hyper_parallel.utils.process import exit_now
+
     main()
+    exit_now(0)
