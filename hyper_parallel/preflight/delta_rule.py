@@ -4,8 +4,11 @@
 the sequence's chunks of 64, a dozen operators each, forward and backward: at 4096 tokens most of
 a Gated DeltaNet layer's fake operators, each a fraction of a millisecond of fake dispatch, and
 most of a role's preflight time. The simulation (:func:`~.fake_world.fake_world`) steps
-:func:`chunk_gated_delta_rule` here instead: the same code, but the loop's middle chunks are one
-operator (:class:`_Chunks`) that holds what they hold.
+:func:`chunk_gated_delta_rule` here instead: the model's function itself, given another chunk
+loop (:func:`middle_as_one`) that runs the first chunk and the last :data:`LAST_CHUNKS` by the
+model's :func:`~hyper_parallel.models.qwen3_5.delta_rule.chunk_step` and the ones between as one
+operator (:class:`_Chunks`) that holds what they hold. This module has no math of the rule: only
+that operator, which knows what a chunk's step makes, keeps and saves.
 
 **Why that is exact.** The loop's first chunk and its last :data:`LAST_CHUNKS` run as in the
 model, operator by operator; :class:`_Chunks` stands for the ones between. A chunk's memory is
@@ -35,91 +38,46 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensor
 
-from hyper_parallel.models.qwen3_5.delta_rule import DEFAULT_CHUNK_SIZE, _prepare
+# The module, not its names: the chunk step is looked up on each call, so the simulation always
+# steps the model's (tests patch it to see that).
+from hyper_parallel.models.qwen3_5 import delta_rule as model
 
 #: Chunks at the end of the loop stepped operator by operator (see the module docstring).
 LAST_CHUNKS = 3
 
 
-def chunk_gated_delta_rule(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    initial_state: torch.Tensor | None = None,
-    output_final_state: bool = False,
-    use_qk_l2norm: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`hyper_parallel.models.qwen3_5.delta_rule.chunk_gated_delta_rule` line for line
-    (every tensor made, and every local holding one, as there), but for the loop's middle
-    chunks, which are one :class:`_Chunks`."""
-    out_dtype = query.dtype
-    seq = query.shape[1]
-    q, k, v, g, beta = _prepare(query, key, value, g, beta, use_qk_l2norm)
-    batch, heads, _, dk = k.shape
-    dv = v.shape[-1]
-    c = chunk_size
-    pad = (-seq) % c
-    if pad:
-        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
-        g, beta = (F.pad(t, (0, pad)) for t in (g, beta))
-    n = (seq + pad) // c
-    q, k, v = (t.reshape(batch, heads, n, c, t.shape[-1]) for t in (q, k, v))
-    g, beta = g.reshape(batch, heads, n, c), beta.reshape(batch, heads, n, c)
+def chunk_gated_delta_rule(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The model's :func:`~hyper_parallel.models.qwen3_5.delta_rule.chunk_gated_delta_rule` (the
+    same arguments), its chunks stepped by :func:`middle_as_one`."""
+    return model.chunk_gated_delta_rule(*args, loop=middle_as_one, **kwargs)
 
-    cum = g.cumsum(dim=-1)
-    lower = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
-    pair_decay = (cum.unsqueeze(-1) - cum.unsqueeze(-2)).masked_fill(~lower, float("-inf")).exp()
 
-    k_beta = k * beta.unsqueeze(-1)
-    system = (k_beta @ k.transpose(-1, -2)) * pair_decay
-    new_values = torch.linalg.solve_triangular(
-        system, v * beta.unsqueeze(-1), upper=False, unitriangular=True
-    )
-    state_read = torch.linalg.solve_triangular(
-        system, k_beta * cum.exp().unsqueeze(-1), upper=False, unitriangular=True
-    )
-    intra = (q @ k.transpose(-1, -2)) * pair_decay
-    q_decayed = q * cum.exp().unsqueeze(-1)
-    k_to_end = k * (cum[..., -1:] - cum).exp().unsqueeze(-1)
-    chunk_decay = cum[..., -1].exp()[..., None, None]
-
-    if initial_state is None:
-        state = q.new_zeros(batch, heads, dk, dv)
-    else:
-        state = initial_state.to(device=q.device, dtype=torch.float32)
-    middle = n - 1 - LAST_CHUNKS  # chunks 1 .. n - 1 - LAST_CHUNKS
-    outs = []
-    i = 0
-    while i < n:
-        if i == 1 and middle > 0:
-            kept = (torch.is_grad_enabled() and _saved_tensors_kept()
-                    and any(t.requires_grad for t in (state, state_read, q_decayed, intra,
-                                                      k_to_end, chunk_decay)))
-            span, state, delta = _Chunks.apply(
-                state, state_read, q_decayed, intra, k_to_end, chunk_decay, middle, kept)
-            outs.append(span)
-            i += middle
-            continue
-        delta = new_values[:, :, i] - state_read[:, :, i] @ state
-        outs.append(q_decayed[:, :, i] @ state + intra[:, :, i] @ delta)
-        state = state * chunk_decay[:, :, i] + k_to_end[:, :, i].transpose(-1, -2) @ delta
-        i += 1
-    out = _stack(outs).reshape(batch, heads, n * c, dv)[:, :, :seq]
-    out = out.transpose(1, 2).contiguous().to(out_dtype)
-    return out, (state if output_final_state else None)
+def middle_as_one(operands: model.ChunkOperands, carry: model.Carry) -> torch.Tensor:
+    """A :data:`~hyper_parallel.models.qwen3_5.delta_rule.ChunkLoop`: chunk 0 and the last
+    :data:`LAST_CHUNKS` by the model's ``chunk_step``, chunks ``1 .. N - 1 - LAST_CHUNKS`` as one
+    :class:`_Chunks`; with no chunk between, the model's loop."""
+    n = operands.count
+    middle = n - 1 - LAST_CHUNKS
+    if middle <= 0:
+        return model.every_chunk(operands, carry)
+    model.chunk_step(operands, 0, carry)
+    middle_operands = (operands.state_read, operands.q_decayed, operands.intra,
+                       operands.k_to_end, operands.chunk_decay)
+    kept = (torch.is_grad_enabled() and _saved_tensors_kept()
+            and any(t.requires_grad for t in (carry.state, *middle_operands)))
+    span, carry.state, carry.delta = _Chunks.apply(carry.state, *middle_operands, middle, kept)
+    carry.outs.append(span)
+    for i in range(1 + middle, n):
+        model.chunk_step(operands, i, carry)
+    return _stack(carry.outs)
 
 
 def _stack(outs: list[torch.Tensor]) -> torch.Tensor:
-    """The chunks' outputs as one ``(B, H, N, c, Dv)`` tensor; the middle chunks' are one
-    ``(B, H, middle, c, Dv)`` entry of ``outs`` (concatenated: the same bytes as the stack)."""
-    if all(o.dim() == 4 for o in outs):
-        return torch.stack(outs, dim=2)
+    """The chunks' outputs as one ``(B, H, N, c, Dv)`` tensor, the middle chunks' one
+    ``(B, H, middle, c, Dv)`` entry of ``outs`` among the others' ``(B, H, c, Dv)``: concatenated,
+    the same bytes as the model's stack."""
     return torch.cat([o if o.dim() == 5 else o.unsqueeze(2) for o in outs], dim=2)
 
 
@@ -225,4 +183,4 @@ class _Chunks(torch.autograd.Function):
         return torch.empty_like(state), None, None, None, None, None, None, None
 
 
-__all__ = ["LAST_CHUNKS", "chunk_gated_delta_rule"]
+__all__ = ["LAST_CHUNKS", "chunk_gated_delta_rule", "middle_as_one"]

@@ -23,13 +23,21 @@ start, ``S0`` the state entering the chunk):
     O     = (Q*exp(G)) S0 + ((Q K^T) * exp(G_i - G_j))_{j<=i} delta
     S_end = exp(G_last) S0 + (K * exp(G_last - G))^T delta
 
-Preflight steps a copy of :func:`chunk_gated_delta_rule` with the same bytes in fewer fake
-operators (``hyper_parallel/preflight/delta_rule.py``): a change here that makes, keeps or saves
-a tensor is made there too (``tests/torch/ut/preflight/test_delta_rule_surrogate.py`` compares
-their bytes).
+The chunk loop is :func:`chunk_gated_delta_rule`'s ``loop`` argument: every chunk's step is
+:func:`chunk_step` (the one definition of the recurrence across chunks) and the model's loop,
+:func:`every_chunk`, runs it for each chunk. Preflight (``hyper_parallel/preflight/delta_rule.py``)
+passes a loop that runs the first and the last chunks by :func:`chunk_step` and stands one
+fake operator of the same bytes for those between: everything else it steps is this code. A
+change to :func:`chunk_step` that makes, keeps or saves another tensor changes what that operator
+must make (``tests/torch/ut/preflight/test_delta_rule_surrogate.py`` compares their bytes).
+Resetting the state at document boundaries (packed rows) belongs here once: in the operands made
+before the loop and in :func:`chunk_step`, which both paths run.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -88,12 +96,14 @@ def chunk_gated_delta_rule(
     initial_state: torch.Tensor | None = None,
     output_final_state: bool = False,
     use_qk_l2norm: bool = True,
+    loop: ChunkLoop | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Chunked gated delta rule.
 
     Args:
         query, key: ``(B, S, Hk, Dk)``. value: ``(B, S, Hv, Dv)``. g (log decay, <= 0) and beta:
             ``(B, S, Hv)``. initial_state: ``(B, Hv, Dk, Dv)`` or None (zeros).
+        loop: how the chunks are stepped (:data:`ChunkLoop`); None is :func:`every_chunk`.
     Returns:
         ``(out, final_state)``: out ``(B, S, Hv, Dv)`` in ``query.dtype``; final_state fp32
         ``(B, Hv, Dk, Dv)`` when ``output_final_state`` else None.
@@ -132,18 +142,68 @@ def chunk_gated_delta_rule(
     k_to_end = k * (cum[..., -1:] - cum).exp().unsqueeze(-1)
     chunk_decay = cum[..., -1].exp()[..., None, None]  # (B, H, N, 1, 1)
 
-    if initial_state is None:
-        state = q.new_zeros(batch, heads, dk, dv)
-    else:
-        state = initial_state.to(device=q.device, dtype=torch.float32)
-    outs = []
-    for i in range(n):
-        delta = new_values[:, :, i] - state_read[:, :, i] @ state
-        outs.append(q_decayed[:, :, i] @ state + intra[:, :, i] @ delta)
-        state = state * chunk_decay[:, :, i] + k_to_end[:, :, i].transpose(-1, -2) @ delta
-    out = torch.stack(outs, dim=2).reshape(batch, heads, n * c, dv)[:, :, :seq]
+    operands = ChunkOperands(new_values, state_read, q_decayed, intra, k_to_end, chunk_decay)
+    # The loop's variables, held by nothing else (the entering state goes once the first chunk
+    # replaces it), live until the return as a loop's locals would: the last delta and the
+    # chunks' outputs are held through the stack (the bytes preflight measures).
+    carry = Carry(q.new_zeros(batch, heads, dk, dv) if initial_state is None
+                  else initial_state.to(device=q.device, dtype=torch.float32))
+    out = (loop or every_chunk)(operands, carry)
+    out = out.reshape(batch, heads, n * c, dv)[:, :, :seq]
     out = out.transpose(1, 2).contiguous().to(out_dtype)
-    return out, (state if output_final_state else None)
+    return out, (carry.state if output_final_state else None)
+
+
+@dataclass(frozen=True)
+class ChunkOperands:
+    """What every chunk's step reads, ``(B, H, N, ...)`` with chunk ``i`` at ``[:, :, i]``, made
+    once for all chunks before the loop (see the module docstring's chunk algebra)."""
+
+    new_values: torch.Tensor  # T (beta*V): (B, H, N, c, Dv)
+    state_read: torch.Tensor  # T (beta*K*exp(G)): (B, H, N, c, Dk)
+    q_decayed: torch.Tensor  # Q*exp(G): (B, H, N, c, Dk)
+    intra: torch.Tensor  # ((Q K^T) * exp(G_i - G_j))_{j<=i}: (B, H, N, c, c)
+    k_to_end: torch.Tensor  # K * exp(G_last - G): (B, H, N, c, Dk)
+    chunk_decay: torch.Tensor  # exp(G_last): (B, H, N, 1, 1)
+
+    @property
+    def count(self) -> int:
+        """The number of chunks ``N``."""
+        return self.new_values.shape[2]
+
+
+@dataclass
+class Carry:
+    """The chunk loop's variables: the state entering the next chunk, the last chunk's ``delta``
+    and the outputs of the chunks stepped so far, in order. Each is replaced only once its
+    successor exists, as a loop's local is (so a step holds what the model's loop holds)."""
+
+    state: torch.Tensor
+    delta: torch.Tensor | None = None
+    outs: list[torch.Tensor] = field(default_factory=list)
+
+
+def chunk_step(operands: ChunkOperands, i: int, carry: Carry) -> None:
+    """Chunk ``i``: its output appended to ``carry.outs``, the state leaving it and its
+    ``delta`` into ``carry``."""
+    carry.delta = operands.new_values[:, :, i] - operands.state_read[:, :, i] @ carry.state
+    carry.outs.append(operands.q_decayed[:, :, i] @ carry.state
+                      + operands.intra[:, :, i] @ carry.delta)
+    carry.state = (carry.state * operands.chunk_decay[:, :, i]
+                   + operands.k_to_end[:, :, i].transpose(-1, -2) @ carry.delta)
+
+
+#: A way to step the chunks: ``loop(operands, carry)`` leaves the final state in ``carry`` and
+#: returns the chunks' outputs as one ``(B, H, N, c, Dv)`` tensor (``carry.outs`` stays held
+#: until the rule returns, whatever the loop keeps there).
+ChunkLoop = Callable[[ChunkOperands, Carry], torch.Tensor]
+
+
+def every_chunk(operands: ChunkOperands, carry: Carry) -> torch.Tensor:
+    """The model's loop: :func:`chunk_step` for every chunk in turn, the outputs stacked."""
+    for i in range(operands.count):
+        chunk_step(operands, i, carry)
+    return torch.stack(carry.outs, dim=2)
 
 
 def recurrent_gated_delta_rule(

@@ -17,6 +17,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import _TOTAL_KEY, MemTracker
 
+from hyper_parallel.models.qwen3_5 import delta_rule as model_module
 from hyper_parallel.models.qwen3_5 import kernels
 from hyper_parallel.models.qwen3_5.delta_rule import chunk_gated_delta_rule as model_rule
 from hyper_parallel.preflight import delta_rule as preflight_rule
@@ -144,6 +145,44 @@ def test_a_simulation_that_keeps_what_a_checkpoint_drops_is_caught(monkeypatch):
     simulated, _ = _timeline(preflight_rule.chunk_gated_delta_rule, "full",
                              *SHAPES["large-state"])
     assert simulated["forward.peak"] > model["forward.peak"]
+
+
+@pytest.mark.parametrize("chunks", [4, 5, 10])
+def test_the_simulation_steps_the_models_own_chunks(monkeypatch, chunks):
+    """One definition of the rule: preflight's path is the model's function, and every chunk it
+    does not stand one operator for is stepped by the model's chunk step (patched here: a copy
+    of the math in preflight's module would step none of them)."""
+    stepped: list[int] = []
+    entered: list[object] = []
+    step, rule = model_module.chunk_step, model_module.chunk_gated_delta_rule
+
+    def spy_step(operands, i, carry):
+        stepped.append(i)
+        step(operands, i, carry)
+
+    def spy_rule(*args, **kwargs):
+        entered.append(kwargs.get("loop"))
+        return rule(*args, **kwargs)
+
+    monkeypatch.setattr(model_module, "chunk_step", spy_step)
+    monkeypatch.setattr(model_module, "chunk_gated_delta_rule", spy_rule)
+    with FakeTensorMode():
+        q, k = torch.randn(2, chunks * 16 - 3, 2, 8), torch.randn(2, chunks * 16 - 3, 2, 8)
+        v = torch.randn(2, chunks * 16 - 3, 4, 8, requires_grad=True)
+        g, beta = -torch.rand(2, chunks * 16 - 3, 4), torch.rand(2, chunks * 16 - 3, 4)
+        out, final = preflight_rule.chunk_gated_delta_rule(
+            q, k, v, g, beta, chunk_size=16, output_final_state=True)
+        out.sum().backward()
+    assert entered == [preflight_rule.middle_as_one]
+    last = preflight_rule.LAST_CHUNKS
+    middle = chunks - 1 - last
+    assert stepped == ([0, *range(1 + middle, chunks)] if middle > 0 else list(range(chunks)))
+    assert out.shape == v.shape and final.shape == (2, 4, 8, 8)
+    assert v.grad.shape == v.shape
+    stepped.clear()
+    model_rule(*(torch.randn(1, chunks * 16, 1, 4),) * 2, torch.randn(1, chunks * 16, 1, 4),
+               -torch.rand(1, chunks * 16, 1), torch.rand(1, chunks * 16, 1), chunk_size=16)
+    assert stepped == list(range(chunks))  # the model's loop steps every chunk by the same step
 
 
 def test_the_fake_world_steps_the_simulated_rule_and_puts_the_models_back():
