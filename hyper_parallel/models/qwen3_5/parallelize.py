@@ -119,6 +119,36 @@ __all__ = [
 
 
 # ====================================================================== tensor parallel
+class _NotAView(torch.autograd.Function):
+    """Identity whose output is ``x.detach()``: the same memory, no copy, but not a view of
+    ``x`` (``_base`` is None; the version counter stays shared, so autograd still catches an
+    in-place change of a tensor saved for backward)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return x.detach()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
+class _ColwiseLogits(ColwiseParallel):
+    """``ColwiseParallel`` whose plain-tensor output is not a view (:class:`_NotAView`).
+
+    ``DTensor.to_local()`` returns ``view_as`` of the local tensor. The logits are what the
+    root FSDP2 unit returns, and an in-place op on a view output would rebase its autograd
+    history and drop FSDP's pre-backward hook (FSDP2 warns "returned a view tensor" on every
+    step of an FSDP x TP run).
+    """
+
+    @staticmethod
+    def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
+        outputs = ColwiseParallel._prepare_output_fn(
+            output_layouts, use_local_output, mod, outputs, device_mesh)
+        return _NotAView.apply(outputs) if use_local_output else outputs
+
+
 class _ReplicateParams(ParallelStyle):
     """Turn the module's own parameters into ``Replicate`` DTensors; leave activations alone.
 
@@ -330,7 +360,7 @@ def apply_tp(
         ),
         "model.norm": _ReplicateParams(),
         # Replicated (all-gathered) logits: the loss code needs no TP awareness.
-        "lm_head": ColwiseParallel(output_layouts=Replicate()),
+        "lm_head": _ColwiseLogits(output_layouts=Replicate()),
     }
     # A pipeline stage holds some of these modules only (the others are None).
     present = {k: v for k, v in outer_plan.items() if _submodule_or_none(model, k) is not None}

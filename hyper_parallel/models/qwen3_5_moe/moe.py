@@ -97,11 +97,19 @@ class _ContiguousGrad(torch.autograd.Function):
 
     ``torch._grouped_mm``'s backward rejects gradients whose strides are not 16-byte multiples,
     such as the stride-0 gradient of ``out.sum()`` or a transposed one (torch 2.13).
+
+    The output is ``x.detach()``: the same memory, no copy, but not a view of ``x`` (a
+    non-differentiable alias; ``_base`` is None). ``x.view_as(x)`` would be a view, and this is
+    what :class:`GroupedExperts` returns, i.e. the output of an FSDP2 unit: an in-place op on a
+    view output rebases its autograd history and drops FSDP's pre-backward hook (the
+    all-gather of the experts' weights before their backward), which FSDP2 warns about on every
+    forward. The version counter stays shared, so autograd still catches an in-place change of
+    a tensor saved for backward.
     """
 
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        return x.view_as(x)
+        return x.detach()
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
