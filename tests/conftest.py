@@ -39,8 +39,9 @@ if "WANDB_CACHE_DIR" not in os.environ:
                        ("WANDB_DATA_DIR", "data")):
         os.environ[_var] = os.path.join(_wandb_home, _sub)
 
-#: The layout harness's session fixture (``layouts``), for every test that compares layouts.
-pytest_plugins = ["tests.helpers.layout"]
+#: The layout harness's session fixture (``layouts``), for every test that compares layouts;
+#: the suite's cost, printed at its end.
+pytest_plugins = ["tests.helpers.layout", "tests.helpers.suite_cost"]
 
 
 _ST, _UT = "tests/torch/st/qwen3_5/", "tests/torch/ut/"
