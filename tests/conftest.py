@@ -102,6 +102,19 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: _place(item.nodeid))  # stable
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Before a test's fixtures (a module's shared job too) are set up: whether it may start a
+    multi-rank job (:data:`tests.helpers.torchrun.MULTI_RANK_ALLOWED`)."""
+    from tests.helpers import torchrun
+
+    torchrun.MULTI_RANK_ALLOWED = item.get_closest_marker("slow") is not None
+    try:
+        yield
+    finally:
+        torchrun.MULTI_RANK_ALLOWED = True
+
+
 @pytest.fixture(autouse=True)
 def _no_process_group_left_behind(request):
     """A test that ends with a process group up fails here, by name: the next test of its

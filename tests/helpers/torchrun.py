@@ -31,6 +31,18 @@ PRELOAD = ("torch", "torch.distributed", "torch.distributed.fsdp", "torch.distri
 
 _FORKSERVER = None
 
+#: Whether the running test may start a multi-rank job: only a test marked ``slow`` may
+#: (tests/conftest.py sets this before each test's setup), so that ``make test-fast``
+#: (``-m "not slow"``) stays the quick inner loop it promises: no multi-rank job at all.
+MULTI_RANK_ALLOWED = True
+
+
+def _check_multi_rank(what: str) -> None:
+    if not MULTI_RANK_ALLOWED:
+        raise AssertionError(
+            f"{what} from a test not marked slow: a multi-rank job takes seconds of CPU; mark "
+            "the test (or its module) pytest.mark.slow, so `make test-fast` runs none")
+
 
 def _forkserver():
     """The pytest worker's fork-server context (started on its first job; OMP_NUM_THREADS is
@@ -141,6 +153,7 @@ def torchrun(
     With ``check`` a non-zero exit fails with the tail of the output; a run over ``timeout``
     seconds raises ``subprocess.TimeoutExpired`` (a hang is a failure, never a pass).
     """
+    _check_multi_rank(f"torchrun --nproc_per_node {nproc} {script}")
     cmd = [
         sys.executable, "-m", "torch.distributed.run",
         "--nproc_per_node", str(nproc),
@@ -165,6 +178,8 @@ def spawn_ranks(script: str | Path, args: Sequence[str] = (), *, nproc: int = 2,
     ``subprocess.TimeoutExpired``. The free port is only free when it is picked: another process
     may take it before rank 0 binds it, seconds of imports later; then the job starts again on
     another port (at most twice)."""
+    if nproc > 1:
+        _check_multi_rank(f"{nproc} ranks of {script}")
     for attempt in range(3):
         try:
             return _spawn_ranks_once(script, args, nproc=nproc, timeout=timeout, env=env)

@@ -120,6 +120,7 @@ def test_single_rank_fp32_is_unwrapped_and_bit_exact(tmp_path):
     assert r["logits_rel"] == 0.0 and r["loss_rel"] == 0.0 and r["final_params_rel"] == 0.0
 
 
+@pytest.mark.slow
 def test_fsdp_2_ranks_matches_reference(two_ranks):
     r = two_ranks["fsdp"]
     assert r["fsdp_applied"]
@@ -132,6 +133,7 @@ def test_fsdp_2_ranks_matches_reference(two_ranks):
     assert_matches_reference(r)
 
 
+@pytest.mark.slow
 def test_tp_2_ranks_matches_reference(two_ranks):
     """Pure TP: every layer type sharded, no FSDP (no dp axis in the mesh)."""
     r = two_ranks["tp"]
@@ -141,6 +143,7 @@ def test_tp_2_ranks_matches_reference(two_ranks):
     assert_matches_reference(r)
 
 
+@pytest.mark.slow
 def test_tp_2_ranks_tied_embeddings_selective_ac(two_ranks):
     """Tied embedding + lm_head stay one vocab-sharded parameter under TP (with selective AC)."""
     r = two_ranks["tp_tied"]
@@ -149,6 +152,7 @@ def test_tp_2_ranks_tied_embeddings_selective_ac(two_ranks):
     assert_matches_reference(r)
 
 
+@pytest.mark.slow
 def test_activation_checkpointing_is_exact_under_tp(two_ranks):
     """full and selective AC give the same loss and gradients as no AC (TP over 2 ranks)."""
     r = two_ranks["ac"]
@@ -161,6 +165,7 @@ def test_activation_checkpointing_is_exact_under_tp(two_ranks):
         assert r[mode]["grads_rel"] <= 1e-6, r[mode]
 
 
+@pytest.mark.slow
 def test_mixed_precision_bf16_policy_runs(two_ranks):
     r = two_ranks["mp"]
     assert r["bf16_logits_dtype"] == "torch.bfloat16"  # compute in bf16 (output_dtype inherits)
@@ -190,6 +195,7 @@ def test_mixed_precision_bf16_policy_runs(two_ranks):
     assert r["bf16_all_tied_num_ac_wrapped"] == 4
 
 
+@pytest.mark.slow
 def test_mixed_precision_float32_logits_from_bf16_compute(two_ranks):
     """output_dtype float32 with bf16 compute: float32 logits, bf16 between the FSDP units (the
     root's final norm and lm_head never meet float32 activations), only the root casts."""
@@ -210,6 +216,7 @@ def test_mixed_precision_float32_logits_from_bf16_compute(two_ranks):
         assert "output_dtype=torch.bfloat16" in units[layer]["mp_policy"], (layer, units[layer])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["fsdp", "tp"])
 def test_compile_per_layer_is_bit_exact(two_ranks, layout):
     """compile.enable (``eager`` backend) compiles every decoder layer in place -- under FSDP

@@ -19,6 +19,10 @@ LOSS_RTOL = 1e-6
 GRAD_NORM_RTOL = 1e-5
 
 
+#: Two-rank jobs.
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("grad_sync") / "runs.json"

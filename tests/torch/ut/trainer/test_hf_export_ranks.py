@@ -30,7 +30,7 @@ import torch
 
 from tests.helpers.torchrun import spawn_ranks
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.slow]
 
 SHARD_BYTES = 30_000
 RANKS = 4

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from hyper_parallel.trainer.config import AcceleratorConfig
 from hyper_parallel.runtime.parallel_dims import ParallelDims
+from hyper_parallel.trainer.config import AcceleratorConfig
 from tests.helpers.torchrun import spawn_ranks
 
 WORKER = Path(__file__).parent / "workers" / "mesh_worker.py"
@@ -119,6 +119,7 @@ def two_rank_meshes(tmp_path_factory) -> dict:
     return dict(zip(TWO_RANK_MESHES, infos))
 
 
+@pytest.mark.slow
 def test_mesh_fsdp2_torchrun(two_rank_meshes):
     info = two_rank_meshes["fsdp2"]
     assert info["dim_names"] == ["dp_shard"] and info["shape"] == [2] and info["dp_shard"] == 2
@@ -126,11 +127,13 @@ def test_mesh_fsdp2_torchrun(two_rank_meshes):
     assert info["aliases"]["dp"] == {"size": 2, "group_of_rank": [0, 1]}
 
 
+@pytest.mark.slow
 def test_mesh_tp2_torchrun(two_rank_meshes):
     info = two_rank_meshes["tp2"]
     assert info["dim_names"] == ["tp"] and info["aliases"] == {}
 
 
+@pytest.mark.slow
 def test_mesh_hsdp_torchrun(two_rank_meshes):
     # dp_replicate=2 on 2 ranks: the replicate axis alone.
     info = two_rank_meshes["hsdp"]
