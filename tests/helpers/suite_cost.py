@@ -27,6 +27,9 @@ import pytest
 CPU_KEY = "core_seconds"
 #: How many tests the summary names.
 COSTLIEST = 10
+#: ``make test``'s budget on the 2-core CI machine, in wall seconds (README): with both cores
+#: busy, twice as many core-seconds.
+BUDGET_SECONDS = 420
 #: Where the summary also goes, every test's figures as JSON, when this variable names a file.
 JSON_ENV = "HYPER_PARALLEL_SUITE_COST_JSON"
 
@@ -101,6 +104,10 @@ class _Ledger:
         terminalreporter.section("suite cost")
         write(f"{wall:.0f} s wall, {cores:.0f} core-seconds in tests "
               f"({cores / wall:.2f} cores busy on average), {len(self.wall)} tests")
+        budget = BUDGET_SECONDS * (os.cpu_count() or 1)
+        write(f"make test's budget: {budget} core-seconds ({BUDGET_SECONDS} s on {os.cpu_count()} "
+              f"cores); this run used {cores / budget:.0%} of it"
+              + (" -- OVER" if cores > budget else ""))
         costliest = sorted(self.cpu.items(), key=lambda kv: kv[1], reverse=True)[:COSTLIEST]
         for nodeid, seconds in costliest:
             write(f"{seconds:7.1f} core-s {self.wall[nodeid]:7.1f} s wall  {nodeid}")
