@@ -14,6 +14,7 @@ from hyper_parallel.platform.collectives import all_reduce_sum, or_alone, sum_co
 from hyper_parallel.runtime.loss import LossScaler, count_tokens, token_loss_sum
 from hyper_parallel.runtime.optim import clip_grad_norm_
 from hyper_parallel.utils.data_types import IMAGE_KEYS, IMAGES_PER_ROW
+from hyper_parallel.utils.documents import Documents
 from hyper_parallel.utils.host_data import HostTensor
 
 
@@ -84,9 +85,26 @@ def image_inputs(batch: dict) -> dict:
             for key in IMAGE_KEYS if key in batch}
 
 
+#: The batch key of a packed batch's document boundaries (:func:`with_documents`).
+DOCUMENTS = "documents"
+
+
+def with_documents(model: torch.nn.Module, batch: dict) -> dict:
+    """``batch`` with its documents (:class:`~hyper_parallel.utils.documents.Documents`, under
+    :data:`DOCUMENTS`), made from its ``position_ids`` while they are on the host, when the
+    model keeps documents apart (``reads_documents``: ``attn_mask_type: block_causal``); else
+    ``batch`` itself. Once per micro-batch, before the batch moves: no kernel then asks the
+    device where a document starts."""
+    if (not getattr(model, "reads_documents", False) or "position_ids" not in batch
+            or DOCUMENTS in batch):
+        return batch
+    return {**batch, DOCUMENTS: Documents.from_positions(batch["position_ids"])}
+
+
 def forward_logits(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+    documents = {DOCUMENTS: batch[DOCUMENTS]} if DOCUMENTS in batch else {}
     return model(batch["input_ids"], position_ids=batch.get("position_ids"),
-                 **image_inputs(batch))
+                 **image_inputs(batch), **documents)
 
 
 def _loss_functions(
@@ -170,7 +188,7 @@ def train_step(
             # The opt-in: no reduce-scatter before the last micro-batch, so FSDP keeps every
             # unit's unsharded gradient (in its reduce dtype) from here to the last backward.
             model.set_requires_gradient_sync(i == last)
-        mb = move_to_device(mb, device)
+        mb = move_to_device(with_documents(model, mb), device)
         loss_sum, _ = loss_sum_fn(forward_logits(model, mb), mb["labels"])
         objective = scaler.backward_loss(loss_sum, mb_tokens)
         aux = auxiliary_loss() if auxiliary_loss is not None else None
@@ -233,7 +251,7 @@ def evaluate(
     totals = torch.zeros(2, dtype=torch.float64, device=device)
     try:
         for batch in batches:
-            batch = move_to_device(batch, device)
+            batch = move_to_device(with_documents(model, batch), device)
             loss_sum, n_tokens = loss_sum_fn(forward_logits(model, batch), batch["labels"])
             totals[0] += loss_sum.double()
             totals[1] += n_tokens

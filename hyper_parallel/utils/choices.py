@@ -107,6 +107,18 @@ KERNEL_CHOICES: tuple[str, ...] = get_args(KernelChoice)
 #: The choice a model runs with when nothing is said.
 DEFAULT_KERNELS = "auto"
 
+#: Which tokens a token attends to (``model.attn_mask_type``, legacy
+#: ``model.config_overrides.attn_mask_type``; torchtitan's name and values): ``causal`` --
+#: every earlier token of its row; ``block_causal`` -- the earlier tokens of its own document,
+#: where a row's ``position_ids`` restart at 0 each document starts (every token mixer of the
+#: model keeps the documents apart: :mod:`hyper_parallel.utils.documents`).
+AttnMaskType = Literal["causal", "block_causal"]
+ATTN_MASK_TYPES: tuple[str, ...] = get_args(AttnMaskType)
+#: The mask a model runs with when nothing is said (the whole row, as before packing).
+DEFAULT_ATTN_MASK_TYPE = "causal"
+#: The mask that keeps a packed row's documents apart.
+BLOCK_CAUSAL = "block_causal"
+
 #: How a mixture-of-experts layer computes its experts (``experts_implementation`` of the MoE
 #: model): ``grouped_mm`` -- one grouped GEMM per projection over every expert's rows
 #: (``torch._grouped_mm``); ``loop`` -- one matmul per expert, the reference it is tested
@@ -138,9 +150,12 @@ LEGACY_REPORT_TO: tuple[str, ...] = ("none", "wandb")
 __all__ = [
     "AC_MODES",
     "ASYNC_MODES",
+    "ATTN_MASK_TYPES",
+    "BLOCK_CAUSAL",
     "CP_ATTENTION_MODES",
     "CP_LINEAR_ATTENTION_MODES",
     "DECAY_STYLES",
+    "DEFAULT_ATTN_MASK_TYPE",
     "DEFAULT_EXPERTS_IMPLEMENTATION",
     "DEFAULT_KERNELS",
     "EXPERTS_IMPLEMENTATIONS",
@@ -162,6 +177,7 @@ __all__ = [
     "SINGLE_STAGE_SCHEDULES",
     "ActivationCheckpointMode",
     "AsyncMode",
+    "AttnMaskType",
     "CpLinearAttentionMode",
     "DecayStyle",
     "ExpertsImplementation",

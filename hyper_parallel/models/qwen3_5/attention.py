@@ -6,14 +6,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hyper_parallel.utils.documents import Documents
+
 from .configuration import Qwen3_5Config
 from .context_parallel import ContextParallel, attention_forward
+from .documents import block_causal_attention, refuse_under_context_parallelism
 from .norms import Qwen3_5RMSNorm
 from .rope import apply_rotary
 
 
 class Qwen3_5Attention(nn.Module):
-    """Causal GQA with per-head q/k RMSNorm, partial RoPE and an optional sigmoid output gate.
+    """Causal (or block-causal) GQA with per-head q/k RMSNorm, partial RoPE and an optional sigmoid output gate.
 
     ``q_proj`` emits, per head, ``[Q_h | gate_h]`` (width ``2 * head_dim``) so that head-aligned
     column sharding keeps a head's query and gate together. Head counts are inferred from the
@@ -45,12 +48,19 @@ class Qwen3_5Attention(nn.Module):
     context_parallel: ContextParallel | None = None
 
     def forward(
-        self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor]
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor],
+        documents: Documents | None = None,
     ) -> torch.Tensor:
+        """``documents`` (a packed batch's, on the device; ``block_causal``): each token attends
+        to the earlier tokens of its own document (:func:`.documents.block_causal_attention`)."""
         batch, seq, _ = hidden_states.shape
         hd = self.head_dim
         cos, sin = position_embeddings
         cp = self.context_parallel
+        if documents is not None and cp is not None:
+            refuse_under_context_parallelism("full attention")
         # Query, key, value one after the other, each ready for attention (norm on (B, S, H, D)
         # before the transpose, RoPE on the same layout), so that under context parallelism
         # the query's all-to-all can travel while the key and value are computed.
@@ -69,7 +79,9 @@ class Qwen3_5Attention(nn.Module):
         k = apply_rotary(self.k_norm(self.k_proj(hidden_states).view(batch, seq, -1, hd)), cos, sin)
         v = self.v_proj(hidden_states).view(batch, seq, -1, hd)
 
-        if cp is not None:
+        if documents is not None:
+            out = block_causal_attention(q, k, v, self.scaling, documents)
+        elif cp is not None:
             out = attention_forward(cp, q, k, v, self.scaling, exchange).reshape(batch, seq, -1)
         else:
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)

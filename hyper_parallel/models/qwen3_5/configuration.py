@@ -8,9 +8,12 @@ so that a ``config.json`` maps onto this dataclass one-to-one. Two deliberate di
   :meth:`Qwen3_5Config.from_hf_dict` convert.
 * ``full_attention_interval`` is kept as a field (HF consumes it while deriving ``layer_types``).
 
-One field is not architecture and not Hugging Face's: ``kernels`` (``auto`` / ``torch`` /
+Two fields are not architecture and not Hugging Face's: ``kernels`` (``auto`` / ``torch`` /
 ``fla``), which implementation the Gated DeltaNet layers dispatch to
-(:mod:`~hyper_parallel.models.qwen3_5.kernels`). It never reaches or comes from ``config.json``.
+(:mod:`~hyper_parallel.models.qwen3_5.kernels`), and ``attn_mask_type`` (``causal`` /
+``block_causal``), whether a packed row's documents are kept apart
+(:mod:`~hyper_parallel.models.qwen3_5.documents`). They never reach or come from
+``config.json``.
 
 The legacy ``model`` section is applied to this config by :mod:`.model_section`
 (``config_from_legacy``, ``apply_model_section`` and the ``model.config_overrides`` rule).
@@ -26,7 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hyper_parallel.models.qwen3_5.vision_config import Qwen3_5VisionConfig, image_text_flavor
-from hyper_parallel.utils.choices import DEFAULT_KERNELS, KERNEL_CHOICES, KernelChoice
+from hyper_parallel.utils.choices import (
+    ATTN_MASK_TYPES,
+    DEFAULT_ATTN_MASK_TYPE,
+    DEFAULT_KERNELS,
+    KERNEL_CHOICES,
+    AttnMaskType,
+    KernelChoice,
+)
 from hyper_parallel.utils.numbers import is_finite_number
 from hyper_parallel.utils.suggest import did_you_mean
 
@@ -45,7 +55,7 @@ FLAVOR_KEY = "flavor"
 
 DEFAULT_FLAVOR = "0.8b"
 
-NON_HF_FIELDS = ("kernels",)
+NON_HF_FIELDS = ("kernels", "attn_mask_type")
 """Fields that are this project's, not Hugging Face's: never written to or read from
 ``config.json``."""
 
@@ -142,6 +152,12 @@ class Qwen3_5Config:
     """Implementation of the Gated DeltaNet layers: ``auto`` (fla-core's CUDA kernels when the
     parameters are on CUDA and the package imports, else the torch path), ``torch`` or ``fla``
     (fla-core, an error where it cannot run). Not architecture: not written to ``config.json``."""
+    attn_mask_type: AttnMaskType = DEFAULT_ATTN_MASK_TYPE
+    """Which earlier tokens a token mixes with: ``causal`` (every one of its row) or
+    ``block_causal`` (those of its own document, where the batch's ``position_ids`` restart at
+    0: the full attention, the Gated DeltaNet's convolution window and its state all stop at a
+    document's start; :mod:`~hyper_parallel.models.qwen3_5.documents`). torchtitan's name and
+    values. Not architecture (the weights are the same): not written to ``config.json``."""
 
     # What Hugging Face calls this architecture, and the fields config.json does not carry
     # (a subclass -- the MoE family -- names its own).
@@ -174,6 +190,12 @@ class Qwen3_5Config:
                 f"Qwen3_5Config.kernels={self.kernels!r} is invalid"
                 f"{did_you_mean(str(self.kernels), KERNEL_CHOICES)}; choose from "
                 f"{list(KERNEL_CHOICES)}."
+            )
+        if self.attn_mask_type not in ATTN_MASK_TYPES:
+            raise ValueError(
+                f"Qwen3_5Config.attn_mask_type={self.attn_mask_type!r} is invalid"
+                f"{did_you_mean(str(self.attn_mask_type), ATTN_MASK_TYPES)}; choose from "
+                f"{list(ATTN_MASK_TYPES)}."
             )
         if self.hidden_act != "silu":
             raise ValueError(

@@ -30,8 +30,8 @@ passes a loop that runs the first and the last chunks by :func:`chunk_step` and 
 fake operator of the same bytes for those between: everything else it steps is this code. A
 change to :func:`chunk_step` that makes, keeps or saves another tensor changes what that operator
 must make (``tests/torch/ut/preflight/test_delta_rule_surrogate.py`` compares their bytes).
-Resetting the state at document boundaries (packed rows) belongs here once: in the operands made
-before the loop and in :func:`chunk_step`, which both paths run.
+Resetting the state at document boundaries (packed rows: ``document_starts``) is here once, in
+the operands made before the loop (:class:`_ChunkDocuments` masks them), which both loops step.
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ def chunk_gated_delta_rule(
     output_final_state: bool = False,
     use_qk_l2norm: bool = True,
     loop: ChunkLoop | None = None,
+    document_starts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Chunked gated delta rule.
 
@@ -104,6 +105,10 @@ def chunk_gated_delta_rule(
         query, key: ``(B, S, Hk, Dk)``. value: ``(B, S, Hv, Dv)``. g (log decay, <= 0) and beta:
             ``(B, S, Hv)``. initial_state: ``(B, Hv, Dk, Dv)`` or None (zeros).
         loop: how the chunks are stepped (:data:`ChunkLoop`); None is :func:`every_chunk`.
+        document_starts: ``(B, S)`` bool, True where a document begins (packed rows): the state
+            restarts from zero there, wherever the boundary falls in a chunk (see
+            :class:`_ChunkDocuments`); a start at token 0 also drops ``initial_state``. None: one
+            stream per row (the results and the work are exactly those without the argument).
     Returns:
         ``(out, final_state)``: out ``(B, S, Hv, Dv)`` in ``query.dtype``; final_state fp32
         ``(B, Hv, Dk, Dv)`` when ``output_final_state`` else None.
@@ -122,11 +127,17 @@ def chunk_gated_delta_rule(
     n = (seq + pad) // c
     q, k, v = (t.reshape(batch, heads, n, c, t.shape[-1]) for t in (q, k, v))
     g, beta = g.reshape(batch, heads, n, c), beta.reshape(batch, heads, n, c)
+    docs = None if document_starts is None else _ChunkDocuments.of(document_starts, pad, n, c)
 
     cum = g.cumsum(dim=-1)  # G_i: log decay from the chunk start up to and including i
     lower = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
+    if docs is not None:  # j's write reaches i only inside one document
+        lower = lower & docs.together
     # exp(G_i - G_j) for j <= i; masked before exp so the (positive) upper part cannot overflow.
     pair_decay = (cum.unsqueeze(-1) - cum.unsqueeze(-2)).masked_fill(~lower, float("-inf")).exp()
+    # Log decay from the entering state to i (-inf: the state entering the chunk does not
+    # reach i, a document began in between).
+    to_here = cum if docs is None else cum.masked_fill(~docs.continues, float("-inf"))
 
     k_beta = k * beta.unsqueeze(-1)
     # I + A with A strictly lower; unitriangular=True ignores the diagonal we also computed.
@@ -135,12 +146,12 @@ def chunk_gated_delta_rule(
         system, v * beta.unsqueeze(-1), upper=False, unitriangular=True
     )
     state_read = torch.linalg.solve_triangular(
-        system, k_beta * cum.exp().unsqueeze(-1), upper=False, unitriangular=True
+        system, k_beta * to_here.exp().unsqueeze(-1), upper=False, unitriangular=True
     )
     intra = (q @ k.transpose(-1, -2)) * pair_decay
-    q_decayed = q * cum.exp().unsqueeze(-1)
-    k_to_end = k * (cum[..., -1:] - cum).exp().unsqueeze(-1)
-    chunk_decay = cum[..., -1].exp()[..., None, None]  # (B, H, N, 1, 1)
+    q_decayed = q * to_here.exp().unsqueeze(-1)
+    k_to_end = k * _to_end(cum, docs).exp().unsqueeze(-1)
+    chunk_decay = to_here[..., -1].exp()[..., None, None]  # (B, H, N, 1, 1)
 
     operands = ChunkOperands(new_values, state_read, q_decayed, intra, k_to_end, chunk_decay)
     # The loop's variables, held by nothing else (the entering state goes once the first chunk
@@ -152,6 +163,44 @@ def chunk_gated_delta_rule(
     out = out.reshape(batch, heads, n * c, dv)[:, :, :seq]
     out = out.transpose(1, 2).contiguous().to(out_dtype)
     return out, (carry.state if output_final_state else None)
+
+
+def _to_end(cum: torch.Tensor, docs: _ChunkDocuments | None) -> torch.Tensor:
+    """Log decay from each token to its chunk's end (-inf where a document begins after the
+    token: its write does not reach the state leaving the chunk)."""
+    to_end = cum[..., -1:] - cum
+    return to_end if docs is None else to_end.masked_fill(~docs.in_last, float("-inf"))
+
+
+@dataclass(frozen=True)
+class _ChunkDocuments:
+    """Where a packed row's documents meet inside each chunk, ``(B, 1, N, c[, c])`` (one for
+    every head), for :func:`chunk_gated_delta_rule`'s operands: a boundary anywhere in a chunk
+    is exact, because every term of the chunk algebra that carries information from token
+    ``j`` (or from the entering state) to token ``i`` is masked where a document begins in
+    between -- the intra-chunk system and attention (``together``), the entering state's
+    read and decay (``continues``), and the write into the state leaving the chunk
+    (``in_last``). :func:`chunk_step` itself is unchanged: a chunk in which a document begins
+    hands on a state made of its last document's tokens alone (``chunk_decay`` is 0)."""
+
+    together: torch.Tensor  # (B, 1, N, c, c): i and j are tokens of one document
+    continues: torch.Tensor  # (B, 1, N, c): no document begins between the chunk's start and i
+    in_last: torch.Tensor  # (B, 1, N, c): i is in the chunk's last document
+
+    @classmethod
+    def of(cls, starts: torch.Tensor, pad: int, chunks: int, size: int) -> _ChunkDocuments:
+        if starts.dim() != 2 or starts.dtype != torch.bool:
+            raise ValueError(f"document_starts must be a (B, S) bool tensor, got {starts.dtype} "
+                             f"{tuple(starts.shape)}")
+        # The padding continues the last document (it writes nothing, and the final state is
+        # the last document's).
+        starts = F.pad(starts, (0, pad)).reshape(starts.shape[0], 1, chunks, size)
+        begun = starts.cumsum(dim=-1)  # documents begun in the chunk up to and including i
+        return cls(
+            together=begun.unsqueeze(-1) == begun.unsqueeze(-2),
+            continues=begun == 0,
+            in_last=begun == begun[..., -1:],
+        )
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hyper_parallel.utils.documents import Documents
+
 from ._dtensor import _local, _match_input
 from .configuration import Qwen3_5Config
 from .context_parallel import ContextParallel, shifted_conv, state_passing_delta_rule
+from .documents import conv_within_documents, refuse_under_context_parallelism
 from .kernels import GdnKernels, select_gdn_kernels
 
 
@@ -120,9 +123,15 @@ class Qwen3_5GatedDeltaNet(nn.Module):
     #: None on one rank's whole sequence.
     context_parallel: ContextParallel | None = None
 
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor, documents: Documents | None = None
+                ) -> torch.Tensor:
+        """``documents`` (a packed batch's, on the device; ``block_causal``): the convolution's
+        window and the delta-rule state restart at each document's start
+        (:mod:`.documents`)."""
         kernels = self.select_kernels()
         cp = self.context_parallel
+        if documents is not None and cp is not None:
+            refuse_under_context_parallelism("Gated DeltaNet")
         if cp is not None and cp.linear == "ulysses":
             return self._forward_ulysses(hidden_states, kernels, cp)
         batch, seq, _ = hidden_states.shape
@@ -140,7 +149,9 @@ class Qwen3_5GatedDeltaNet(nn.Module):
             [_local(self.conv_q_weight), _local(self.conv_k_weight), _local(self.conv_v_weight)], 0
         )
         mixed = torch.cat([q, k, v], dim=-1)
-        if cp is None:
+        if documents is not None:
+            mixed = conv_within_documents(kernels.conv, mixed, conv_w, documents)
+        elif cp is None:
             mixed = kernels.conv(mixed, conv_w)
         else:  # state passing: the kernel - 1 positions before the shard come from rank - 1
             mixed = shifted_conv(cp, kernels.conv, mixed, conv_w)
@@ -151,7 +162,9 @@ class Qwen3_5GatedDeltaNet(nn.Module):
 
         beta = b.sigmoid()
         g = self._decay(a, _local(self.A_log), _local(self.dt_bias))
-        if cp is None:
+        if documents is not None:
+            out = kernels.delta_rule(q, k, v, g, beta, documents=documents)
+        elif cp is None:
             out = kernels.delta_rule(q, k, v, g, beta)
         else:
             out = state_passing_delta_rule(cp, kernels.delta_rule_with_state, q, k, v, g, beta)

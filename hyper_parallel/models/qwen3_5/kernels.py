@@ -28,6 +28,8 @@ q * Dk**-0.5           ``scale=Dk ** -0.5`` (what fla defaults to, passed explic
 g (B,T,Hv), log decay  ``g`` (fp32, ``<= 0``: ``-exp(A_log) * softplus(a + dt_bias)``)
 beta (B,T,Hv)          ``beta`` (already ``sigmoid(b)``)
 zero initial state     ``initial_state=None, output_final_state=False``
+document_starts        the rows flattened to batch 1 with ``cu_seqlens`` (int64) and, where
+                       fla takes it, ``cu_seqlens_cpu`` (block_causal: packed documents)
 conv weight (C,1,K)    ``weight[:, 0, :]`` (C, K); ``activation="silu"``; causal-conv1d takes
                        x channel-first (B, C, T), fla's conv (B, T, C)
 =====================  =====================================================================
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +52,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from hyper_parallel.utils.choices import KERNEL_CHOICES
+from hyper_parallel.utils.documents import Documents
 from hyper_parallel.utils.errors import ConfigError
 
 from .delta_rule import DEFAULT_CHUNK_SIZE, chunk_gated_delta_rule
@@ -82,8 +86,10 @@ class GdnKernels:
 
     ``conv(x, weight)``: SiLU of the causal depthwise convolution, ``x`` ``(B, S, C)``,
     ``weight`` ``(C, 1, K)``, result ``(B, S, C)`` in ``x``'s dtype.
-    ``delta_rule(q, k, v, g, beta)``: the chunked gated delta rule from a zero state (q / k
-    L2-normalised and q scaled inside), ``(B, S, Hv, Dv)``.
+    ``delta_rule(q, k, v, g, beta, documents=None)``: the chunked gated delta rule from a zero
+    state (q / k L2-normalised and q scaled inside), ``(B, S, Hv, Dv)``; with ``documents``
+    (:class:`~hyper_parallel.utils.documents.Documents` on the device) the state restarts at
+    each document's start (the torch path's ``document_starts``, fla's ``cu_seqlens``).
     ``delta_rule_with_state(q, k, v, g, beta, initial_state)``: the same from ``initial_state``
     ``(B, Hv, Dk, Dv)`` (fp32), returning ``(out, final_state)`` (context parallelism's state
     passing).
@@ -132,8 +138,11 @@ def _check_channels(x: torch.Tensor, weight: torch.Tensor) -> None:
         )
 
 
-def _torch_delta_rule(q, k, v, g, beta) -> torch.Tensor:
-    return chunk_gated_delta_rule(q, k, v, g, beta, chunk_size=DEFAULT_CHUNK_SIZE)[0]
+def _torch_delta_rule(q, k, v, g, beta, documents: Documents | None = None) -> torch.Tensor:
+    if documents is None:
+        return chunk_gated_delta_rule(q, k, v, g, beta, chunk_size=DEFAULT_CHUNK_SIZE)[0]
+    return chunk_gated_delta_rule(q, k, v, g, beta, chunk_size=DEFAULT_CHUNK_SIZE,
+                                  document_starts=documents.starts)[0]
 
 
 def _torch_delta_rule_with_state(q, k, v, g, beta, initial_state):
@@ -180,7 +189,7 @@ def _load_causal_conv1d() -> Callable | None:
 
 
 def _fla_delta_rule_with_state(fla_chunk: Callable) -> Callable[..., tuple]:
-    def delta_rule_with_state(q, k, v, g, beta, initial_state=None):
+    def delta_rule_with_state(q, k, v, g, beta, initial_state=None, **offsets):
         groups = v.shape[2] // k.shape[2]
         if groups > 1:  # same grouping as the torch path (and HF's fallback)
             q = q.repeat_interleave(groups, dim=2)
@@ -195,6 +204,7 @@ def _fla_delta_rule_with_state(fla_chunk: Callable) -> Callable[..., tuple]:
             initial_state=initial_state,
             output_final_state=initial_state is not None,
             use_qk_l2norm_in_kernel=True,
+            **offsets,
         )
 
     return delta_rule_with_state
@@ -202,11 +212,31 @@ def _fla_delta_rule_with_state(fla_chunk: Callable) -> Callable[..., tuple]:
 
 def _fla_delta_rule(fla_chunk: Callable) -> Callable[..., torch.Tensor]:
     with_state = _fla_delta_rule_with_state(fla_chunk)
+    takes_host_offsets = "cu_seqlens_cpu" in _parameters(fla_chunk)
 
-    def delta_rule(q, k, v, g, beta) -> torch.Tensor:
-        return with_state(q, k, v, g, beta)[0]
+    def delta_rule(q, k, v, g, beta, documents: Documents | None = None) -> torch.Tensor:
+        if documents is None:
+            return with_state(q, k, v, g, beta)[0]
+        # fla's varlen form: the rows flattened to one (batch 1, its contract with cu_seqlens)
+        # and the documents' offsets, the state restarting at each; where this fla takes the
+        # host copy of the offsets, it sizes its launch from them without reading the device.
+        batch, seq = q.shape[:2]
+        flat = [t.reshape(1, batch * seq, *t.shape[2:]) for t in (q, k, v, g, beta)]
+        offsets = {"cu_seqlens": documents.cu_seqlens.long()}
+        if takes_host_offsets:
+            offsets["cu_seqlens_cpu"] = documents.cu_seqlens_host.long()
+        out = with_state(*flat, **offsets)[0]
+        return out.reshape(batch, seq, *out.shape[2:])
 
     return delta_rule
+
+
+def _parameters(fn: Callable) -> frozenset[str]:
+    """The parameter names of ``fn`` (empty where its signature cannot be read)."""
+    try:
+        return frozenset(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return frozenset()
 
 
 def _fla_conv(fla_conv1d: Callable) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:

@@ -31,6 +31,8 @@ from .norms import Qwen3_5RMSNorm
 from .rope import Qwen3_5RotaryEmbedding
 from .vision import Qwen3_5VisionModel, Qwen3_5VisionRotaryEmbedding
 from .vision_positions import GridInput, image_grids, unpack_row_images
+from hyper_parallel.utils.choices import BLOCK_CAUSAL
+from hyper_parallel.utils.documents import Documents
 from hyper_parallel.utils.module_names import strip_wrapper_prefixes
 
 
@@ -59,13 +61,19 @@ class Qwen3_5DecoderLayer(nn.Module):
         return Qwen3_5MLP(config.hidden_size, config.intermediate_size)
 
     def forward(
-        self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor]
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor],
+        documents: Documents | None = None,
     ) -> torch.Tensor:
+        """``documents``: a packed batch's, on the device (``block_causal``), or None (causal
+        over the whole row)."""
         normed = self.input_layernorm(hidden_states)
         if self.layer_type == FULL_ATTENTION:
-            mixed = self.self_attn(normed, position_embeddings)
+            mixed = self.self_attn(normed, position_embeddings, documents)
         else:
-            mixed = self.linear_attn(normed)  # position-free: the conv and recurrence order tokens
+            # position-free: the conv and recurrence order tokens
+            mixed = self.linear_attn(normed, documents)
         hidden_states = hidden_states + mixed
         return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
 
@@ -91,6 +99,8 @@ class Qwen3_5Decoder(nn.Module):
         self.vision_config = config.vision_config
         if config.vision_config is not None:
             self.visual = Qwen3_5VisionModel(config.vision_config, config.hidden_size)
+        #: Whether a packed batch's documents are kept apart (``attn_mask_type``).
+        self.block_causal = config.attn_mask_type == BLOCK_CAUSAL
         self._logged_kernels: set[tuple[str, str, str, str]] = set()
 
     def select_kernels(self) -> None:
@@ -115,8 +125,15 @@ class Qwen3_5Decoder(nn.Module):
         position_ids: torch.Tensor | None = None,
         pixel_values: torch.Tensor | None = None,
         image_grid_thw: GridInput | None = None,
+        documents: Documents | None = None,
     ) -> torch.Tensor:
         """Token ids ``(B, S)`` -> final hidden states ``(B, S, H)``.
+
+        ``block_causal`` (``attn_mask_type``): the rows' documents are kept apart by every
+        token mixer; ``documents`` are their boundaries, made on the host from the batch's
+        ``position_ids`` (what the step passes), else made here from ``position_ids`` (read
+        back from the device if they are there); without either, a row is one document.
+        ``causal`` reads neither.
 
         With images (an image-text model): ``pixel_values`` ``(patches, patch_dim)`` and
         ``image_grid_thw`` ``(images, 3)``, the images of the rows in order, fill the
@@ -159,9 +176,27 @@ class Qwen3_5Decoder(nn.Module):
                 batch, -1
             )
         position_embeddings = self.rotary_emb(position_ids, dtype=hidden_states.dtype)
+        documents = self._documents(documents, position_ids, hidden_states.device)
         for layer in self.layers:
-            hidden_states = layer(hidden_states, position_embeddings)
+            hidden_states = layer(hidden_states, position_embeddings, documents)
         return hidden_states if self.norm is None else self.norm(hidden_states)
+
+    def _documents(
+        self, documents: Documents | None, position_ids: torch.Tensor | None,
+        device: torch.device,
+    ) -> Documents | None:
+        """The documents every layer reads, on ``device`` (one copy per forward, which an
+        activation-checkpointing recompute reuses); None when the model is causal or no row
+        holds more than one."""
+        if not self.block_causal:
+            return None
+        if documents is None:
+            if position_ids is None:  # 0 .. S - 1: every row is one document
+                return None
+            documents = Documents.from_positions(position_ids)
+        if documents.max_per_row == 1:  # the causal path is exactly this
+            return None
+        return documents.to(device)
 
     def _require_vision(self) -> Any:
         if self.vision_config is None:
@@ -214,8 +249,9 @@ class Qwen3_5ForCausalLM(nn.Module):
     compute dtype; the loss is computed by the trainer.
 
     Construction leaves torch's default init on the Linears (or nothing, on the meta device);
-    call :meth:`init_weights` for the Hugging Face init. Full attention is always causal over the
-    whole row (no packed-sequence masking), as in the legacy model.
+    call :meth:`init_weights` for the Hugging Face init. Every token mixer is causal over the
+    whole row (``attn_mask_type: causal``, the legacy model) or over each document of a packed
+    row (``block_causal``: ``forward``'s ``documents``, or its ``position_ids`` restarting at 0).
     """
 
     #: The decoder class (``model``); the MoE family names its own.
@@ -260,14 +296,25 @@ class Qwen3_5ForCausalLM(nn.Module):
         ):
             self.lm_head.weight = self.model.embed_tokens.weight
 
+    @property
+    def reads_documents(self) -> bool:
+        """Whether this model keeps a packed batch's documents apart (``attn_mask_type:
+        block_causal``): the step then passes it the batch's
+        :class:`~hyper_parallel.utils.documents.Documents`, made on the host."""
+        return self.config.attn_mask_type == BLOCK_CAUSAL
+
     def forward(
         self,
         input_ids: torch.Tensor,
         position_ids: torch.Tensor | None = None,
         pixel_values: torch.Tensor | None = None,
         image_grid_thw: GridInput | None = None,
+        documents: Documents | None = None,
     ) -> torch.Tensor:
-        if pixel_values is None:
+        if documents is not None:
+            hidden_states = self.model(input_ids, position_ids, pixel_values, image_grid_thw,
+                                       documents)
+        elif pixel_values is None:
             hidden_states = self.model(input_ids, position_ids)
         else:
             hidden_states = self.model(input_ids, position_ids, pixel_values, image_grid_thw)

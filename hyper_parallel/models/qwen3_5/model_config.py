@@ -41,6 +41,7 @@ from hyper_parallel.models.qwen3_5.context_parallel_rules import check_context_p
 from hyper_parallel.models.qwen3_5.model_section import apply_model_section
 from hyper_parallel.protocols.lazy import LazyOwner
 from hyper_parallel.protocols.model_config import BaseModelConfig
+from hyper_parallel.utils.choices import BLOCK_CAUSAL
 from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.suggest import did_you_mean
 
@@ -142,6 +143,8 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
            a ``ConfigError`` (not supported for this dense model); ``tensor_parallel_degree``
            must divide every dimension TP shards (a ``ConfigError`` listing each one; see
            :func:`tp_divisibility_problems`).
+           With ``attn_mask_type: block_causal``, what cannot keep documents apart yet is
+           refused too (:func:`refuse_block_causal`).
         3. ``training.seq_len`` must not exceed ``max_position_embeddings`` (``ConfigError``):
            RoPE itself is computed on the fly, but the exported ``config.json`` would claim
            a context the model was never trained for.
@@ -160,6 +163,8 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
             if self.vision_config is not None:
                 refuse_degrees(parallelism, "the image-text model", IMAGE_TEXT_REFUSALS)
             self._check_parallelism(parallelism)
+        if self.attn_mask_type == BLOCK_CAUSAL:
+            refuse_block_causal(trainer_config)
 
         training = getattr(trainer_config, "training", None)
         seq_len = getattr(training, "seq_len", None)
@@ -210,6 +215,43 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
 Qwen3_5ModelConfig._owner = LazyOwner(  # type: ignore[assignment]
     "hyper_parallel.models.qwen3_5.protocol:Qwen3_5Model"
 )
+
+
+BLOCK_CAUSAL_REFUSALS = (
+    ("parallelism", "context_parallel_degree",
+     ("context parallelism splits a row into shards that do not carry the documents' "
+      "boundaries yet")),
+    ("parallelism", "pipeline_parallel_degree",
+     "the pipeline's micro-batches do not carry the documents' boundaries yet"),
+)
+"""The settings a ``block_causal`` model refuses for now, and why (:func:`refuse_block_causal`):
+``(section, field, why)``, refused above 1."""
+
+
+def refuse_block_causal(trainer_config: Any) -> None:
+    """A ``ConfigError`` (path ``model.attn_mask_type``) for a run whose layout or compilation
+    cannot keep a packed row's documents apart yet: context or pipeline parallelism above 1
+    (:data:`BLOCK_CAUSAL_REFUSALS`), or compiled decoder layers (their full graph cannot hold
+    the per-document work the host's boundaries size). Nothing then mixes documents silently."""
+    for section, name, why in BLOCK_CAUSAL_REFUSALS:
+        degree = getattr(getattr(trainer_config, section, None), name, 1) or 1
+        if degree > 1:
+            raise ConfigError(
+                f"block_causal: {why} ({section}.{name}={degree}); set {section}.{name} to 1, "
+                "or model.attn_mask_type to causal",
+                path="model.attn_mask_type",
+            )
+    compile_section = getattr(trainer_config, "compile", None)
+    components = getattr(compile_section, "components", None)
+    if getattr(compile_section, "enable", False) and (components is None
+                                                     or "model" in components):
+        raise ConfigError(
+            "block_causal: compiled decoder layers (compile.enable with 'model' in "
+            "compile.components) cannot hold the per-document attention and convolution, "
+            "which the documents' host offsets size, in one graph yet; remove 'model' from "
+            "compile.components, or set model.attn_mask_type to causal",
+            path="model.attn_mask_type",
+        )
 
 
 IMAGE_TEXT_REFUSALS = (

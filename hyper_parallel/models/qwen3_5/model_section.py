@@ -27,9 +27,11 @@ from hyper_parallel.utils.errors import ConfigError
 from hyper_parallel.utils.legacy_model_fields import LEGACY_UNIVERSAL_FIELDS
 from hyper_parallel.utils.suggest import did_you_mean
 
-# Every ``model.*`` field that sets the config field of the same name: the universal ones and
-# ``model.kernels`` (always set: its default is the config's default, ``auto``).
-MODEL_SECTION_FIELDS = (*LEGACY_UNIVERSAL_FIELDS, "kernels")
+# Every ``model.*`` field that sets the config field of the same name: the universal ones,
+# ``model.kernels`` and ``model.attn_mask_type`` (always set: their defaults are the config's,
+# ``auto`` and ``causal``; the legacy section has no ``attn_mask_type``, which a legacy YAML
+# sets in ``config_overrides``).
+MODEL_SECTION_FIELDS = (*LEGACY_UNIVERSAL_FIELDS, "kernels", "attn_mask_type")
 
 UPSTREAM_KEYS = ("vl", "text_config")
 """Keys of ``model.config_overrides`` that the upstream trainer's image-text YAMLs write, read
@@ -138,8 +140,9 @@ def apply_model_section(
 ) -> Any:
     """``base`` with a ``model`` section's overrides applied, in the legacy precedence (later
     wins): ``config_overrides['flavor']`` re-bases on that flavor (``flavor_config(name)``,
-    default the ``FLAVORS`` entry), then the non-None universal ``model.*`` fields and
-    ``model.kernels`` (``MODEL_SECTION_FIELDS``), then every other ``config_overrides`` key (HF
+    default the ``FLAVORS`` entry), then the non-None universal ``model.*`` fields,
+    ``model.kernels`` and ``model.attn_mask_type`` (``MODEL_SECTION_FIELDS``), then every other
+    ``config_overrides`` key (HF
     field names; the upstream ``vl`` / ``text_config`` read by :func:`upstream_overrides`).
     A derived ``layer_types`` is re-derived for the final layer count (``base.replace``).
 
