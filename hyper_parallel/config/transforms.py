@@ -35,6 +35,8 @@ from typing import Any
 from hyper_parallel.platform.dtypes import canonical_dtype_name
 from hyper_parallel.utils.choices import (
     ASYNC_MODES,
+    ATTN_MASK_TYPES,
+    DEFAULT_ATTN_MASK_TYPE,
     OPTIMIZER_NAME_OF_TYPE,
     PP_SCHEDULE_OF_LEGACY,
     normalized_pp_schedule,
@@ -276,6 +278,44 @@ def empty_is_unset_canonical(*, path: str | None) -> Changes:
     return {}
 
 
+
+
+# ----------------------------------------------------------------------------------------------
+# model.config_overrides (its attn_mask_type)  <->  model.config_overrides + model.attn_mask_type
+# ----------------------------------------------------------------------------------------------
+
+#: The key of ``model.config_overrides`` that the new tree holds as ``model.attn_mask_type``.
+ATTN_MASK_TYPE_KEY = "attn_mask_type"
+
+
+def attn_mask_type_forward(*, config_overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The legacy schema sets the mask as a model-config field, in ``config_overrides``; the new
+    tree has its own field for it. A value it does not take stays in ``config_overrides``,
+    where the model's check names it (with the valid ones)."""
+    value = (config_overrides or {}).get(ATTN_MASK_TYPE_KEY)
+    if value not in ATTN_MASK_TYPES:
+        return {"config_overrides": config_overrides, "attn_mask_type": DEFAULT_ATTN_MASK_TYPE}
+    rest = {k: v for k, v in config_overrides.items() if k != ATTN_MASK_TYPE_KEY}
+    return {"config_overrides": rest or None, "attn_mask_type": value}
+
+
+def attn_mask_type_backward(
+    *, config_overrides: dict[str, Any] | None, attn_mask_type: str
+) -> dict[str, Any]:
+    """``model.attn_mask_type`` into ``config_overrides`` when it is not the default. A
+    ``config_overrides`` that states the mask itself keeps it: it is what the new tree applies
+    too (config_overrides is merged last)."""
+    if attn_mask_type == DEFAULT_ATTN_MASK_TYPE:
+        return {"config_overrides": config_overrides}
+    return {"config_overrides": {ATTN_MASK_TYPE_KEY: attn_mask_type, **(config_overrides or {})}}
+
+
+def attn_mask_type_canonical(*, config_overrides: dict[str, Any] | None) -> Changes:
+    if (config_overrides or {}).get(ATTN_MASK_TYPE_KEY) != DEFAULT_ATTN_MASK_TYPE:
+        return {}
+    rest = {k: v for k, v in config_overrides.items() if k != ATTN_MASK_TYPE_KEY}
+    why = f"{ATTN_MASK_TYPE_KEY}: {DEFAULT_ATTN_MASK_TYPE} is the default"
+    return {"config_overrides": (rest or None, why)}
 
 
 # ----------------------------------------------------------------------------------------------

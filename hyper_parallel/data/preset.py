@@ -2,9 +2,14 @@
 
 For reproducing a run batch for batch (e.g. the batches another trainer logged): the file is a
 list of batches, each a dict with ``input_ids`` (an integer tensor ``[B, S]``) and optionally
-``labels`` and ``attention_mask`` of the same shape. The batches are expanded into samples in
-file order -- sample ``k`` is row ``k`` of the batches concatenated -- so the file's own batch
-size need not match the run's. ``labels`` default to a copy of ``input_ids``.
+``labels``, ``attention_mask`` and ``position_ids`` of the same shape. The batches are expanded
+into samples in file order -- sample ``k`` is row ``k`` of the batches concatenated -- so the
+file's own batch size need not match the run's. ``labels`` default to a copy of ``input_ids``.
+
+``position_ids`` reach the model as written: packed rows whose positions restart at 0 where
+each document begins (what transformers' ``DataCollatorWithFlattening`` writes, with -100 on
+each document's first label) train as packed documents, kept apart by a ``block_causal``
+model (``model.attn_mask_type``; :mod:`hyper_parallel.utils.documents`).
 
 A batch of an image-text model may also carry its images by transformers' names:
 ``pixel_values`` ``(patches, patch_dim)`` and ``image_grid_thw`` ``(images, 3)``, the images of
@@ -33,7 +38,9 @@ from hyper_parallel.data.loader import IGNORE_INDEX
 from hyper_parallel.utils.data_types import IMAGE_KEYS
 
 DEFAULT_FIELDS = {"path": "data.train_path", "max_seq_len": "data.max_seq_len"}
-_KEYS = ("input_ids", "labels", "attention_mask")
+_KEYS = ("input_ids", "labels", "attention_mask", "position_ids")
+#: The optional per-token columns: each is in every batch or in none.
+_OPTIONAL = ("attention_mask", "position_ids")
 
 
 def _integer(t: torch.Tensor) -> bool:
@@ -43,8 +50,8 @@ def _integer(t: torch.Tensor) -> bool:
 class PresetBatchesDataset(Dataset):
     """The rows of a ``torch.save``'d list of batches, in file order (module docstring).
 
-    Attributes: ``input_ids`` ``[N, S]``, ``labels`` ``[N, S]``, ``attention_mask`` ``[N, S]``
-    or None, ``num_batches`` (batches in the file), ``source``.
+    Attributes: ``input_ids`` ``[N, S]``, ``labels`` ``[N, S]``, ``attention_mask`` and
+    ``position_ids`` ``[N, S]`` or None, ``num_batches`` (batches in the file), ``source``.
     """
 
     #: Its data type: one replayed in file order, so the loader refuses ``shuffle=True``
@@ -77,11 +84,12 @@ class PresetBatchesDataset(Dataset):
         columns: dict[str, list[torch.Tensor]] = {k: [] for k in _KEYS}
         images: list[tuple[torch.Tensor, torch.Tensor] | None] = []
         seq_len = None
-        has_mask = "attention_mask" in batches[0] if isinstance(batches[0], dict) else False
+        first = batches[0] if isinstance(batches[0], dict) else {}
+        has = {key: key in first for key in _OPTIONAL}
         for i, batch in enumerate(batches):
             if not isinstance(batch, dict):
                 raise fail(f"batch {i} is a {type(batch).__name__}, expected a dict with "
-                           "input_ids (and optionally labels, attention_mask)")
+                           "input_ids (and optionally labels, attention_mask, position_ids)")
             if "input_ids" not in batch:
                 raise fail(f"batch {i} has no input_ids (keys: {sorted(map(str, batch))})")
             unknown = sorted(str(k) for k in batch if k not in (*_KEYS, *IMAGE_KEYS))
@@ -98,7 +106,7 @@ class PresetBatchesDataset(Dataset):
             elif ids.shape[1] != seq_len:
                 raise fail(f"the batches mix sequence lengths: batch 0 has S={seq_len}, batch {i} "
                            f"has S={ids.shape[1]}; every batch must have the same S")
-            for key in ("labels", "attention_mask"):
+            for key in ("labels", *_OPTIONAL):
                 value = batch.get(key)
                 if value is None:
                     continue
@@ -109,24 +117,36 @@ class PresetBatchesDataset(Dataset):
                 if value.shape != ids.shape:
                     raise fail(f"batch {i} {key} has shape {tuple(value.shape)} but input_ids "
                                f"has {tuple(ids.shape)}")
-            if ("attention_mask" in batch) != has_mask:
-                raise fail(f"batch {i} {'has' if not has_mask else 'lacks'} attention_mask but "
-                           f"batch 0 {'does not' if not has_mask else 'has one'}; give it in "
-                           "every batch or in none")
+            for key in _OPTIONAL:
+                if (key in batch) != has[key]:
+                    raise fail(f"batch {i} {'has' if not has[key] else 'lacks'} {key} but "
+                               f"batch 0 {'does not' if not has[key] else 'has one'}; give it in "
+                               "every batch or in none")
+            positions = batch.get("position_ids")
+            if positions is not None and (positions.dtype == torch.bool or positions.min() < 0):
+                raise fail(f"batch {i} position_ids must be integers >= 0 (each document's "
+                           "positions counting from 0)")
+            if positions is not None and any(k in batch for k in IMAGE_KEYS):
+                raise fail(f"batch {i} has images and position_ids: an image-text row's "
+                           "positions are the model's three rows, made from its images; "
+                           "drop position_ids")
             images += _row_images(batch, i, ids, vision, fail)
             columns["input_ids"].append(ids.to(torch.long))
             labels = batch.get("labels")
             columns["labels"].append(ids.to(torch.long) if labels is None
                                      else labels.to(torch.long))
-            if has_mask:
-                columns["attention_mask"].append(batch["attention_mask"])
+            for key in _OPTIONAL:
+                if has[key]:
+                    columns[key].append(batch[key].to(torch.long) if key == "position_ids"
+                                        else batch[key])
         if seq_len != max_seq_len:
             raise fail(f"its samples have S={seq_len} tokens but the run's sequence length "
                        f"({len_field}) is {max_seq_len}; set {len_field}={seq_len} to replay "
                        "this file")
         self.input_ids = torch.cat(columns["input_ids"])
         self.labels = torch.cat(columns["labels"])
-        self.attention_mask = torch.cat(columns["attention_mask"]) if has_mask else None
+        self.attention_mask = torch.cat(columns["attention_mask"]) if has["attention_mask"] else None
+        self.position_ids = torch.cat(columns["position_ids"]) if has["position_ids"] else None
         if self.input_ids.shape[0] == 0:
             raise fail("the batches hold no samples (every batch has B=0)")
         self._check_ids(fail, vocab_size)
@@ -162,6 +182,8 @@ class PresetBatchesDataset(Dataset):
         sample = {"input_ids": self.input_ids[index].clone(), "labels": self.labels[index].clone()}
         if self.attention_mask is not None:
             sample["attention_mask"] = self.attention_mask[index].clone()
+        if self.position_ids is not None:
+            sample["position_ids"] = self.position_ids[index].clone()
         if self.holds_images and self.images[index] is not None:
             sample["pixel_values"], sample["image_grid_thw"] = self.images[index]
         return sample
@@ -174,6 +196,8 @@ class PresetBatchesDataset(Dataset):
         out.images = self.images[:n]
         if self.attention_mask is not None:
             out.attention_mask = self.attention_mask[:n]
+        if self.position_ids is not None:
+            out.position_ids = self.position_ids[:n]
         return out
 
     def describe(self) -> str:

@@ -419,6 +419,26 @@ def test_what_cannot_keep_documents_apart_refuses(sections, words):
     flavor_config("tiny").update_from_config(trainer_config=_trainer_config(**sections))
 
 
+def test_the_recipe_field_and_the_legacy_key_reach_the_model(tmp_path):
+    from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
+    from hyper_parallel.config.recipes import revalidate
+    from hyper_parallel.models.qwen3_5.protocol import flavor_config
+    from hyper_parallel.trainer.config import HyperTrainerConfig, parse_args
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
+
+    recipe = HyperTrainer.Config()
+    recipe.model.attn_mask_type = "block_causal"
+    recipe = revalidate(recipe)
+    yaml = tmp_path / "packed.yaml"
+    yaml.write_text("model:\n  name: qwen3_5\n  config_overrides: {attn_mask_type: block_causal}\n")
+    legacy = legacy_to_trainer_config(parse_args(HyperTrainerConfig, [str(yaml)]))
+    assert (legacy.model.attn_mask_type, legacy.model.config_overrides) == ("block_causal", None)
+    for trainer_config in (recipe, legacy):
+        config = flavor_config("tiny")
+        config.update_from_config(trainer_config=trainer_config)
+        assert config.attn_mask_type == "block_causal"
+
+
 def test_a_mixer_under_context_parallelism_refuses_documents():
     model = _tiny("block_causal")
     docs = Documents.from_positions(_positions([(3, 5)]))
@@ -433,3 +453,22 @@ def test_a_mixer_under_context_parallelism_refuses_documents():
 def test_a_bad_mask_type_is_named():
     with pytest.raises(ValueError, match=r"attn_mask_type='block' is invalid.*block_causal"):
         FLAVORS["tiny"].replace(attn_mask_type="block")
+
+
+# ------------------------------------------------------------------- preset_pt carries them
+def test_preset_batches_carry_their_positions(tmp_path):
+    from hyper_parallel.data.preset import PresetBatchesDataset
+
+    positions = _positions([(3, 5), (4, 4)])
+    ids = torch.arange(16).reshape(2, 8)
+    path = tmp_path / "packed.pt"
+    torch.save([{"input_ids": ids, "position_ids": positions}], path)
+    data = PresetBatchesDataset(str(path), max_seq_len=8)
+    assert torch.equal(data[1]["position_ids"], positions[1])
+    assert torch.equal(data.head(1).position_ids, positions[:1])
+    for bad, words in (([{"input_ids": ids, "position_ids": positions - 1}], ">= 0"),
+                       ([{"input_ids": ids, "position_ids": positions}, {"input_ids": ids}],
+                        "batch 1 lacks position_ids")):
+        torch.save(bad, path)
+        with pytest.raises(ValueError, match=words):
+            PresetBatchesDataset(str(path), max_seq_len=8)

@@ -530,6 +530,18 @@ class Fixtures:
         (folder / "preprocessor_config.json").write_text(json.dumps(settings))
         return str(folder)
 
+    def make_packed_preset(self) -> str:
+        """``preset_pt`` batches of packed rows: 16 tokens holding three documents each
+        (positions restarting at 0, each document's first label ignored, as transformers'
+        DataCollatorWithFlattening writes them), enough rows for the base run's steps."""
+        lengths = (5, 6, 5)
+        ids = torch.randint(0, 2048, (6, sum(lengths)), generator=torch.Generator().manual_seed(7))
+        positions = torch.cat([torch.arange(n) for n in lengths]).expand(6, -1).clone()
+        labels = ids.masked_fill(positions == 0, -100)
+        path = self.root / "packed_preset.pt"
+        torch.save([{"input_ids": ids, "labels": labels, "position_ids": positions}], path)
+        return str(path)
+
     def make_spec_tiny_lm(self) -> Any:
         from hyper_parallel.protocols.model_spec import ModelSpec
         from tests.torch.ut.trainer.test_trainer_config_build import TinyLM
@@ -693,6 +705,23 @@ def check_one_rank_probe(key: str, row: Any, fixtures: Fixtures, tmp_path: Path)
             )
         else:
             assert legacy == after, f"{key}: the legacy YAML observes {legacy!r}, the engine {after!r}"
+
+
+#: The probe of the ``model.config_overrides`` row from before that row also owned
+#: ``model.attn_mask_type`` (the legacy schema sets it in config_overrides); the row's own probe
+#: now sets the mask, so this one runs here, on the same row.
+CONFIG_OVERRIDES_PROBE = {"observe": "params", "set": {"model.config_overrides": {
+    "flavor": "debugmodel", "num_hidden_layers": 2, "full_attention_interval": 2,
+    "linear_value_head_dim": 16}}}
+
+
+@pytest.mark.slow
+def test_config_overrides_moves_the_parameters(fixtures, tmp_path):
+    row = next(r for r in TABLE.rows if "model.config_overrides" in r.new.values())
+    assert row.kind in MAPPED
+    probed = copy.copy(row)
+    probed.probe = CONFIG_OVERRIDES_PROBE
+    check_one_rank_probe("model.config_overrides", probed, fixtures, tmp_path)
 
 
 @pytest.mark.slow
