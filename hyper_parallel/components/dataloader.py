@@ -80,6 +80,7 @@ _FIELD_OF_ROLE = {
     "image_key": "image_key",
     "processor_path": "processor_path",
     "vl_grid": "vl_grid_t/h/w",
+    "packing": "packing",
 }
 
 
@@ -184,6 +185,16 @@ class BaseDataLoader(Configurable):
         normalisation); ``pkg://vl_corpus`` is the demo corpus's. Unset: Qwen's published
         settings at the model tower's patch sizes."""
 
+        packing: bool = False
+        """Pack the data into rows of ``seq_len`` whose documents stay apart (needs the model's
+        ``attn_mask_type: block_causal``). ``hf_datasets`` / ``json_file`` (Alpaca and text
+        records): whole samples, in file order, placed first-fit among the last 64 open rows
+        (each keeps its prompt masking, -100 on its first label; ``max_samples`` counts
+        samples), instead of one padded sample per row. ``jsonl`` / ``text``: the rows (packed
+        already) carry where each document starts. Either way a row's ``position_ids`` restart
+        at 0 at every document. Not with ``streaming``, image-text chat records, ``dummy``,
+        ``vl_dummy`` or ``preset_pt`` (whose batches carry their own ``position_ids``)."""
+
         vl_grid_t: int = 2
         """``vl_dummy``: the synthetic image's patch grid in time (frames / temporal patch)."""
 
@@ -229,6 +240,7 @@ class BaseDataLoader(Configurable):
                 shuffle=self.shuffle,
                 streaming=self.streaming,
                 num_workers=self.num_workers,
+                packing=self.packing,
                 fields={**_config_fields(self), "type": "dataset"},  # a sibling: bare name
             )
             if problems:
@@ -368,7 +380,7 @@ class BaseDataLoader(Configurable):
             images={"messages_key": c.messages_key, "image_key": c.image_key,
                     "processor_path": c.processor_path,
                     "vl_grid": (c.vl_grid_t, c.vl_grid_h, c.vl_grid_w), "seed": self.seed},
-            **self._source(tokenizer, seq_len, vocab_size))
+            packing=c.packing, **self._source(tokenizer, seq_len, vocab_size))
         self.holds_images = holds_images(dataset)
         return dataset
 

@@ -43,8 +43,10 @@ import torch
 from torch.utils.data import Dataset, Subset
 
 from hyper_parallel.data.files import decode_utf8, json_lines, resolve_data_files
+from hyper_parallel.data.packing import PackedSequenceDataset, document_positions
 from hyper_parallel.data.tokenizer import TextTokenizer, load_tokenizer
 from hyper_parallel.data.vision_source import holds_chat_records
+from hyper_parallel.utils.choices import IGNORE_INDEX
 from hyper_parallel.utils.data_types import (
     DATA_TYPES,
     LEGACY_DATA_FIELDS,
@@ -97,13 +99,15 @@ class PackedTextDataset(Dataset):
     """
 
     def __init__(self, documents: Sequence[str], *, tokenizer: TextTokenizer, max_seq_len: int,
-                 source: str = "<documents>") -> None:
+                 source: str = "<documents>", boundaries: bool = False) -> None:
         if not isinstance(max_seq_len, int) or max_seq_len < 1:
             raise ValueError(f"data.max_seq_len must be a positive int, got {max_seq_len!r}")
         texts = [d for d in documents if d]
         eos = tokenizer.eos_id
         stream: list[int] = []
+        doc_starts: list[int] = []
         for ids in tokenizer.encode_batch(texts):
+            doc_starts.append(len(stream))
             stream.extend(ids)
             stream.append(eos)
         num_samples = len(stream) // max_seq_len
@@ -115,6 +119,13 @@ class PackedTextDataset(Dataset):
         # int32 halves the memory of the packed stream; samples are widened to int64 on read.
         tokens = torch.tensor(stream[: num_samples * max_seq_len], dtype=torch.int32)
         self.samples = tokens.view(num_samples, max_seq_len)
+        # data.packing: where each document starts, so a row carries its documents' boundaries
+        # (position_ids restarting at 0) and block_causal keeps them apart.
+        self.starts: torch.Tensor | None = None
+        if boundaries:
+            starts = torch.zeros(len(stream), dtype=torch.bool)
+            starts[torch.tensor(doc_starts, dtype=torch.long)] = True
+            self.starts = starts[: num_samples * max_seq_len].view(num_samples, max_seq_len)
         self.max_seq_len = max_seq_len
         self.source = source
         self.num_documents = len(texts)
@@ -124,31 +135,42 @@ class PackedTextDataset(Dataset):
 
     @classmethod
     def from_jsonl(cls, path: str, *, tokenizer: TextTokenizer, max_seq_len: int,
-                   text_key: str = "text", path_field: str = "data.train_path"
-                   ) -> PackedTextDataset:
+                   text_key: str = "text", path_field: str = "data.train_path",
+                   boundaries: bool = False) -> PackedTextDataset:
         files = resolve_data_files(path, suffix=".jsonl", path_field=path_field)
         docs = read_jsonl_documents(files, text_key)
-        return cls(docs, tokenizer=tokenizer, max_seq_len=max_seq_len, source=path)
+        return cls(docs, tokenizer=tokenizer, max_seq_len=max_seq_len, source=path,
+                   boundaries=boundaries)
 
     @classmethod
     def from_text(cls, path: str, *, tokenizer: TextTokenizer, max_seq_len: int,
-                  path_field: str = "data.train_path") -> PackedTextDataset:
+                  path_field: str = "data.train_path", boundaries: bool = False
+                  ) -> PackedTextDataset:
         files = resolve_data_files(path, suffix=".txt", path_field=path_field)
         docs = read_text_documents(files)
-        return cls(docs, tokenizer=tokenizer, max_seq_len=max_seq_len, source=path)
+        return cls(docs, tokenizer=tokenizer, max_seq_len=max_seq_len, source=path,
+                   boundaries=boundaries)
 
     def __len__(self) -> int:
         return self.samples.shape[0]
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         ids = self.samples[index].to(torch.long)  # a fresh tensor: callers may modify it
-        return {"input_ids": ids, "labels": ids.clone()}
+        if self.starts is None:
+            return {"input_ids": ids, "labels": ids.clone()}
+        # A document's first token is no target of the one before (the previous document's
+        # eos), as DataCollatorWithFlattening writes; its positions restart at 0.
+        starts = self.starts[index]
+        labels = ids.clone()
+        labels[starts] = IGNORE_INDEX
+        return {"input_ids": ids, "labels": labels, "position_ids": document_positions(starts)}
 
     def head(self, n: int) -> PackedTextDataset:
         """The first ``n`` samples (``max_samples``), sharing this dataset's storage."""
         out = object.__new__(type(self))
         out.__dict__.update(self.__dict__)
         out.samples = self.samples[:n]
+        out.starts = None if self.starts is None else self.starts[:n]
         return out
 
     def describe(self) -> str:
@@ -237,6 +259,7 @@ def build_dataset(
     fields: Mapping[str, str] | None = None,
     vision: object = None,
     images: Mapping[str, object] | None = None,
+    packing: bool = False,
 ) -> Dataset:
     """Build the dataset selected by ``data.type``.
 
@@ -272,6 +295,10 @@ def build_dataset(
         images: the image settings (:func:`~.vision_source.build_vision_dataset`'s
             ``messages_key``, ``image_key``, ``processor_path``, ``vl_grid``, ``seed``); their
             defaults when None.
+        packing: ``data.packing``: ``hf_datasets`` / ``json_file`` samples (the first
+            ``max_samples`` of them) packed into rows of ``max_seq_len``
+            (:mod:`hyper_parallel.data.packing`); ``jsonl`` / ``text`` rows carry their
+            documents' ``position_ids``. Image-text chat records refuse it.
     """
     names = {**LEGACY_FIELDS, "path": path_field, **(fields or {})}
     path_field = names["path"]
@@ -281,12 +308,18 @@ def build_dataset(
         raise ValueError(f"{names['template']}={template!r} is not supported; choose one of "
                          f"{', '.join(TEMPLATES)}")
     problems = setting_problems(type, subset=subset, template=template,
-                                max_samples=max_samples, fields=names)
+                                max_samples=max_samples, packing=packing, fields=names)
     if problems:
         raise ValueError(problems[0].message)
     images = dict(images or {})
     if type == "vl_dummy" or (type == "json_file" and train_path and holds_chat_records(
             train_path, str(images.get("messages_key", "messages")), path_field)):
+        if packing:
+            raise ValueError(
+                f"{names['packing']}=True: {path_field}={train_path!r} holds image-text chat "
+                "records, which are not packed yet (a packed row would have to carry its "
+                "samples' images in order and the three-row image positions restarting per "
+                f"sample); set {names['packing']} to False for this data")
         # Image-text data: made for the model's tower (data.vision_source).
         from hyper_parallel.data.vision_source import build_vision_dataset
 
@@ -321,10 +354,11 @@ def build_dataset(
     if type == "jsonl":
         dataset = PackedTextDataset.from_jsonl(train_path, tokenizer=tokenizer,
                                                max_seq_len=max_seq_len, text_key=text_key,
-                                               path_field=path_field)
+                                               path_field=path_field, boundaries=packing)
     elif type == "text":
         dataset = PackedTextDataset.from_text(train_path, tokenizer=tokenizer,
-                                              max_seq_len=max_seq_len, path_field=path_field)
+                                              max_seq_len=max_seq_len, path_field=path_field,
+                                              boundaries=packing)
     elif type == "hf_datasets":
         from hyper_parallel.data.hf import build_hf_dataset
 
@@ -337,7 +371,10 @@ def build_dataset(
         dataset = build_sft_dataset(train_path, tokenizer=tokenizer, max_seq_len=max_seq_len,
                                     template=template, text_key=text_key, limit=max_samples,
                                     fields=names)
-    return first_samples(dataset, max_samples, field=names["max_samples"])
+    dataset = first_samples(dataset, max_samples, field=names["max_samples"])
+    if packing and type in ("hf_datasets", "json_file"):
+        dataset = PackedSequenceDataset(dataset, max_seq_len=max_seq_len)
+    return dataset
 
 
 def text_tokenizer(tokenizer: TextTokenizer | None, vocab_size: int | None) -> TextTokenizer:

@@ -227,6 +227,13 @@ class DataConfig:
     vl_grid_w: int = 2
     """``vl_dummy``: the synthetic image's patch grid width (a multiple of 2, the merge)."""
 
+    packing: bool = False
+    """Pack the data into rows of ``max_seq_len`` whose documents stay apart (needs
+    ``model.config_overrides.attn_mask_type: block_causal``): ``hf_datasets`` / ``json_file``
+    samples first-fit in file order into rows, each keeping its prompt masking; ``jsonl`` /
+    ``text`` rows carry their documents' starts. ``position_ids`` restart at 0 per document.
+    Not with ``streaming``, image-text records, ``dummy``, ``vl_dummy`` or ``preset_pt``."""
+
     streaming: bool = False
     """``hf_datasets`` / ``json_file``: read the data as a ``datasets`` stream (record by record,
     split over the data-parallel ranks, shuffled in a seeded buffer of 10,000 records) instead

@@ -82,6 +82,7 @@ _DATA_FIELDS = {
     "image_key": "dataloader.image_key",
     "processor_path": "dataloader.processor_path",
     "vl_grid": "dataloader.vl_grid_t/h/w",
+    "packing": "dataloader.packing",
 }
 
 

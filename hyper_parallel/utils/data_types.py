@@ -105,7 +105,12 @@ LEGACY_DATA_FIELDS: dict[str, str] = {
     "image_key": "data.image_key",
     "processor_path": "data.processor_path",
     "vl_grid": "data.vl_grid_t/h/w",
+    "packing": "data.packing",
 }
+
+#: The types ``packing`` applies to: fine-tuning records packed into rows (``hf_datasets``,
+#: ``json_file``), and the pretraining types whose rows then carry their documents' boundaries.
+PACKING_TYPES = ("jsonl", "text", "hf_datasets", "json_file")
 
 @dataclass(frozen=True)
 class SettingProblem:
@@ -133,6 +138,7 @@ def setting_problems(
     shuffle: object = False,
     streaming: object = False,
     num_workers: object = 0,
+    packing: object = False,
     fields: Mapping[str, str] | None = None,
 ) -> list[SettingProblem]:
     """What is wrong with the data settings that depend on the data type, in the order below
@@ -145,7 +151,9 @@ def setting_problems(
     * no ``shuffle`` of a type replayed in file order (``preset_pt``);
     * ``streaming`` only with a type read through the ``datasets`` library
       (:data:`STREAMING_TYPES`), and only without worker processes (``num_workers`` 0: each
-      rank's stream is one ordered, resumable sequence read in the training process).
+      rank's stream is one ordered, resumable sequence read in the training process);
+    * ``packing`` only with a type that has documents to pack (:data:`PACKING_TYPES`), and not
+      with ``streaming`` (packing plans rows over the whole dataset, which a stream never holds).
 
     ``type`` is one of :data:`DATA_TYPES` (or None, which no type-dependent rule applies to:
     the loader knows a dataset, not always its type). ``fields`` names the settings in the
@@ -182,6 +190,15 @@ def setting_problems(
         refuse("num_workers", num_workers, f"a streamed dataset ({names['streaming']}=True) is "
                "read in the training process, one ordered and resumable stream per "
                "data-parallel rank; set it to 0")
+    if packing and type is not None and type not in PACKING_TYPES:
+        why = ("its batches carry their own position_ids, packed as written"
+               if type == "preset_pt" else "its samples are synthetic, no documents to pack")
+        refuse("packing", packing, f"only applies to {names['type']}='jsonl', 'text', "
+               f"'hf_datasets' or 'json_file' {this}: {why}; set it to False")
+    if packing and streaming:
+        refuse("packing", packing, f"packs rows from the whole dataset, which a stream "
+               f"({names['streaming']}=True) never holds; set {names['streaming']} to False to "
+               "pack, or packing to False to stream")
     return problems
 
 
@@ -201,6 +218,7 @@ __all__ = [
     "IMAGE_KEYS",
     "LEGACY_DATA_FIELDS",
     "ORDERED_TYPES",
+    "PACKING_TYPES",
     "REFUSED_DATA_TYPES",
     "STREAMING_TYPES",
     "STREAM_SHUFFLE_BUFFER",

@@ -165,6 +165,8 @@ class Qwen3_5ModelConfig(BaseModelConfig, Qwen3_5Config):
             self._check_parallelism(parallelism)
         if self.attn_mask_type == BLOCK_CAUSAL:
             refuse_block_causal(trainer_config)
+        else:
+            refuse_packing_without_documents(trainer_config)
 
         training = getattr(trainer_config, "training", None)
         seq_len = getattr(training, "seq_len", None)
@@ -251,6 +253,21 @@ def refuse_block_causal(trainer_config: Any) -> None:
             "which the documents' host offsets size, in one graph yet; remove 'model' from "
             "compile.components, or set model.attn_mask_type to causal",
             path="model.attn_mask_type",
+        )
+
+
+def refuse_packing_without_documents(trainer_config: Any) -> None:
+    """A ``ConfigError`` (path ``dataloader.packing``) for packed data under ``causal``
+    attention: every token would attend to, and the delta rule carry its state across, the
+    other samples of its row -- packing would mix them silently. Packing does not switch the
+    model's attention itself: the model's config (exported with it) says what it was trained
+    as, so the user sets it, once."""
+    if getattr(getattr(trainer_config, "dataloader", None), "packing", False):
+        raise ConfigError(
+            "True packs several samples into a row, which the model's attn_mask_type "
+            "'causal' would let attend to each other; set model.attn_mask_type to "
+            "block_causal (legacy: model.config_overrides.attn_mask_type), or packing to False",
+            path="dataloader.packing",
         )
 
 
