@@ -20,7 +20,8 @@
    memory): the conversion and every preflight, in one command (the issue's bar: under 10
    minutes), with how many distinct simulations the fleet needed.
 
-``--smoke``: the debug recipe's preflight, one one-rank layout and a fleet of 2, seconds long.
+``--smoke``: the debug recipe's preflight, one one-rank layout and a fleet of 2 made from the debug
+example (value-only variants: one simulation), seconds long.
 ``--only LAYOUT``: those accuracy rows alone (``bench/results/preflight_only.json``).
 """
 
@@ -134,14 +135,14 @@ ACCUMULATION = {
 EXAMPLES = REPO / "examples" / "yaml"
 
 
-def fleet_yamls(folder: Path, count: int) -> None:
-    """``count`` YAMLs in ``folder``: the shipped examples in turn, the ``k``-th turn with its
-    own learning rate, seed, run length and output folder (value-only: one simulation for all)
-    and one of four memory settings (micro-batch 1 or 2, the file's sequence length or twice
-    it: a simulation each)."""
+def fleet_yamls(folder: Path, count: int, examples: list[Path] | None = None) -> None:
+    """``count`` YAMLs in ``folder``: the shipped examples (or ``examples``) in turn, the
+    ``k``-th turn with its own learning rate, seed, run length and output folder (value-only:
+    one simulation for all) and one of four memory settings (micro-batch 1 or 2, the file's
+    sequence length or twice it: a simulation each)."""
     import yaml
 
-    examples = sorted(EXAMPLES.glob("*.yaml"))
+    examples = examples or sorted(EXAMPLES.glob("*.yaml"))
     for i in range(count):
         text = examples[i % len(examples)].read_text()
         data = yaml.safe_load(text)
@@ -167,11 +168,11 @@ def fleet_yamls(folder: Path, count: int) -> None:
         (folder / f"run_{i:03d}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def bench_fleet(count: int) -> dict:
+def bench_fleet(count: int, examples: list[Path] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-preflight-fleet-") as tmp:
         folder = Path(tmp) / "fleet"
         folder.mkdir()
-        fleet_yamls(folder, count)
+        fleet_yamls(folder, count, examples)
         start = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "hyper_parallel.codegen", "--from-yaml", str(folder),
@@ -243,7 +244,9 @@ def main() -> int:
     results = {"mode": mode, "cpus": os.cpu_count(),
                "speed": [] if opts.only else bench_speed(SPEED[mode]),
                "accuracy": bench_accuracy(layouts),
-               "fleet": None if opts.only else bench_fleet(2 if opts.smoke else 100)}
+               "fleet": None if opts.only else (
+                   bench_fleet(2, [EXAMPLES / "train_qwen3_5_debug.yaml"]) if opts.smoke
+                   else bench_fleet(100))}
     results["wall_s"] = round(time.perf_counter() - start, 1)
     print_summary(results)
     default = "preflight_only.json" if opts.only else "preflight.json"

@@ -2,12 +2,16 @@
 
 A bench is run the way a user runs it (its own process, forked from the suite's fork server so
 torch is not imported again: ``tests/helpers/torchrun.run_python``), with ``--smoke --out`` a
-file of the test; it must exit 0 (a smoke run fails on a part that failed, which a full run
+file of the test; the Python processes it starts (trainers, ``torchrun`` and its ranks) are forked
+from there too (``tests/helpers/warm_python``), but for the benches whose figures time a fresh
+interpreter (:data:`FRESH_PROCESSES`); it must exit 0 (a smoke run fails on a part that failed, which a full run
 only reports), print its figures (a line per bench, matched below) and write its JSON. The two
 GPU scripts run in their dry mode (``bash bench/gpu_check.sh dry``: every step's Python on the
 CPU in its cheapest form, what needs CUDA skipped with the reason; ``bash
 bench/gpu_multi_check.sh dry`` with ``LAYOUTS="pp2"``: one rank and PP 2 on gloo, 2 steps) and
-must pass, every step recorded in ``summary.json`` with the status it should have here. What a
+must pass, every step recorded in ``summary.json`` with the status it should have here; their
+``PYTHON`` is the warm one, so each step's process (and the ones it starts) is forked, not a
+fresh interpreter. What a
 smoke or dry run here leaves out (a second fake-PG layout, the other 2-GPU layouts, bench_moe's
 EP 2, bench_train's start-up) runs the code these runs run -- but for bench_train's 25-line
 start-up timer -- on command lines the parse test checks.
@@ -30,7 +34,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.torchrun import run_python
+from tests.helpers.torchrun import _checked, _test_env, run_python
+from tests.helpers.warm_python import warm_python
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
@@ -70,6 +75,10 @@ BENCHES = {
                         ()),
 }
 
+#: The benches whose figures time a fresh interpreter (``whole process``): the processes they
+#: start are fresh ones.
+FRESH_PROCESSES = {"bench_cli", "bench_codegen"}
+
 #: gpu_check.sh's steps the test runs (``STEPS``) and their status in a dry run. Not
 #: fake_pg_fsdp8: the same check's code as fake_pg_ep8 (3 CPU s), its figure a CUDA device's
 #: memory (its command line is parsed below).
@@ -104,7 +113,13 @@ def test_every_bench_has_a_smoke_run():
 def test_bench_smoke_run(bench, tmp_path):
     out = tmp_path / f"{bench}.json"
     patterns, keys, extra = BENCHES[bench]
-    proc = run_python(BENCH / f"{bench}.py", ["--smoke", "--out", str(out), *extra], timeout=240)
+    args = ["--smoke", "--out", str(out), *extra]
+    if bench in FRESH_PROCESSES:
+        proc = run_python(BENCH / f"{bench}.py", args, timeout=240)
+    else:  # the bench and every Python process it starts forked, as run_python forks it
+        proc = _checked(subprocess.run(
+            [warm_python(), str(BENCH / f"{bench}.py"), *args], cwd=REPO, env=_test_env(None),
+            capture_output=True, text=True, timeout=240, check=False))
     _assert_figures(proc.stdout, patterns)
     results = json.loads(out.read_text())
     assert set(keys) <= set(results), (bench, sorted(results))
@@ -115,7 +130,7 @@ def _script(name: str, out: Path, **env: str) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         ["bash", str(BENCH / name), "dry"], cwd=REPO, capture_output=True, text=True,
         timeout=300, check=False,
-        env={**os.environ, "PYTHON": sys.executable, "OUT": str(out), "OMP_NUM_THREADS": "1",
+        env={**os.environ, "PYTHON": warm_python(), "OUT": str(out), "OMP_NUM_THREADS": "1",
              "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
                                                          os.environ.get("PYTHONPATH")])),
              **env})
