@@ -15,7 +15,8 @@ the dataset is instead this rank's share of a ``datasets`` stream
 (:func:`hyper_parallel.data.streaming.build_streaming_dataset`, or for chat records
 :func:`hyper_parallel.data.streaming.build_image_text_stream`: ``split_dataset_by_node``, a
 seeded shuffle buffer, ``max_samples`` the global sample budget of an epoch), batched by the
-same loader without a sampler.
+same loader without a sampler. With ``packing`` the samples are packed into rows whose
+``position_ids`` restart at every document (:mod:`hyper_parallel.data.packing`).
 
 Resumable: ``state_dict()`` is the ``StatefulDataLoader`` state (position, epoch and layout;
 a stream's own position among it); ``load_state_dict`` on a freshly built loader continues with

@@ -32,7 +32,10 @@ Both text types are packed the same way (:class:`PackedTextDataset`): every non-
 is tokenized once, followed by the eos id, all documents are concatenated in file/line order and
 the stream is cut into consecutive samples of exactly ``max_seq_len`` tokens; the incomplete
 tail is dropped. ``labels`` equal ``input_ids`` (the model shifts them). Nothing is cached on
-disk: the shipped corpus (~1 MB) tokenizes in well under a second.
+disk: the shipped corpus (~1 MB) tokenizes in well under a second. With ``data.packing`` a
+sample also carries ``position_ids`` restarting at each document's start (and -100 on its first
+label), so ``block_causal`` keeps the documents apart; ``hf_datasets`` / ``json_file`` samples
+are then packed into rows (:mod:`hyper_parallel.data.packing`).
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ kind of the whole file** (:func:`record_kind`):
 
 A record of the other kind (a mixed file), a first record with neither key, or a record that is
 not an object is an error naming the path field, the file and the line (JSON lines) or record
-index (a JSON list). One sample per record, not packed; collate pads the batch. The same records
+index (a JSON list). One sample per record; collate pads the batch (``data.packing``
+packs the samples into rows instead: :mod:`hyper_parallel.data.packing`). The same records
 stream through :class:`RecordEncoder` (``streaming``, :mod:`hyper_parallel.data.streaming`).
 """
 
