@@ -200,3 +200,16 @@ def test_packing_under_causal_attention_refuses():
     assert caught.value.path == "dataloader.packing"
     flavor_config("tiny").replace(attn_mask_type="block_causal").update_from_config(
         trainer_config=packed)
+
+
+def test_hf_datasets_samples_are_packed_too(tmp_path):
+    path = tmp_path / "texts.jsonl"
+    path.write_text("".join(json.dumps({"text": f"record {i} " * (1 + i % 6)}) + "\n"
+                            for i in range(24)))
+    plain = build_dataset("hf_datasets", train_path=str(path), max_seq_len=40)
+    packed = build_dataset("hf_datasets", train_path=str(path), max_seq_len=40, packing=True)
+    assert isinstance(packed, PackedSequenceDataset) and len(packed) < len(plain)
+    rows = [packed[r] for r in range(len(packed))]
+    assert torch.equal(torch.cat([r["input_ids"] for r in rows]),
+                       torch.cat([plain[i]["input_ids"] for row in packed.rows for i in row]))
+    assert sorted(i for row in packed.rows for i in row) == list(range(len(plain)))
