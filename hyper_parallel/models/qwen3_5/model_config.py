@@ -266,7 +266,7 @@ def refuse_packing_without_documents(trainer_config: Any) -> None:
         raise ConfigError(
             "True packs several samples into a row, which the model's attn_mask_type "
             "'causal' would let attend to each other; set model.attn_mask_type to "
-            "block_causal (legacy: model.config_overrides.attn_mask_type), or packing to False",
+            "block_causal, or packing to False",
             path="dataloader.packing",
         )
 
