@@ -19,6 +19,9 @@ CHECK                  what it holds (the module that runs it)
 ``fake_pg``            one real trainer step of an 8-rank layout (``--layout``) on this one
                        device, the other ranks a fake process group: the rank's real memory
                        (``_check_fake_pg.py``)
+``packing``            ``block_causal`` packed rows on torch's varlen flash attention and fla's
+                       ``cu_seqlens`` kernels (and on the torch delta rule) against their
+                       documents run alone on the torch path (``_check_packing.py``)
 =====================  =========================================================================
 
 On CUDA every check runs at the size written in its module; ``--cpu`` (or no CUDA device) runs
@@ -49,6 +52,7 @@ CHECKS = {
     "compile_fla": ("_check_compile", "check_compile_fla"),
     "deterministic": ("_check_determinism", "check_deterministic"),
     "fake_pg": ("_check_fake_pg", "check_fake_pg"),
+    "packing": ("_check_packing", "check_packing"),
 }
 
 

@@ -24,6 +24,10 @@
 #   fake_pg_ep8        (the MoE debug recipe), the other 7 ranks a fake process group: the rank's
 #                      real memory, against preflight's prediction for that rank (within 20 %;
 #                      bench/_check_fake_pg.py)
+#   packing        (f) block_causal packed rows, bf16: the full attention on torch's varlen
+#                  flash attention, the Gated DeltaNet on fla's cu_seqlens kernels and on the
+#                  torch path, against the documents run alone on the torch path in fp32
+#                  (bench/_check_packing.py)
 #
 # Three phases; the GPU machine reaches no package index:
 #
@@ -131,13 +135,14 @@ if wanted throughput; then
     fi
 fi
 
-# ---- (a)-(e) --------------------------------------------------------------------------------
+# ---- (a)-(f) --------------------------------------------------------------------------------
 check state_passing 240 state_passing
 check grouped_mm 180 grouped_mm
 check compile_fla 420 compile_fla
 check deterministic 360 deterministic
 check fake_pg_fsdp8 300 fake_pg --layout fsdp8_0_8b
 check fake_pg_ep8 240 fake_pg --layout ep8_moe_debugmodel
+check packing 240 packing
 
 # ---- summary --------------------------------------------------------------------------------
 summarize gpu_check "$PHASE"
