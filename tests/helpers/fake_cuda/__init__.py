@@ -18,9 +18,10 @@ What it stands in for, and so cannot check (the rest of the path is the product'
   constant's own value, else 1.0 for floats, ``False`` for booleans, 0 for int32 (the stop
   flag: no signal), 1 for other integers (token counts: never zero); the integers that size
   the experts' tensors as balanced routing gives them (:func:`_patch_expert_sizes`). Any op
-  inside the mode makes fake tensors, host ones too: host data whose values matter (a data
-  loader's images) must be made outside it (``unset_fake_temporarily``); such a real host
-  tensor copied to the device is lifted to a fake one first.
+  inside the mode makes fake tensors, host ones too: host data whose values matter must be
+  made outside it (``unset_fake_temporarily``), as the data loaders' batches are
+  (:func:`_patch_data_loading`: the sampler's indices, the rows, a row's images); such a real
+  host tensor copied to the device is lifted to a fake one first.
 * object collectives (``all_gather_object`` ..., ``send_object_list``) and barriers: torch
   picks their device itself; here the simulated ranks, each a process, exchange the objects
   through files (:class:`Mailbox`), so what they carry is real.
@@ -47,7 +48,7 @@ import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import torch
 import torch.distributed as dist
@@ -72,19 +73,29 @@ _COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional", "_c10d_functional_autograd
 def install_fake_cuda_device() -> None:
     """Compile (once, cached by torch) and load the fake CUDA device; fail loudly if this
     torch build does not take it."""
+    import ctypes
+    import hashlib
+
     from torch.utils.cpp_extension import load
 
     # torch's extension builder runs `ninja` from PATH; the venv's own comes with the dev extra.
     scripts = sysconfig.get_path("scripts")
     if scripts not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
-    module = load(
-        name="hyper_parallel_fake_cuda_device",
-        sources=[str(HERE / "fake_cuda_device.cpp")],
+    source = HERE / "fake_cuda_device.cpp"
+    # One build folder per checkout (torch keeps them by name, under ~/.cache): two checkouts
+    # sharing one would each rebuild it whenever the other had built it last.
+    checkout = hashlib.sha256(str(source).encode()).hexdigest()[:10]
+    library = load(
+        name=f"hyper_parallel_fake_cuda_device_{checkout}",
+        sources=[str(source)],
         extra_cflags=["-O0"],
+        is_python_module=False,  # a plain C function, called through ctypes
         verbose=False,
     )
-    if not module.install_fake_cuda_device():
+    install = ctypes.CDLL(library).install_fake_cuda_device
+    install.restype = ctypes.c_bool
+    if not install():
         raise RuntimeError(
             f"the fake CUDA device did not install on torch {torch.__version__}: "
             "at::hasCUDA() is still false (fake_cuda_device.cpp assumes the CPU build's hooks)"
@@ -242,7 +253,7 @@ class _Stream:
     def record_event(self, event: Any = None) -> _Event:
         return _Event()
 
-    def __enter__(self) -> _Stream:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None: ...
@@ -297,6 +308,34 @@ def _patch_host_copies(patches: Patches, mode: FakeTensorMode) -> None:
         return original(data, *args, device=device, **kwargs)
 
     patches.set(torch, "tensor", tensor)
+
+
+def _patch_data_loading(patches: Patches) -> None:
+    """Every data loader makes its batches on the host, outside the fake mode, as a real job's
+    loader does: the sampler's shuffled indices, the collated rows and the images' pixels are
+    real host tensors, which the step then copies to the device (under the mode each of an
+    epoch's thousands of indices would be a fake scalar read back alone, every one 1). So does
+    the trainer's grouping of them into steps, with each rank's part of a batch it shares (the
+    expert-parallel ranks' rows, the context-parallel ranks' positions)."""
+    from torch.utils.data import dataloader
+
+    from hyper_parallel.trainer.base import BaseTrainer
+
+    iterator = dataloader._BaseDataLoaderIter  # torchdata's stateful iterators derive from it
+    for name in ("__init__", "__next__"):  # its seed draw, then every batch
+        patches.set(iterator, name, on_host(getattr(iterator, name)))
+    groups = BaseTrainer._micro_batch_iterator
+
+    def micro_batch_iterator(self: Any) -> Iterator[list]:
+        steps = on_host(groups)(self)
+        while True:
+            with unset_fake_temporarily():
+                group = next(steps, None)
+            if group is None:
+                return
+            yield group
+
+    patches.set(BaseTrainer, "_micro_batch_iterator", micro_batch_iterator)
 
 
 def _patch_model_build(patches: Patches) -> None:
@@ -499,6 +538,7 @@ def fake_cuda_rank(
         _patch_object_collectives(patches, Mailbox(Path(mailbox), rank))
         patch_expert_sizes(patches, imbalance=1.0)  # balanced routing
         _patch_model_build(patches)
+        _patch_data_loading(patches)
         for op in scalar_ops:
             fake_impls.op_implementations_dict[op] = host_scalar
         with mode:

@@ -10,13 +10,15 @@
 //     stub, a plain CUDAHooksInterface) before any extension could register another, so the
 //     stub is given the vtable of a subclass. The subclass adds no data member: only the
 //     virtual calls change. Valid for the pinned torch (2.13.0); the Python side checks the
-//     result (at::hasCUDA()) and fails loudly when it does not hold.
+//     result (the hooks' hasCUDA(), what at::hasCUDA() asks) and fails loudly when it does not
+//     hold.
 // Process-wide and irreversible: load it only in a process of its own.
-#include <ATen/Context.h>
+//
+// A plain C function loaded with ctypes, and only the headers it needs (no pybind11, no
+// ATen/Context.h): the first use in a session compiles it in ~1.5 CPU seconds, not ~7.
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/FakeGuardImpl.h>
-#include <pybind11/pybind11.h>
 
 #include <cstring>
 
@@ -38,20 +40,17 @@ struct OneFakeCudaDevice : at::CUDAHooksInterface {
 
 }  // namespace
 
-bool install_fake_cuda_device() {
+// Make this CPU build accept fake CUDA tensors; returns whether the hooks now report CUDA.
+extern "C" bool install_fake_cuda_device() {
   auto& slot = c10::impl::device_guard_impl_registry[static_cast<size_t>(c10::DeviceType::CUDA)];
   if (slot.load() == nullptr) {
     slot.store(&fake_cuda_guard);
   }
-  if (!at::hasCUDA()) {
+  const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();
+  if (!hooks.hasCUDA()) {
     static OneFakeCudaDevice one_device;
-    auto& hooks = const_cast<at::CUDAHooksInterface&>(at::detail::getCUDAHooks());
-    std::memcpy(static_cast<void*>(&hooks), static_cast<const void*>(&one_device), sizeof(void*));
+    std::memcpy(const_cast<void*>(static_cast<const void*>(&hooks)),
+                static_cast<const void*>(&one_device), sizeof(void*));
   }
-  return at::hasCUDA();
-}
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("install_fake_cuda_device", &install_fake_cuda_device,
-        "Make this CPU build accept fake CUDA tensors; returns at::hasCUDA().");
+  return at::detail::getCUDAHooks().hasCUDA();
 }

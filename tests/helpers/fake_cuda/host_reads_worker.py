@@ -33,25 +33,6 @@ from fake_cuda import fake_cuda_rank
 TEXT_KEYS = ("input_ids", "labels")
 
 
-def _loaded_on_the_host(trainer) -> None:
-    """The trainer's micro-batches made outside the fake mode, as a real job's loader makes
-    them on the host (its image processing reads its own tensors' values)."""
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-    groups = trainer._micro_batch_iterator
-
-    def on_host():
-        loaded = groups()
-        while True:
-            with unset_fake_temporarily():
-                group = next(loaded, None)
-            if group is None:
-                return
-            yield group
-
-    trainer._micro_batch_iterator = on_host
-
-
 def _scoped(mode, trainer) -> Counter:
     """Set ``mode.scope`` while a model part's forward, the tower's forward and the step's
     backward run (innermost wins); returns the count of each scope's entries."""
@@ -101,7 +82,6 @@ def main(out: str, mailbox: str, argv: list[str]) -> None:
     record: dict = {"image_step": [], "text_step": [], "scopes": {}, "error": None}
     with fake_cuda_rank(rank, world, mailbox) as mode:
         trainer = build_trainer(argv)
-        _loaded_on_the_host(trainer)
         entered = _scoped(mode, trainer)
         step = trainer.train_step
 

@@ -5,10 +5,10 @@
 For each case the rank builds the trainer of ``argv`` (``hyper_parallel.train.build_trainer``,
 what the entries call) as a rank of a CUDA job (:func:`fake_cuda.fake_cuda_rank`), trains it
 (the argv sets steps, validation and the checkpoint folder), and with ``resume_steps`` builds it
-again from the last checkpoint and trains on. It writes ``out/rank<r>.json``: the steps done,
-the checkpoint steps resumed from, and the collectives seen per mesh dimension (by the
-names of ``ParallelDims``). Any error ends the process with its traceback, like a rank of a
-real job.
+again from the last checkpoint and trains on. It writes ``out/rank<r>.json``, for each run:
+the step it ended at, the steps it trained itself (the micro-batches of each) and the steps
+it evaluated at, and the collectives seen per mesh dimension (by the names of
+``ParallelDims``). Any error ends the process with its traceback, like a rank of a real job.
 """
 
 from __future__ import annotations
@@ -46,6 +46,20 @@ def _train(argv: list[str], rank: int, world: int, mailbox: Path) -> dict:
         trainer = build_trainer(argv)
         built = time.perf_counter()
         groups = _groups_by_name(trainer)
+        # What this run did itself (a resumed run starts past the loaded steps): the
+        # micro-batches of each step it trained, and its evaluations.
+        trained, evaluated = [], []
+        step, evaluate = trainer.train_step, trainer.evaluate
+
+        def train_step(micro_batches):
+            trained.append(len(micro_batches))
+            return step(micro_batches)
+
+        def evaluation():
+            evaluated.append(trainer.state.global_step)
+            return evaluate()
+
+        trainer.train_step, trainer.evaluate = train_step, evaluation
         state = trainer.train()
         seen: Counter = Counter()
         for op, group in mode.collectives:
@@ -53,7 +67,8 @@ def _train(argv: list[str], rank: int, world: int, mailbox: Path) -> dict:
                 seen[name] += 1
         folder = trainer.config.checkpoint.folder
         trainer.close()
-    return {"steps": state.global_step, "collectives": dict(seen), "folder": folder,
+    return {"steps": state.global_step, "trained": trained, "evaluated": evaluated,
+            "collectives": dict(seen), "folder": folder,
             "build_s": round(built - started, 2), "train_s": round(time.perf_counter() - built, 2)}
 
 

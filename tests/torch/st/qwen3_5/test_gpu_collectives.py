@@ -27,8 +27,18 @@ from tests.helpers.torchrun import REPO, spawn_ranks
 pytestmark = pytest.mark.slow
 
 WORKER = REPO / "tests" / "helpers" / "fake_cuda" / "worker.py"
-DENSE = ["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel"]
-MOE_EP2 = ["--module", "qwen3_5_moe", "--config", "qwen3_5_moe_debugmodel_ep2"]
+#: The debug recipes with 4 layers (the tiny flavor; the MoE debug model's first 4): 3 Gated
+#: DeltaNet layers and a full-attention one, every layer kind and so every collective a layer
+#: issues, at half the 8 layers' cost (a fake step costs per op, whatever the widths).
+DENSE = ["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel",
+         "--model.config_overrides={flavor: tiny}"]
+MOE_EP2 = ["--module", "qwen3_5_moe", "--config", "qwen3_5_moe_debugmodel_ep2",
+           "--model.config_overrides={num_hidden_layers: 4}"]
+#: One micro-batch of 2 rows a step where the layout has one data-parallel rank: the recipes'
+#: 4 rows a step would accumulate 2, which TP 2 and PP 2 keep (a second micro-batch runs the
+#: first one's code again; the accumulation's own collectives, the step's token count and
+#: gradient norm, are the step's, made once either way).
+ONE_MICRO_BATCH = ["--training.global_batch_size=2"]
 
 #: name -> (command line, the mesh groups its collectives must reach, resume from step 1 and
 #: export the Hugging Face checkpoint at both runs' ends)
@@ -36,13 +46,14 @@ LAYOUTS: dict[str, tuple[list[str], set[str], bool]] = {
     "FSDP 2": (DENSE + ["--parallelism.data_parallel_shard_degree=2"], {"dp_shard", "loss"},
                True),
     "TP 2": (DENSE + ["--parallelism.tensor_parallel_degree=2"], {"tp"}, False),
-    "CP 2 Ulysses": (DENSE + ["--parallelism.context_parallel_degree=2"], {"cp", "loss"}, False),
+    "CP 2 Ulysses": (DENSE + ONE_MICRO_BATCH + ["--parallelism.context_parallel_degree=2"],
+                     {"cp", "loss"}, False),
     "CP 2 state passing": (
-        DENSE + ["--parallelism.context_parallel_degree=2",
+        DENSE + ONE_MICRO_BATCH + ["--parallelism.context_parallel_degree=2",
                  "--parallelism.context_parallel_ulysses_degree=1",
                  "--parallelism.context_parallel_linear_attention_mode=p2p"],
         {"cp", "loss"}, False),
-    "EP 2": (MOE_EP2, {"ep", "loss"}, True),
+    "EP 2": (MOE_EP2 + ONE_MICRO_BATCH, {"ep", "loss"}, True),
     "PP 2": (DENSE + ["--parallelism.pipeline_parallel_degree=2",
                       "--parallelism.num_pp_microbatches=2"], {"pp"}, True),
 }
@@ -51,9 +62,15 @@ LAYOUTS: dict[str, tuple[list[str], set[str], bool]] = {
 def _simulate(root: Path) -> dict[str, dict[str, dict]]:
     """Every layout, both ranks, in one launch: ``{layout: {rank: the worker's record}}``."""
     root.mkdir(parents=True)
-    valid = root / "valid.jsonl"
-    corpus = REPO / "hyper_parallel" / "assets" / "corpus" / "valid.jsonl"
-    valid.write_text("".join(corpus.read_text().splitlines(keepends=True)[:6]))
+    # The shipped corpus's first rows (each build tokenizes its files whole): enough for a run
+    # and its resumption to train a step each (the test checks that they did), and for an
+    # evaluation of one batch of 2 on each of 2 data-parallel ranks.
+    corpus = REPO / "hyper_parallel" / "assets" / "corpus"
+    data = {}
+    for name, rows in (("train", 16), ("valid", 4)):
+        data[name] = root / f"{name}.jsonl"
+        lines = (corpus / f"{name}.jsonl").read_text().splitlines(keepends=True)
+        data[name].write_text("".join(lines[:rows]))
     cases = []
     for index, (name, (argv, _, resume)) in enumerate(LAYOUTS.items()):
         folder = root / f"case{index}"
@@ -61,8 +78,9 @@ def _simulate(root: Path) -> dict[str, dict[str, dict]]:
             "name": name,
             "argv": argv + [
                 f"--checkpoint.folder={folder / 'ckpt'}", "--checkpoint.interval=1",
-                "--training.steps=1", "--validation.freq=1",
-                f"--validation.dataset_path={valid}", "--metrics.log_freq=1",
+                "--training.steps=1", f"--dataloader.dataset_path={data['train']}",
+                "--validation.freq=1", f"--validation.dataset_path={data['valid']}",
+                "--metrics.log_freq=1",
             ] + ([
                 "--checkpoint.export_hf=true", "--checkpoint.export_hf_max_shard_size=200KB",
             ] if resume else []),
@@ -92,12 +110,16 @@ def simulated_jobs(run_once) -> dict[str, dict[str, dict]]:
 def test_every_collective_gets_a_tensor_nccl_serves(simulated_jobs, layout):
     _, groups, resume = LAYOUTS[layout]
     for rank, record in simulated_jobs[layout].items():
-        assert record["train"]["steps"] == 1, (rank, record)
-        reached = set(record["train"]["collectives"])
-        assert groups <= reached, f"rank {rank}: collectives reached {sorted(reached)}"
-        if resume:
-            assert record["resume"]["steps"] == 2, (rank, record)
-            assert record["resume"]["collectives"], (rank, record)
+        # Each run trained one step and evaluated after it: the resumed one step 2 itself.
+        runs = {"train": 1, "resume": 2} if resume else {"train": 1}
+        for run, step in runs.items():
+            done = record[run]
+            assert (done["steps"], len(done["trained"]), done["evaluated"]) == (step, 1, [step]), (
+                rank, run, done)
+            if layout in ("TP 2", "PP 2"):  # gradient accumulation: see ONE_MICRO_BATCH
+                assert done["trained"] == [2], (rank, run, done)
+            reached = set(done["collectives"])
+            assert groups <= reached, f"rank {rank}, {run}: collectives reached {sorted(reached)}"
     if resume:
         folder = Path(simulated_jobs[layout]["0"]["train"]["folder"])
         for step in (1, 2):

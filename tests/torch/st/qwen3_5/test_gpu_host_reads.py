@@ -7,8 +7,9 @@ rank, it drains the pipeline the host keeps ahead of the GPU. The step runs as a
 CUDA job simulated by ``tests/helpers/fake_cuda`` (its ``recording_transfers`` records every
 host/device crossing the dispatcher sees, with the scope it happened in: a model part's forward,
 FSDP's root pre-forward included, the vision tower's forward, the step's backward): the debug
-image-text recipe (``qwen3_5_v2_debugmodel_vl``, the shipped chat corpus, an image in every row),
-two micro-batches per rank, then the same rows without their images (the tower runs idle).
+image-text recipe (``qwen3_5_v2_debugmodel_vl``, its decoder's first 4 layers, the shipped chat
+corpus, an image in every row), two micro-batches of two rows per rank, then the same rows
+without their images (the tower runs idle).
 
 Before ``HostTensor``, FSDP's root pre-forward moved ``image_grid_thw`` to the device (a
 blocking copy in the forward) and the tower read it back as ints (``vision_positions.py:
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -40,21 +42,33 @@ BY_DESIGN = {"sum_counts": 1, "train_step": 2}
 HOT = ("forward", "tower", "backward")
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory) -> dict[str, dict]:
-    """Both ranks' records of the FSDP 2 job: ``{rank: {"image_step", "text_step", "error"}}``."""
-    root = tmp_path_factory.mktemp("host_reads")
-    argv = [
-        "--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel_vl",
-        "--parallelism.data_parallel_shard_degree=2",
-        # 16 rows of 4 per micro-batch over 2 ranks: 2 micro-batches a rank and step.
-        "--training.global_batch_size=16", "--training.steps=1",
-        f"--checkpoint.folder={root / 'ckpt'}", "--checkpoint.export_hf=false",
-    ]
+ARGV = (
+    "--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel_vl",
+    "--parallelism.data_parallel_shard_degree=2",
+    # The debug decoder's first 4 layers: 3 Gated DeltaNet and a full-attention one, every
+    # layer kind (a read in a layer shows in each layer of its kind), and the whole tower.
+    "--model.config_overrides={num_hidden_layers: 4}",
+    # 8 rows of 2 per micro-batch over 2 ranks: 2 micro-batches a rank and step, each with
+    # the images of 2 rows.
+    "--training.global_batch_size=8", "--training.local_batch_size=2", "--training.steps=1",
+    "--checkpoint.export_hf=false",
+)
+
+
+def _record(root: Path) -> dict[str, dict]:
+    root.mkdir(parents=True)
+    argv = [*ARGV, f"--checkpoint.folder={root / 'ckpt'}"]
     spawn_ranks(WORKER, [str(root / "out"), str(root / "mailbox"), *argv], nproc=2,
                 timeout=600)
     return {rank: json.loads((root / "out" / f"rank{rank}.json").read_text())
             for rank in ("0", "1")}
+
+
+@pytest.fixture
+def recorded(run_once) -> dict[str, dict]:
+    """Both ranks' records of the FSDP 2 job: ``{rank: {"image_step", "text_step", "error"}}``
+    (one job a session, shared by its xdist workers)."""
+    return run_once.get(("fake_cuda host reads", ARGV), _record)
 
 
 def _function(transfer: dict) -> str:
