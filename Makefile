@@ -125,6 +125,7 @@ bench: install
 	$(PY) bench/bench_pipeline.py
 	$(PY) bench/bench_preflight.py
 	$(PY) bench/bench_hf_export.py
+	$(PY) bench/bench_packing.py
 
 # ConfigManager.parse_args against torchtitan 0.3.0; builds bench/.titan-env on first use.
 bench-cli: install

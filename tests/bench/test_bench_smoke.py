@@ -73,6 +73,10 @@ BENCHES = {
                                ("memory", "step_time"), ()),
     "bench_hf_export": ([r"debugmodel\s+1\s+streamed\s+1MB\s+\d+\s+\d+\.\d"], ("results",),
                         ()),
+    "bench_packing": ([r"chat\s+packed\s+\d+\.\d real tokens/s\s+padding \d\.\d{3}",
+                       r"long_tailed: packed / padded real tokens/s \d+\.\d{3}",
+                       r"pretraining rows of 128: block_causal / causal step \d+\.\d{3}"],
+                      ("fine_tuning", "block_causal_cost"), ()),
 }
 
 #: The benches whose figures time a fresh interpreter (``whole process``): the processes they
