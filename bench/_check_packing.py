@@ -114,7 +114,7 @@ def compare(report: Report, part: str, flavor: str, *, device: str, kernels: str
     figures = report.part(part)
     figures.update({"rows": [list(row) for row in rows], "dtype": str(dtype),
                     "kernels": kernels, "varlen_attn_calls": calls["varlen_attn"],
-                    "loss": float(loss), "reference_loss": ref_loss})
+                    "loss": float(loss.detach()), "reference_loss": ref_loss})
     if device == "cuda":
         report.require(part, "the full attention ran torch's varlen_attn",
                        calls["varlen_attn"] > 0, "no call: the per-document SDPA ran")
@@ -125,7 +125,7 @@ def compare(report: Report, part: str, flavor: str, *, device: str, kernels: str
     worst = max(ratios, key=ratios.get)
     figures["grads_worst_parameter"] = worst
     report.bound(part, "grads_err_max", ratios[worst], tol["grads"])
-    report.bound(part, "loss_rel", abs(float(loss) - ref_loss) / abs(ref_loss), tol["loss"])
+    report.bound(part, "loss_rel", abs(float(loss.detach()) - ref_loss) / abs(ref_loss), tol["loss"])
 
 
 __all__ = ["check_packing", "compare"]
