@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.session_cache import session_cache
 from tests.helpers.torchrun import spawn_ranks
 
 pytestmark = pytest.mark.slow
@@ -58,20 +59,27 @@ PEAK_RTOL = 0.10
 IN_SUITE = [n for n, (world, _) in LAYOUTS.items() if world <= 2 and n != "EP 2, full AC"]
 
 
-@pytest.fixture(scope="module")
-def truth(tmp_path_factory) -> dict[str, dict]:
-    """Rank 0's real figures for every layout: one job per world size."""
-    out: dict[str, dict] = {}
-    for world in sorted({LAYOUTS[n][0] for n in IN_SUITE}):
-        names = [n for n in IN_SUITE if LAYOUTS[n][0] == world]
-        args: list[str] = []
-        for name in names:
-            args += [*(["--next"] if args else []), *LAYOUTS[name][1]]
-        result = tmp_path_factory.mktemp("truth") / f"world{world}.json"
-        spawn_ranks(TRUTH, [str(result), *args], nproc=world, timeout=600)
-        for name, ranks in zip(names, json.loads(result.read_text())):
-            out[name] = ranks[0]
-    return out
+def _measure(world: int, folder: Path) -> dict[str, dict]:
+    """Rank 0's real figures for the suite's layouts of ``world`` ranks: one job."""
+    folder.mkdir(parents=True)
+    names = [n for n in IN_SUITE if LAYOUTS[n][0] == world]
+    args: list[str] = []
+    for name in names:
+        args += [*(["--next"] if args else []), *LAYOUTS[name][1]]
+    result = folder / f"world{world}.json"
+    spawn_ranks(TRUTH, [str(result), *args], nproc=world, timeout=600)
+    return {name: ranks[0] for name, ranks in zip(names, json.loads(result.read_text()))}
+
+
+@pytest.fixture
+def truth(request, tmp_path_factory, name) -> dict:
+    """Rank 0's real figures for the test's layout: one job per world size, made once per
+    session and shared by its xdist workers."""
+    cache = session_cache(request.config, tmp_path_factory, "preflight_truth")
+    world = LAYOUTS[name][0]
+    layouts = tuple((n, LAYOUTS[n]) for n in IN_SUITE if LAYOUTS[n][0] == world)
+    return cache.get(("preflight truth", world, layouts),
+                     lambda folder: _measure(world, folder))[name]
 
 
 def _predicted(name: str):
@@ -89,7 +97,7 @@ def _predicted(name: str):
 
 @pytest.mark.parametrize("name", IN_SUITE)
 def test_preflight_matches_a_real_step(name, truth):
-    real = truth[name]
+    real = truth
     memory, added = _predicted(name)
     assert (memory.params_bytes, memory.grads_bytes, memory.optimizer_bytes) == (
         real["params_bytes"], real["grads_bytes"], real["optimizer_bytes"]), name
