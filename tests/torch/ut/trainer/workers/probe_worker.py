@@ -2,9 +2,11 @@
 
 ``probe_worker.py OUT KEY...`` runs, for each probe key of ``test_field_probes.ROWS``, the base
 run, the probed run and (mapped rows) the probed run through the legacy YAML, each training the
-engine for its steps and reading the probe's observable as the one-rank probes read it
+engine for its steps (the probe's ``steps``, default 1) and reading the probe's observable as the one-rank probes read it
 (``test_field_probes.observed``: a run that failed where the probe observes no failure is
-recorded as that failure, never as an observation); rank 0 writes
+recorded as that failure, never as an observation). A run several probes observe -- the same
+configuration, trained the same way -- runs once and serves them all (:func:`plan`); rank 0
+writes
 ``{key: {"base": RUN, "probe": RUN, "legacy": RUN}}`` to OUT, each RUN
 ``{"observed": ..., "failure": None | why}`` (``test_field_probes.layout_problems`` judges them).
 
@@ -99,6 +101,44 @@ def observe_run(runner, config, probe: dict, steps: int, work: Path, run: str, *
     return entry
 
 
+def plan(keys: list[str], fixtures, root: Path) -> list[tuple]:
+    """Every run the probes of ``keys`` observe, each once, in the order of ``keys`` (the same
+    on every rank): ``(runner, config, steps, work, users)``, ``users`` the ``(key, "base" |
+    "probe" | "legacy", probe, words)`` it serves. Probes whose base, probed or legacy run is
+    the same -- the same runner, steps and configuration (compared by ``repr``, as
+    ``probes.base_run`` shares the one-rank bases): the ``dp_shard=2`` base of most layout
+    probes, a probed layout that is another probe's base, a legacy YAML that converts to its
+    probed configuration -- share it; it records every
+    observable, each probe reads its own. A ``timeout`` probe's runs are its own: its group is
+    made just before the run, its lone collective started just after."""
+    runs: dict = {}
+    for i, key in enumerate(keys):
+        row = probes.ROWS[key]
+        probe = row.probe
+        steps = probe.get("steps", 1)
+        # Its steps: a layout moves its observables in one (``probes.run`` trains the
+        # configuration's steps, the base run's 3 unless set; 0 builds only).
+        trained = {"training.steps": steps} if steps else {}
+        base = probes.apply(probes.base_config(), {**trained, **probe.get("base", {})}, fixtures)
+        probed = probes.apply(base, probe["set"], fixtures)
+        work = root / f"{i}-rank{os.environ.get('RANK', '0')}"
+        wanted = [("base", probes.engine_run, base, "the base run"),
+                  ("probe", probes.engine_run, probed, "the probed run")]
+        if row.kind in probes.MAPPED:
+            # A legacy YAML that converts to the probed configuration trains the probed run
+            # itself (probes.legacy_is_the_engine_run), which it then shares.
+            same = (probe["observe"] != "timeout"
+                    and probes.legacy_is_the_engine_run(probed, probe, work / "legacy"))
+            wanted.append(("legacy", probes.engine_run if same else probes.legacy_run, probed,
+                           "the probed run through the legacy YAML"))
+        for name, runner, config, words in wanted:
+            same = ((key, name) if probe["observe"] == "timeout"
+                    else (runner.__name__, steps, repr(config)))
+            runs.setdefault(same, (runner, config, steps, work / name, []))[-1].append(
+                (key, name, probe, words))
+    return list(runs.values())
+
+
 def main() -> None:
     import torch
     import torch.distributed as dist
@@ -111,24 +151,24 @@ def main() -> None:
     init_process_group(None, torch.device("cpu"))
     root = Path(tempfile.mkdtemp(prefix="hp_probe_"))
     fixtures = probes.Fixtures(root / "fixtures")
-    results = {}
-    for i, key in enumerate(keys):
-        row = probes.ROWS[key]
-        probe = row.probe
-        steps = probe.get("steps", 1)
-        base = probes.apply(probes.base_config(), probe.get("base", {}), fixtures)
-        probed = probes.apply(base, probe["set"], fixtures)
-        work = root / f"{i}-rank{os.environ.get('RANK', '0')}"
-        entry = {
-            "base": observe_run(probes.engine_run, base, probe, steps, work / "base",
-                                "the base run"),
-            "probe": observe_run(probes.engine_run, probed, probe, steps, work / "probe",
-                                 "the probed run"),
-        }
-        if row.kind in probes.MAPPED:
-            entry["legacy"] = observe_run(probes.legacy_run, probed, probe, steps,
-                                          work / "legacy", "the probed run through the legacy YAML")
-        results[key] = entry
+    results: dict = {key: {} for key in keys}
+    runs = plan(keys, fixtures, root)
+    # Every rank must make the same runs in the same order, or their collectives would pair
+    # with another run's: a plan that differs between the ranks is the failure, said plainly.
+    shape = [(runner.__name__, [user[:2] for user in users]) for runner, *_, users in runs]
+    shapes = [None] * dist.get_world_size()
+    dist.all_gather_object(shapes, shape)
+    if any(other != shape for other in shapes):
+        raise RuntimeError(f"the ranks planned different runs: {shapes}")
+    for runner, config, steps, work, users in runs:
+        if users[0][2]["observe"] == "timeout":  # its own run (plan)
+            (key, name, probe, words), = users
+            results[key][name] = observe_run(runner, config, probe, steps, work, words)
+            continue
+        result = runner(config, steps, work, keep_group=True)
+        for key, name, probe, words in users:
+            results[key][name] = observation(result, probe, words)
+        del result  # and its trainer, before the next run builds one
     for entry in results.values():
         for name, run in entry.items():
             if isinstance(run["observed"], Firing):
