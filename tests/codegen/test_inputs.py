@@ -12,6 +12,7 @@ tree renders nothing.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -199,18 +200,31 @@ def test_a_broken_table_is_still_an_error(repo_copy):
         pipeline.up_to_date(repo_copy)
 
 
-@pytest.fixture
-def whole_copy(tmp_path):
-    """The package, the generator's inputs, the example YAMLs and every output, in ``tmp_path``,
-    made current by one run of the generator *from the copy* (``PYTHONPATH``), which records
-    what the recipes were converted from."""
-    root = tmp_path / "repo"
+@pytest.fixture(scope="module")
+def current_whole_copy(tmp_path_factory):
+    """The package, the generator's inputs, the example YAMLs and every output, made current
+    by one run of the generator *from the copy* (``PYTHONPATH``), which records what the
+    recipes were converted from."""
+    root = tmp_path_factory.mktemp("whole") / "repo"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("hyper_parallel", "codegen", "templates", "docs", "examples", "recipes"):
         shutil.copytree(REPO / name, root / name, ignore=ignore)
     first = _run(root)
     assert first.returncode == 0, first.stderr
     assert (root / recipe_record.RECORD).is_file()
+    return root
+
+
+@pytest.fixture
+def whole_copy(current_whole_copy, tmp_path):
+    """A test's own copy of :func:`current_whole_copy`, as current: the files with their
+    modification times, the record naming the package where it now is (what a run of the
+    generator from this copy would record; the generator ran once for all the copies)."""
+    root = tmp_path / "repo"
+    shutil.copytree(current_whole_copy, root, ignore=shutil.ignore_patterns("__pycache__"))
+    record = root / recipe_record.RECORD
+    record.write_text(record.read_text().replace(json.dumps(str(current_whole_copy))[1:-1],
+                                                 json.dumps(str(root))[1:-1]))
     return root
 
 

@@ -176,17 +176,29 @@ def _worker(out_dir: str) -> None:
 
 
 # ------------------------------------------------------------------------------------ tests
-@pytest.fixture(scope="module")
-def job(tmp_path_factory):
-    """The 4-rank job's folder, after a bf16 source checkpoint was written into it."""
+def _run_job(out: Path) -> list[dict]:
+    """The 4-rank job in ``out``, after a bf16 source checkpoint was written there: every
+    rank's record."""
     from hyper_parallel.models.qwen3_5 import hf_io
 
-    out = tmp_path_factory.mktemp("ranks")
+    out.mkdir(parents=True)
     model, adapter, config = _model()
     state = {k: v.to(torch.bfloat16) for k, v in adapter.to_hf(model.state_dict(), config).items()}
     hf_io.save_hf_checkpoint(state, out / "bf16_source", config)
     spawn_ranks(os.path.abspath(__file__), [str(out)], nproc=RANKS, timeout=900)
-    return out, [json.loads((out / f"rank{r}.json").read_text()) for r in range(RANKS)]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(RANKS)]
+
+
+@pytest.fixture(scope="module")
+def job(pytestconfig, tmp_path_factory):
+    """The 4-rank job's folder and its ranks' records: one job a session, whichever xdist
+    worker runs these tests (the folder stays for the session)."""
+    from tests.helpers.session_cache import session_cache
+
+    cache = session_cache(pytestconfig, tmp_path_factory, "hf_export_ranks")
+    done = cache.get("the 4-rank export job",
+                     lambda out: {"folder": str(out), "records": _run_job(out)})
+    return Path(done["folder"]), done["records"]
 
 
 def _one_process(folder: Path, layout: str, source: Path) -> Path:
