@@ -88,7 +88,7 @@ FRESH_PROCESSES = {"bench_cli", "bench_codegen"}
 #: memory (its command line is parsed below).
 GPU_CHECK_DRY = {"env": "pass", "parity": "skipped", "throughput": "skipped",
                  "state_passing": "partial", "grouped_mm": "pass", "compile_fla": "skipped",
-                 "deterministic": "pass", "fake_pg_ep8": "pass"}
+                 "deterministic": "pass", "fake_pg_ep8": "pass", "packing": "partial"}
 
 
 def _load(name: str):
