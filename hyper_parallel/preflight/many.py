@@ -3,7 +3,8 @@
 Configurations whose simulations are the same (:func:`~.simulate.simulation_key`: variants that
 differ only in data, checkpoints, metrics, paths, learning rate, seed or length) at the same
 world are preflighted once. The distinct ones run side by side, one process each (a process
-holds one process group, and each simulation makes its own), as many as the machine has cores.
+holds one process group, and each simulation makes its own), as many as the machine has cores:
+this one and spawned workers.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+import threading
 from collections.abc import Sequence
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from hyper_parallel.preflight.check import preflight_config
 from hyper_parallel.preflight.gpus import Gpu
-from hyper_parallel.preflight.run import Preflight, mark_pool_worker
+from hyper_parallel.preflight.run import Preflight, as_pool_worker, mark_pool_worker
 from hyper_parallel.preflight.simulate import simulation_key
 from hyper_parallel.utils.errors import ConfigError
 
@@ -34,18 +37,57 @@ def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | N
         distinct.setdefault(key, index)
     jobs = list(distinct.values())
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
-    if workers == 1:
-        done = {index: _one(configs[index], worlds[index], gpu, imbalance, suggest)
-                for index in jobs}
-    else:
-        with concurrent.futures.ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=mark_pool_worker) as pool:
-            futures = {index: pool.submit(_one, configs[index], worlds[index], gpu, imbalance,
-                                          suggest)
-                       for index in jobs}
-            done = {index: future.result() for index, future in futures.items()}
+    done = _run_jobs(jobs, workers, lambda index: (configs[index], worlds[index], gpu,
+                                                   imbalance, suggest))
     return [done[distinct[key]] for key in keys]
+
+
+def _run_jobs(jobs: list[int], workers: int, arguments: Any) -> dict[int, Any]:
+    """``{job: _one(*arguments(job))}``, ``workers`` at a time: this process is one of them
+    (it has imported everything already; a spawned worker spends seconds importing torch and
+    the engine), the others a pool of spawned processes, each taking the next job as it ends
+    one."""
+    pending = list(reversed(jobs))
+    done: dict[int, Any] = {}
+    if workers == 1:
+        while pending:
+            index = pending.pop()
+            done[index] = _one(*arguments(index))
+        return done
+    lock = threading.Lock()
+    submitted: list[tuple[int, concurrent.futures.Future]] = []
+
+    def next_job() -> int | None:
+        with lock:
+            return pending.pop() if pending else None
+
+    with concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers - 1, mp_context=multiprocessing.get_context("spawn"),
+            initializer=mark_pool_worker) as pool:
+
+        def submit_next(_: Any = None) -> None:
+            with lock:  # taken and submitted at once: no job is out of both lists
+                if not pending:
+                    return
+                index = pending.pop()
+                try:
+                    future = pool.submit(_one, *arguments(index))
+                except BrokenProcessPool:  # a worker died: this process runs it instead
+                    pending.append(index)
+                    return
+                submitted.append((index, future))
+            future.add_done_callback(submit_next)
+
+        for _ in range(workers - 1):
+            submit_next()
+        with as_pool_worker():  # the pool takes the other cores: no helper of its own
+            while (index := next_job()) is not None:
+                done[index] = _one(*arguments(index))
+        with lock:
+            listed = list(submitted)  # every job the pool took: none is left to take
+        for index, future in listed:
+            done[index] = future.result()
+    return done
 
 
 def _one(config: Any, world: int | None, gpu: Gpu, imbalance: float | None, suggest: bool

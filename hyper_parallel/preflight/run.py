@@ -10,8 +10,12 @@ itself, ``pp`` being the mesh's innermost axis).
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import copy
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +36,7 @@ from hyper_parallel.preflight.simulate import (
     process_groups,
     resolved_model_config,
     simulation_config,
+    simulation_key,
     stage_peak,
     step_peak,
 )
@@ -197,19 +202,41 @@ def mark_pool_worker() -> None:
     _POOL_WORKER = True
 
 
+@contextlib.contextmanager
+def as_pool_worker() -> Iterator[None]:
+    """This process is one of :func:`~.many.preflight_many`'s workers until the block ends."""
+    global _POOL_WORKER
+    was, _POOL_WORKER = _POOL_WORKER, True
+    try:
+        yield
+    finally:
+        _POOL_WORKER = was
+
+
+#: The process :func:`_spawn` runs in, started on its first use and kept for the next (a
+#: preflight's suggestions, a planner's candidates): a fresh interpreter spends seconds
+#: importing torch and the engine before its first simulation.
+_HELPER: Any = None
+
+
 def _spawn(fn: Any, *args: Any) -> Any:
-    """``fn(*args)`` in a fresh process (its own fake process group and fake mode) when this
-    machine has a core to spare (not in a pool that fills them already); else later, here."""
+    """``fn(*args)`` in another process (its own fake process group and fake mode) when this
+    machine has a core to spare (not in a pool that fills them already); else later, here.
+    The process is this one's helper, kept for the next call (a dead one is replaced)."""
+    global _HELPER
     if (os.cpu_count() or 1) < 2 or _POOL_WORKER:
         return None
-    import concurrent.futures
     import multiprocessing
+    from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 
-    pool = concurrent.futures.ProcessPoolExecutor(
+    if _HELPER is not None:
+        try:
+            return _HELPER.submit(fn, *args)
+        except BrokenProcessPool:
+            pass  # it died (killed, out of memory): a new one
+    _HELPER = ProcessPoolExecutor(
         max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    future = pool.submit(fn, *args)
-    pool.shutdown(wait=False)
-    return future
+    return _HELPER.submit(fn, *args)
 
 
 def _short_role(config: Any, rank: int, world: int, imbalance: float,
@@ -225,6 +252,29 @@ def _short_role(config: Any, rank: int, world: int, imbalance: float,
             return (params, grads, optimizer_bytes(build)), kinds
 
 
+#: How many role measurements :func:`_measured` keeps (a few KiB each).
+MEASURED_KEPT = 256
+#: The roles this process has measured, by what they simulate: the simulation key, the rank,
+#: the world and the imbalance (oldest first).
+_MEASURED: collections.OrderedDict[tuple, tuple[RoleMemory, float]] = collections.OrderedDict()
+
+
+def _measured(key: str, sim: Any, rank: int, world: int, imbalance: float
+              ) -> tuple[RoleMemory, float]:
+    """:func:`measure_role` of ``sim``, once per process for each simulation (``key``:
+    :func:`~.simulate.simulation_key`): the figures are a function of what is simulated (the
+    GPU only judges them), so the same run on another GPU, a suggestion tried again or a
+    planner's repeated candidate is not simulated twice. Each caller gets its own copy."""
+    entry = (key, rank, world, imbalance)
+    if entry not in _MEASURED:
+        _MEASURED[entry] = measure_role(sim, rank, world, imbalance)
+        while len(_MEASURED) > MEASURED_KEPT:
+            _MEASURED.popitem(last=False)
+    _MEASURED.move_to_end(entry)
+    memory, flops = _MEASURED[entry]
+    return copy.deepcopy(memory), flops
+
+
 def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
               imbalance: float = DEFAULT_IMBALANCE) -> Preflight:
     """Preflight ``config`` (a ``HyperTrainer.Config``) at its world size on ``gpu``.
@@ -236,9 +286,10 @@ def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
     report = Preflight(world_size=size, gpu=gpu, imbalance=imbalance,
                        tokens_per_step=config.training.global_batch_size
                        * config.training.seq_len)
+    key = simulation_key(config)
     for ranks in role_ranks(config, size):
         t = time.perf_counter()
-        memory, report.flops_per_token = measure_role(sim, ranks[0], size, imbalance)
+        memory, report.flops_per_token = _measured(key, sim, ranks[0], size, imbalance)
         overheads = overhead_bytes(memory.allocated_bytes, memory.process_groups)
         total = memory.allocated_bytes + sum(overheads.values())
         report.roles.append(Role(ranks=ranks, rank=ranks[0], memory=memory, overheads=overheads,

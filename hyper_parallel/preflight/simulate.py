@@ -188,8 +188,20 @@ def simulation_config(config: HyperTrainer.Config) -> HyperTrainer.Config:
 
 def simulation_key(config: HyperTrainer.Config) -> str:
     """Equal for two configurations whose simulations are the same (within one process: a
-    model spec's functions print by address)."""
-    return repr(simulation_config(config))
+    model spec's functions print by address). The spec is the one the build resolves, with
+    the model Config it builds: a recipe on a spec and the legacy YAML naming it by
+    ``model.name`` (``recipes/`` and ``examples/yaml``) are one simulation."""
+    from hyper_parallel.utils.errors import ConfigError
+
+    simulated = simulation_config(config)
+    probe = RoleBuild.__new__(RoleBuild)
+    probe.config = simulated
+    try:
+        probe._resolve_spec()
+    except ConfigError:
+        return repr(simulated)  # the run's own error, which its preflight reports
+    built = dataclasses.replace(probe.spec, model=probe.model_config)
+    return repr(dataclasses.replace(simulated, model_spec=built))
 
 
 # ----------------------------------------------------------------------- held bytes

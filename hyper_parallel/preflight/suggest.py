@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from hyper_parallel.preflight.report import deferred_cost
+from hyper_parallel.preflight.simulate import resolved_model_config
 from hyper_parallel.utils.errors import ConfigError
 
 Change = tuple[str, Callable[[Any], None]]
@@ -55,8 +56,10 @@ def candidates(config: Any) -> Iterator[Change]:
     p = config.parallelism
     shard = p.data_parallel_shard_degree or 1
     if shard >= 2 and shard % 2 == 0:
-        axes = ["expert_parallel_degree"] if getattr(config.model_spec.model, "num_experts",
-                                                     0) else []
+        # The model the run builds (a legacy YAML names its spec by ``model.name``: no
+        # ``model_spec`` of its own).
+        axes = ["expert_parallel_degree"] if getattr(resolved_model_config(config),
+                                                     "num_experts", 0) else []
         for axis in [*axes, "tensor_parallel_degree"]:
             degree = getattr(p, axis) * 2
 

@@ -59,28 +59,58 @@ def _debug_model_parameters() -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-@pytest.fixture(scope="module")
-def reports() -> dict:
-    """``{(deferred, "run" | "one more"): ...}``: the preflight of each (a ``Preflight``), and
-    its rank 0 stepped with one micro-batch more (a ``RoleMemory``)."""
+def _reports() -> list:
+    """``[the preflight (as ``dataclasses.asdict``), its rank 0 stepped with one micro-batch
+    more (likewise)]`` without and with :data:`DEFER`."""
+    import dataclasses
+
     from hyper_parallel.preflight import run
     from hyper_parallel.preflight.check import preflight_config
 
-    out = {}
+    out = []
     stepped = simulate.micro_batches_to_step
     for deferred in (False, True):
         config = _config(*([DEFER] if deferred else []))
-        out[deferred, "run"] = preflight_config(config, GPUS["h100-80gb"], world=2,
-                                                suggest=False)
+        report = preflight_config(config, GPUS["h100-80gb"], world=2, suggest=False)
         with pytest.MonkeyPatch.context() as patch:
             for module in (simulate, run):  # the step, and the figure it reports
                 patch.setattr(module, "micro_batches_to_step",
                               lambda build: stepped(build) + 1)
-            out[deferred, "one more"], _ = run.measure_role(
+            more, _ = run.measure_role(
                 simulate.simulation_config(config), 0, 2, 1.0, extrapolate_depth=False)
+        out.append([dataclasses.asdict(report), dataclasses.asdict(more)])
     return out
 
 
+def _preflight_of(fields: dict):
+    """A :class:`~hyper_parallel.preflight.run.Preflight` from its ``dataclasses.asdict``."""
+    from hyper_parallel.preflight.gpus import Gpu
+    from hyper_parallel.preflight.run import Preflight, Role
+
+    roles = [Role(**{**role, "memory": simulate.RoleMemory(**role["memory"])})
+             for role in fields["roles"]]
+    return Preflight(**{**fields, "gpu": Gpu(**fields["gpu"]), "roles": roles})
+
+
+@pytest.fixture(scope="module")
+def reports(request, tmp_path_factory) -> dict:
+    """``{(deferred, "run" | "one more"): ...}``: the preflight of each (a ``Preflight``), and
+    its rank 0 stepped with one micro-batch more (a ``RoleMemory``). Made once per session
+    (:mod:`tests.helpers.session_cache`): the tests of this module land on both xdist workers,
+    and a worker that runs another module's test between two of them makes its module
+    fixtures again."""
+    from tests.helpers.session_cache import session_cache
+
+    cache = session_cache(request.config, tmp_path_factory, "preflight_accumulation")
+    made = cache.get(("accumulation", DEBUG_FSDP, DEFER), lambda _: _reports())
+    out = {}
+    for deferred, (report, more) in zip((False, True), made):
+        out[deferred, "run"] = _preflight_of(report)
+        out[deferred, "one more"] = simulate.RoleMemory(**more)
+    return out
+
+
+@pytest.mark.slow
 def test_holding_the_unsharded_gradients_costs_them(reports):
     off = reports[False, "run"].roles[0].memory
     on = reports[True, "run"].roles[0].memory
@@ -97,6 +127,7 @@ def test_holding_the_unsharded_gradients_costs_them(reports):
         off.params_bytes, off.grads_bytes, off.optimizer_bytes)
 
 
+@pytest.mark.slow
 def test_preflight_steps_the_steady_state(reports):
     for deferred, stepped in ((False, 2), (True, 3)):
         run = reports[deferred, "run"].roles[0].memory
@@ -107,6 +138,7 @@ def test_preflight_steps_the_steady_state(reports):
         assert more.detail == run.detail, deferred
 
 
+@pytest.mark.slow
 def test_the_report_names_what_accumulation_holds(reports):
     from hyper_parallel.preflight.report import to_json, to_text
 
@@ -123,6 +155,7 @@ def test_the_report_names_what_accumulation_holds(reports):
             role["deferred_grads_bytes"]) == (4, 3, held)
 
 
+@pytest.mark.slow
 def test_suggestions_turn_the_held_gradients_off_first_and_say_what_they_cost(reports):
     from hyper_parallel.preflight.suggest import candidates, suggest
 

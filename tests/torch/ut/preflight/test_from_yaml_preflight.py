@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from hyper_parallel.codegen.__main__ import main
+from hyper_parallel.preflight.gpus import GPUS
 from hyper_parallel.preflight.simulate import simulation_config, simulation_key
 
 REPO = Path(__file__).resolve().parents[4]
@@ -43,6 +44,7 @@ def _row(out: str, recipe: str) -> list[str]:
     return next(line.split() for line in out.splitlines() if line.split()[:1] == [recipe])
 
 
+@pytest.mark.slow
 def test_a_fleet_is_preflighted_recipe_by_recipe(tmp_path, capsys):
     """The debug YAML, a sweep of it over what no tensor depends on (learning rate, seed,
     output folder: one simulation), the FSDP 2 example, and a YAML whose tensor-parallel
@@ -73,6 +75,7 @@ def test_a_fleet_is_preflighted_recipe_by_recipe(tmp_path, capsys):
     assert f"tp8.yaml:{line}" in error and "train.accelerator.tp" in error, error
 
 
+@pytest.mark.slow
 def test_one_yaml_that_does_not_fit_exits_1(tmp_path, capsys):
     """A GPU too small: the recipe is written, its row says oom, the exit status is 1; the
     same YAML on a GPU it fits exits 0."""
@@ -125,6 +128,74 @@ def test_the_simulation_never_sees_what_does_not_move_a_tensor():
     assert simulated.training.init_device == "meta" and not simulated.compile.enable
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_the_preflighting_process_is_one_of_the_fleets_workers(monkeypatch, workers):
+    """``preflight_many`` runs its distinct simulations ``workers`` at a time, this process one
+    of the workers (it has imported everything; a spawned one starts by importing torch) and
+    the pool the others, each worker taking the next as it ends one; each simulation once, the
+    results in the configurations' order. (The pool here runs threads: the scheduling is what
+    is checked; the fleet test above runs the spawned processes.)"""
+    import concurrent.futures
+    import threading
+
+    from hyper_parallel.models.qwen3_5_v2.config_registry import qwen3_5_v2_debugmodel
+    from hyper_parallel.preflight import many
+
+    ran: list[tuple[int, bool]] = []
+    started = threading.Event()  # the pool's first waits for this process's: both take one
+
+    def one(config, world, gpu, imbalance, suggest):
+        here = threading.current_thread() is main
+        if here:
+            started.set()
+        else:
+            started.wait(timeout=10)
+        ran.append((config.training.seq_len, here))
+        return config.training.seq_len
+
+    class Pool(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self, max_workers, mp_context, initializer):
+            assert max_workers == workers - 1
+            super().__init__(max_workers=max_workers)
+
+    main = threading.current_thread()
+    monkeypatch.setattr(many, "_one", one)
+    monkeypatch.setattr(many.concurrent.futures, "ProcessPoolExecutor", Pool)
+    base = qwen3_5_v2_debugmodel()
+    lengths = [64, 128, 64, 256, 512, 128, 1024]
+    configs = [dataclasses.replace(base, training=dataclasses.replace(base.training, seq_len=n))
+               for n in lengths]
+    results = many.preflight_many(configs, GPUS["h100-80gb"], workers=workers)
+    assert results == lengths
+    assert sorted(n for n, _ in ran) == sorted(set(lengths))
+    in_this_process = sum(here for _, here in ran)
+    assert in_this_process == len(ran) if workers == 1 else 1 <= in_this_process < len(ran), ran
+
+
+@pytest.mark.parametrize("name", ["train_qwen3_5_debug", "train_qwen3_5_fsdp2"])
+def test_a_recipe_and_the_yaml_it_was_converted_from_are_one_simulation(name):
+    """``recipes/`` states the spec the legacy YAML names by ``model.name``: the same build, so
+    one simulation key; another flavor of the same spec is another."""
+    import importlib
+    import sys
+
+    from hyper_parallel.train import parse_run
+
+    sys.path.insert(0, str(REPO))
+    try:
+        recipe = getattr(importlib.import_module(f"recipes.{name}"), name)()
+    finally:
+        sys.path.remove(str(REPO))
+    legacy = parse_run([str(EXAMPLES / f"{name}.yaml")]).config
+    assert recipe.model_spec is not None and legacy.model_spec is None
+    assert simulation_key(recipe) == simulation_key(legacy)
+    other = dataclasses.replace(legacy, model=dataclasses.replace(
+        legacy.model, config_overrides={**(legacy.model.config_overrides or {}),
+                                        "flavor": "0.8b"}))
+    assert simulation_key(other) != simulation_key(legacy)
+
+
+@pytest.mark.slow
 def test_a_launch_command_gives_the_world_of_every_rank_degree(tmp_path, capsys):
     """``dp_shard: -1`` takes what the launch gives: pasted with its ``torchrun`` line, the TP
     example is preflighted at the 2 ranks it names (its degrees alone would mean a node of 8

@@ -26,16 +26,26 @@ def _role(argv: list[str]) -> dict:
     return role
 
 
+#: The two runs: one image of 2 x 2 patches a row, and one of 16 x 16.
+GRIDS = {"small images": (1, 2, 2), "large images": (1, 16, 16)}
+
+
 @pytest.fixture(scope="module")
-def roles() -> dict:
-    return {
-        "small images": _role([*VL, "--dataloader.vl_grid_t=1", "--dataloader.vl_grid_h=2",
-                               "--dataloader.vl_grid_w=2"]),
-        "large images": _role([*VL, "--dataloader.vl_grid_t=1", "--dataloader.vl_grid_h=16",
-                               "--dataloader.vl_grid_w=16"]),
-    }
+def roles(request, tmp_path_factory) -> dict:
+    """Each run's role (``--json``), made once per session (:mod:`tests.helpers.session_cache`):
+    the two tests land on both xdist workers."""
+    from tests.helpers.session_cache import session_cache
+
+    def make(_) -> dict:
+        return {name: _role([*VL, f"--dataloader.vl_grid_t={t}", f"--dataloader.vl_grid_h={h}",
+                             f"--dataloader.vl_grid_w={w}"])
+                for name, (t, h, w) in GRIDS.items()}
+
+    cache = session_cache(request.config, tmp_path_factory, "preflight_image_text")
+    return cache.get(("image-text roles", VL, GRIDS), make)
 
 
+@pytest.mark.slow
 def test_the_towers_parameters_are_counted(roles):
     config = FLAVORS["debugmodel_vl"]
     tower = config.vision_config.num_params(config.hidden_size)
@@ -46,6 +56,7 @@ def test_the_towers_parameters_are_counted(roles):
     assert roles["small images"]["params_bytes"] == 4 * total  # fp32, one rank
 
 
+@pytest.mark.slow
 def test_the_images_activations_are_counted(roles):
     small, large = roles["small images"], roles["large images"]
     # 16 x 16 patches (256; 64 tokens of the 128) against 2 x 2 (4): the tower's blocks hold

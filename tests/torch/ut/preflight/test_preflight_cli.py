@@ -57,6 +57,7 @@ def test_a_run_that_fits_exits_0_with_the_json_object(debug_report):
     assert report["flops_per_token"] > 6 * role["params_bytes"] / 4 / 2
 
 
+@pytest.mark.slow
 def test_out_of_memory_exits_1_and_its_suggestions_fit(capsys, debug_report):
     """A GPU just too small for the run without checkpointing: exit 1, and every suggestion
     was preflighted (the AC ones fit: they shrink the activations)."""
@@ -70,6 +71,92 @@ def test_out_of_memory_exits_1_and_its_suggestions_fit(capsys, debug_report):
     flags = report["suggestions"][0].split(":")[0].split()
     code, _, _ = _run(capsys, [*DEBUG, *flags, "--gpu-memory", f"{size:.4f}", "--no-suggest"])
     assert code == 0
+
+
+def test_a_simulation_is_measured_once_a_process(monkeypatch):
+    """The same run on two GPUs (or tried again) is one simulation; a run that shapes a
+    tensor differently, or another imbalance, is another; each report owns its figures."""
+    import collections
+    import dataclasses
+
+    from hyper_parallel.config.manager import ConfigManager
+    from hyper_parallel.preflight import run
+    from hyper_parallel.preflight.gpus import GPUS
+    from hyper_parallel.preflight.simulate import RoleMemory
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
+
+    simulated = []
+
+    def measure_role(sim, rank, world, imbalance):
+        simulated.append((sim.training.seq_len, rank, world, imbalance))
+        return RoleMemory(params_bytes=1, grads_bytes=2, optimizer_bytes=3, buffers_bytes=4,
+                          activations_bytes=5 * sim.training.seq_len, detail={"ACT": 5}), 6.0
+
+    monkeypatch.setattr(run, "measure_role", measure_role)
+    # A memory of its own (none before this process measured once a simulation).
+    monkeypatch.setattr(run, "_MEASURED", collections.OrderedDict(), raising=False)
+    config = ConfigManager(root_type=HyperTrainer.Config).parse_args([*DEBUG])
+    first = run.preflight(config, GPUS["h100-80gb"], world=2)
+    first.roles[0].memory.detail["ACT"] = 0  # the caller's copy
+    again = run.preflight(config, GPUS["b200"], world=2)
+    assert simulated == [(128, 0, 2, run.DEFAULT_IMBALANCE)]
+    assert again.roles[0].memory.detail == {"ACT": 5} and again.flops_per_token == 6.0
+    assert again.roles[0].total_bytes == first.roles[0].total_bytes
+    longer = dataclasses.replace(
+        config, training=dataclasses.replace(config.training, seq_len=256))
+    run.preflight(longer, GPUS["h100-80gb"], world=2)
+    run.preflight(config, GPUS["h100-80gb"], world=2, imbalance=2.0)
+    run.preflight(config, GPUS["h100-80gb"], world=4)
+    assert simulated[1:] == [(256, 0, 2, run.DEFAULT_IMBALANCE), (128, 0, 2, 2.0),
+                             (128, 0, 4, run.DEFAULT_IMBALANCE)]
+
+
+def test_the_deeper_build_runs_in_one_kept_helper_process(monkeypatch):
+    """The deeper short build of a depth extrapolation runs in a helper process that later
+    preflights reuse (a fresh one is seconds of imports each); one that died is replaced."""
+    import signal
+    import time
+    from concurrent.futures.process import BrokenProcessPool
+
+    from hyper_parallel.preflight import run
+
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(run, "_POOL_WORKER", False)
+    monkeypatch.setattr(run, "_HELPER", None, raising=False)
+    try:
+        first = run._spawn(os.getpid).result(timeout=120)
+        assert first != os.getpid()
+        assert run._spawn(os.getpid).result(timeout=120) == first
+        running = run._spawn(time.sleep, 120)
+        os.kill(first, signal.SIGKILL)
+        with pytest.raises(BrokenProcessPool):
+            running.result(timeout=120)
+        second = run._spawn(os.getpid).result(timeout=120)
+        assert second not in (first, os.getpid())
+    finally:
+        if getattr(run, "_HELPER", None) is not None:
+            run._HELPER.shutdown(wait=True, cancel_futures=True)
+
+
+def test_a_legacy_yaml_gets_the_suggestions_its_recipe_gets():
+    """A legacy YAML names its spec by ``model.name`` (no ``model_spec``): its FSDP ranks
+    are offered to tensor parallelism as its recipe's are."""
+    import importlib
+
+    from hyper_parallel.preflight.suggest import candidates
+    from hyper_parallel.train import parse_run
+
+    legacy = parse_run([str(REPO / "examples/yaml/train_qwen3_5_fsdp2.yaml")]).config
+    sys.path.insert(0, str(REPO))
+    try:
+        module = importlib.import_module("recipes.train_qwen3_5_fsdp2")
+    finally:
+        sys.path.remove(str(REPO))
+    recipe = module.train_qwen3_5_fsdp2()
+    flags = [flag for flag, _ in candidates(legacy)]
+    assert flags == [flag for flag, _ in candidates(recipe)]
+    assert ("--parallelism.tensor_parallel_degree=2 "
+            "--parallelism.data_parallel_shard_degree=1") in flags, flags
 
 
 def test_the_table_names_the_role_verdict_and_allowances(capsys):
@@ -98,10 +185,13 @@ def test_a_configuration_error_exits_2_in_the_entrys_names(capsys, argv, names):
 
 
 def _cli(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """``python -m module args`` from ``cwd``, as a user runs it."""
+    """``python -m module args`` from ``cwd``, as a user runs it (started warm:
+    :mod:`tests.helpers.warm_python`, its own process, files, directory and exit status)."""
+    from tests.helpers.warm_python import warm_python
+
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
+    return subprocess.run([warm_python(), "-m", module, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
 
 

@@ -15,6 +15,8 @@ import importlib
 import re
 from pathlib import Path
 
+import pytest
+
 from hyper_parallel.preflight.gpus import DEFAULT_GPU, GIB, GPUS
 from hyper_parallel.preflight.report import peak_role
 
@@ -64,7 +66,7 @@ def _world(config, doc: str) -> int | None:
     if config.parallelism.data_parallel_shard_degree != -1:
         return None
     launch = (re.search(r"--nproc_per_node[= ](\d+)", doc)
-              or re.search(r"on (\d+) (?:%s)" % "|".join(GPU_NAMES), doc))
+              or re.search(r"on (\d+) (?:" + "|".join(GPU_NAMES) + ")", doc))
     assert launch, "a degree of -1, and the docstring names no world (a launch line, 'on 8 H100')"
     return int(launch.group(1))
 
@@ -85,6 +87,7 @@ def _preflights() -> dict[str, tuple[object, str, str]]:
     return out
 
 
+@pytest.mark.slow
 def test_every_shipped_recipe_fits_the_gpu_it_names_and_states_its_figure():
     """One test (the preflights are minutes of CPU: two tests on two xdist workers would each
     make them): every recipe fits; every registry recipe laid out for GPUs states its figure,
