@@ -1,13 +1,16 @@
-"""The generated jobs, run for real on this machine (CPU, gloo over loopback).
+"""The generated jobs, run for real on this machine (CPU, gloo over loopback), each training
+the losses of the same recipe's run without any launcher, bit for bit (the reference: the layout
+harness's run of the recipe on 2 ranks, ``tests/helpers/layout.py``, which also serves
+``tests/torch/st/qwen3_5/test_worker_restart.py``, where the generated torchrun script of one
+node runs, is killed and restarted):
 
-* the torchrun script of one node of 2 ranks (``--standalone``): the reference losses;
 * the Slurm batch script, its ``srun`` / ``scancel`` / ``scontrol`` stand-ins (which answer
   signals as the real ones do, see ``tests/helpers/cluster_standins.py``) starting 2 "nodes" x
   1 rank here: the time limit's USR1 reaches the batch shell in the middle of the run (both
   ranks hold at the start of step 3 until the stop request does), the script has SIGTERM sent
   to the step's tasks, the training writes its checkpoint and stops, the script asks to be
   requeued; the same script run again resumes from that checkpoint
-  (``checkpoint.resume_latest``) and the two runs' losses are the reference run's, bit for bit;
+  (``checkpoint.resume_latest``) and the two runs' losses are the reference's, bit for bit;
   each start logs to its own file beside the checkpoints (the real one-node Slurm runs the same
   script in ``tests/slurm/``);
 * the Kubernetes TrainJob's pod command, run twice with the variables the Kubeflow Trainer
@@ -29,24 +32,31 @@ import pytest
 import yaml
 
 from tests.helpers import cluster_standins
-from tests.helpers.session_cache import session_cache
+from tests.helpers.layout import Case, Layout
 from tests.helpers.torchrun import REPO, free_port
+from tests.helpers.warm_python import warm_python
 
 pytestmark = pytest.mark.slow
 
 STEPS = 4
+#: The FSDP 2 debug recipe on the tiny flavor (every layer kind): what these jobs check is the
+#: launch -- the scheduler's environment, the stop, the requeue, the restart, the resume --
+#: and the losses of one run bit for bit; the debug model's 8 wide layers would only make each
+#: of the suite's runs of it cost several CPU seconds more.
 RECIPE = ("--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel_fsdp2",
-          f"--training.steps={STEPS}", "--checkpoint.interval=100")
+          "--model.config_overrides={flavor: tiny}", f"--training.steps={STEPS}",
+          "--checkpoint.interval=100")
 FAULT = "HYPER_PARALLEL_FAULT_INJECT"
 
 
 def launch(tmp_path: Path, name: str, *options: str, recipe=RECIPE) -> Path:
-    """``python -m hyper_parallel.launch`` writing the job to ``tmp_path/name`` (dry run)."""
+    """``python -m hyper_parallel.launch`` writing the job to ``tmp_path/name`` (dry run; the
+    process forked warm, torch imported: the script it writes is what a fresh one writes)."""
     out = tmp_path / name
     done = subprocess.run(
-        [sys.executable, "-m", "hyper_parallel.launch", *recipe, "--dry-run", "--no-preflight",
+        [warm_python(), "-m", "hyper_parallel.launch", *recipe, "--dry-run", "--no-preflight",
          "--omp-threads=1", "--workdir", str(REPO), "-o", str(out), *options],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return out
 
@@ -73,7 +83,8 @@ def finish(proc: subprocess.Popen, log: Path, timeout: float = 240) -> int:
 
 
 def standalone_losses(tmp: Path) -> dict[int, float]:
-    """The reference: the torchrun script of one node of 2 ranks, run here."""
+    """The losses of the torchrun script of one node of 2 ranks, run here (``tests/slurm``'s
+    reference)."""
     tmp.mkdir(parents=True)
     script = launch(tmp, "run.sh", "--scheduler=torchrun", "--gpus-per-node=2",
                     recipe=RECIPE + (f"--dump_folder={tmp / 'run'}",))
@@ -88,13 +99,16 @@ def standalone_losses(tmp: Path) -> dict[int, float]:
     return found
 
 
-@pytest.fixture(scope="module")
-def reference(request, tmp_path_factory) -> dict[int, float]:
-    """The losses of the torchrun script on one node of 2 ranks (run once per session, shared
-    by the xdist workers)."""
-    cache = session_cache(request.config, tmp_path_factory, "launch_jobs")
-    found = cache.get(("standalone", RECIPE), standalone_losses)
-    return {int(step): loss for step, loss in found.items()}
+@pytest.fixture
+def reference(layouts) -> dict[int, float]:
+    """The losses of the recipe's run on 2 ranks (FSDP 2) without a launcher: the layout
+    harness's, made once per session and shared by the xdist workers. The same figures as the
+    generated torchrun script's (``standalone_losses``), to the bit, at a fraction of the cost:
+    forked ranks, no launcher, no fresh interpreters."""
+    run = layouts.run_cases({"reference": Case(RECIPE, Layout(dp_shard=2),
+                                               argv_sets_layout=True)}, params=False)["reference"]
+    assert run.error is None and run.steps == list(range(1, STEPS + 1)), (run.error, run.steps)
+    return dict(zip(run.steps, run.losses))
 
 
 def test_the_slurm_script_trains_stops_at_the_limit_requeues_and_resumes(tmp_path, reference):

@@ -3,9 +3,9 @@ process group again, resume from the newest checkpoint, and the run's losses are
 uninterrupted run's, bit for bit.
 
 * The generated torchrun job (``python -m hyper_parallel.launch --scheduler torchrun``: one node
-  of 2 CPU ranks, the fsdp2 debug recipe, a checkpoint every 2 steps, ``--max-restarts 1``): rank
-  1 SIGKILLs itself at the start of step 3 of the first attempt and joins the restarted attempt
-  3 s after rank 0. Before the fix rank 0 could then read rank 1's dead address from torchrun's
+  of 2 CPU ranks, the launch suite's fsdp2 debug recipe on the tiny flavor, a checkpoint every
+  2 steps, ``--max-restarts 1``): rank 1 SIGKILLs itself at the start of step 3 of the first
+  attempt and joins the restarted attempt 3 s after rank 0. Before the fix rank 0 could then read rank 1's dead address from torchrun's
   store: "connection refused" lost the restart, or gloo's connect waited five times the timeout
   in silence. The job resumes from step_2 and ends with the losses of the launch suite's
   uninterrupted run of the same recipe (shared through the session cache).
@@ -36,8 +36,8 @@ WORKER = Path(__file__).parent / "workers" / "rejoin_worker.py"
 #: What the generated jobs set for torchrun; the plain runs go without it.
 FRESH_STORE_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
-#: The launch suite's fixture: the losses of the uninterrupted run of the same recipe through the
-#: generated torchrun script, made once per session (its session cache) for both modules.
+#: The launch suite's fixture: the losses of the uninterrupted run of the same recipe (the layout
+#: harness's, without a launcher), made once per session for both modules.
 reference = launch_jobs.reference
 
 
@@ -47,7 +47,7 @@ def test_a_killed_worker_is_restarted_from_the_newest_checkpoint_with_the_same_l
     script = launch(tmp_path, "run.sh", "--scheduler=torchrun", "--gpus-per-node=2",
                     "--max-restarts=1",
                     recipe=RECIPE + ("--checkpoint.interval=2", f"--dump_folder={run}"))
-    assert "--max-restarts=1" in script.read_text()
+    assert "--standalone" in script.read_text() and "--max-restarts=1" in script.read_text()
     log = tmp_path / "run.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
