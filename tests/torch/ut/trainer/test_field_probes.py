@@ -4,9 +4,14 @@ Each mapping row of ``codegen/field_table.yaml`` carries a probe (a setting and 
 must move; see :mod:`hyper_parallel.codegen.table.probes`). For every one-rank probe this test
 trains a tiny Qwen3.5 through the engine twice -- the probe's ``base`` alone, then with its ``set``
 -- and asserts the observable moved; for a mapped row (``rename`` / ``transform``) the probed
-configuration is also written as a legacy YAML, read by the legacy parser and trained through
-``LLMTrainer``, which must observe exactly the same. The two-rank (layout) probes run in one
-torchrun job (``workers/probe_worker.py``, slow).
+configuration is also written as a legacy YAML and read by the legacy parser, which must give the
+same run: the very configuration, field for field (``LLMTrainer`` trains what ``HyperTrainer``
+trains over the configuration its YAML converts to, every observable:
+:func:`test_a_legacy_yaml_trains_the_configuration_it_converts_to`), else -- and for a probe that
+observes a refusal or an outcome, which the legacy front door words in its own names -- trained
+through ``LLMTrainer`` and observing exactly the same. A run two probes observe (a common base)
+is trained once. The two-rank (layout) probes run in one torchrun job
+(``workers/probe_worker.py``, slow).
 
 A probe cannot pass by accident: every run it observes must build and train to its end, since a
 crash "moves" almost any observable (a shorter loss list, a missing file). Only a probe that
