@@ -787,7 +787,6 @@ def test_config_overrides_moves_the_parameters(fixtures, tmp_path):
     check_one_rank_probe("model.config_overrides", probed, fixtures, tmp_path)
 
 
-@pytest.mark.slow
 def test_a_legacy_yaml_trains_the_configuration_it_converts_to(fixtures, tmp_path):
     """What lets a mapped probe whose legacy YAML converts to the probed configuration itself
     take the engine run's observation for the legacy one (:func:`legacy_is_the_engine_run`):
