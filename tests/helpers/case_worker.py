@@ -77,6 +77,16 @@ def _full_parameters(trainer) -> dict:
     return {name: tensor.detach().clone().contiguous() for name, tensor in state.items()}
 
 
+def _collect_and_freeze() -> None:
+    """Free what the last case left, then move every object still alive (the imported modules,
+    their caches) to the collector's permanent generation: a full collection -- this worker's
+    after each case, a trainer's ``GCCallback`` every ``gc_freq`` steps -- then walks only what
+    the next case makes, not the ~300k objects of torch and the imports (0.2 CPU seconds a
+    collection). What is frozen stays alive as it would have; no tensor value changes."""
+    gc.collect()
+    gc.freeze()
+
+
 def run_case(case: dict, rank: int) -> None:
     import torch
 
@@ -115,7 +125,7 @@ def run_case(case: dict, rank: int) -> None:
         del trainer, recorder
     # What a case set globally must not reach the next one.
     torch.use_deterministic_algorithms(False)
-    gc.collect()
+    _collect_and_freeze()
     # What the case cost (rank 0's wall and CPU seconds): a slow suite is read from these.
     result["seconds"] = time.perf_counter() - started
     result["cpu_seconds"] = time.process_time() - cpu_started
@@ -132,6 +142,7 @@ def main(plan_file: str) -> None:
 
     apply_in_process()  # a golden case's pinned numerics, before its first tensor operation
     init_logger()
+    gc.freeze()  # the imports (the fork server's and this job's) are never garbage
     plan = json.loads(Path(plan_file).read_text())
     rank = int(os.environ.get("RANK", "0"))  # torchrun's; the group forms with the first trainer
     for case in plan["cases"]:

@@ -15,7 +15,8 @@ with the single-rank run.
 * :meth:`LayoutHarness.run` returns a :class:`LayoutRun` per layout: the loss and gradient norm
   of every step, the final parameters gathered to full tensors, the checkpoint folder.
 * Cases of one world size run in one job (:mod:`tests.helpers.case_worker`; its ranks are
-  started as torchrun would start them, without the launcher process), and every
+  started as torchrun would start them, without the launcher process; :attr:`Case.job` splits
+  a long plan into jobs two xdist workers make side by side), and every
   case is made once per test session and shared by its xdist workers (keyed by command line and
   layout): a test that asks for a run another test made reads it. :meth:`LayoutHarness.run_cases`
   takes the cases of several configurations at once, so a module's whole plan costs one job per
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,13 +111,17 @@ class Case:
     shipped, say ``dp_shard: -1``), and the layout only says how many ranks it takes; the
     harness writes no degree, and checks that the run ran on ``layout``. ``pythonpath``: folders
     the case's recipe module is imported from. ``env``: environment variables of the case's job
-    (cases with other variables run in a job of their own), as ``(name, value)`` pairs."""
+    (cases with other variables run in a job of their own), as ``(name, value)`` pairs.
+    ``job``: a label; cases with another label run in another job, which another xdist worker
+    can make at the same time (a plan's long cases split in two shortens the suite's wall
+    time, not its CPU time)."""
 
     argv: tuple[str, ...]
     layout: Layout = ONE_RANK
     argv_sets_layout: bool = False
     pythonpath: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    job: str = ""
 
     def command_line(self, output_folder: Path) -> list[str]:
         from hyper_parallel.config.manager import is_recipe_command_line
@@ -147,26 +152,31 @@ class LayoutHarness:
         return self.run_cases({layout: (argv, layout) for layout in layouts}, params=params)
 
     def run_cases(self, cases: Mapping[Any, Case | tuple], *,
-                  params: bool = True) -> dict[Any, LayoutRun]:
+                  params: bool | Collection = True) -> dict[Any, LayoutRun]:
         """Every case ``name -> Case`` (or ``(argv, layout)``): one job per world size (and
-        environment) for the cases this session has not made yet."""
+        environment and :attr:`Case.job`) for the cases this session has not made yet.
+        ``params``: whether the cases gather their final parameters (:meth:`LayoutRun.params`),
+        or the names of the cases that do (the gathering costs every rank of the job)."""
         resolved = {name: _case(value) for name, value in cases.items()}
-        by_job: dict[tuple[int, tuple], list[Any]] = {}
+        gather = {name: params if isinstance(params, bool) else name in params
+                  for name in resolved}
+        by_job: dict[tuple[int, tuple, str], list[Any]] = {}
         for name, case in resolved.items():
-            by_job.setdefault((case.layout.world_size, case.env), []).append(name)
+            by_job.setdefault((case.layout.world_size, case.env, case.job), []).append(name)
         out: dict[Any, LayoutRun] = {}
-        records: dict[tuple[int, tuple], list[dict]] = {}
+        records: dict[tuple[int, tuple, str], list[dict]] = {}
         # First every job no other worker is making, then wait for the rest: two workers that
         # ask for the same plan make its jobs side by side, not one after the other.
         for wait in (False, True):
             for job, group in sorted(by_job.items()):
                 if job in records:
                     continue
-                keys = [("layout case", resolved[name], params) for name in group]
+                keys = [("layout case", resolved[name], gather[name]) for name in group]
 
                 def make(indices: list[int], folders: list[Path], group=group, job=job):
-                    return self._launch([resolved[group[i]] for i in indices], folders, *job,
-                                        params)
+                    names = [group[i] for i in indices]
+                    return self._launch([resolved[name] for name in names], folders, *job[:2],
+                                        [gather[name] for name in names])
 
                 found = self.cache.get_many(keys, make, wait=wait)
                 if found is not None:
@@ -189,10 +199,11 @@ class LayoutHarness:
 
     @staticmethod
     def _launch(cases: list[Case], folders: list[Path], world: int,
-                env: tuple[tuple[str, str], ...], params: bool) -> list[dict]:
+                env: tuple[tuple[str, str], ...], params: list[bool]) -> list[dict]:
         plan = [{"argv": case.command_line(folder / "run"), "out": str(folder),
-                 "params": params, "degrees": list(DEGREES), "pythonpath": list(case.pythonpath)}
-                for case, folder in zip(cases, folders)]
+                 "params": gather, "degrees": list(DEGREES),
+                 "pythonpath": list(case.pythonpath)}
+                for case, folder, gather in zip(cases, folders, params)]
         plan_file = folders[0].with_suffix(".plan.json")
         plan_file.write_text(json.dumps({"cases": plan}, indent=1))
         timeout = 120 + 90 * len(cases)

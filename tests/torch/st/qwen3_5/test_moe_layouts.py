@@ -1,7 +1,7 @@
 """The Qwen3.5 MoE debug model on every layout it is laid out for, in both worlds.
 
 One workload -- a legacy MoE YAML (the debug flavor cut to 2 layers, one Gated DeltaNet and one
-gated attention layer, each with 8 experts of which 2 per token; synthetic tokens, 8 steps of
+gated attention layer, each with 8 experts of which 2 per token; synthetic tokens, 4 steps of
 4 sequences in micro-batches of 2, the expert bias balancing the load) -- trains on 1 rank,
 FSDP 2, EP 2, EP 2 x FSDP 2, EP 2 x TP 2, PP 2 and PP 2 x EP 2, and the recipe
 ``--from-yaml`` writes for it on 1 rank and EP 2 (the layout harness, :mod:`tests.helpers.layout`: one job per
@@ -44,13 +44,13 @@ data:
   type: dummy
   max_seq_len: 32
 train:
-  max_steps: 8
+  max_steps: 4
   global_batch_size: 4
   micro_batch_size: 2
   optimizer: {lr: 1.0e-3, lr_warmup_ratio: 0.25}
   moe_monitor: {enabled: true, lr: 1.0e-3}
   logging: {log_steps: 1}
-  checkpoint: {save_steps: 8, save_hf_weights: true}
+  checkpoint: {save_steps: 4, save_hf_weights: true}
   debug: {deterministic: true}
 """
 LAYOUTS = {
@@ -126,7 +126,7 @@ def runs(layouts, recipe) -> dict:
 def test_legacy_yaml_and_recipe_are_one_run(name, runs):
     legacy, recipe_run = runs[name, "legacy"], runs[name, "recipe"]
     assert legacy.error is None, legacy.error
-    assert legacy.steps == list(range(1, 9))
+    assert legacy.steps == list(range(1, 5))
     assert_same_run(recipe_run, legacy, rtol=0)
 
 
@@ -144,16 +144,16 @@ def test_fsdp_prefetch_changes_timing_not_results(runs):
 @pytest.mark.parametrize("name, world", [*((n, "legacy") for n in LAYOUTS),
                                          *((n, "recipe") for n in BOTH_WORLDS)])
 def test_hf_export_is_the_trained_model(name, world, runs):
-    """The export of every layout holds its step-8 checkpoint's weights and gives its logits in
+    """The export of every layout holds its step-4 checkpoint's weights and gives its logits in
     transformers, in one file (the default shard size), one per pipeline stage, or 100 KB files
     (each file of the plan written by the rank that holds its weights)."""
     run = runs[name, world]
     assert run.error is None, run.error
-    step_8 = run.checkpoint_folder / "step_8"
+    step_4 = run.checkpoint_folder / "step_4"
     assert sorted(p.parent.name for p in run.checkpoint_folder.glob("step_*/hf_ckpt")) == [
-        "step_8"]
+        "step_4"]
     recipe = world == "recipe"
-    result = assert_export_is_the_model(step_8 / "hf_ckpt", step_8,
+    result = assert_export_is_the_model(step_4 / "hf_ckpt", step_4,
                                         max_shard_bytes=RECIPE_SHARD_BYTES if recipe else None)
     print(f"{name} ({world}): {result}")
     if recipe:

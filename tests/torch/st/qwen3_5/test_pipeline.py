@@ -2,7 +2,7 @@
 move between pipeline degrees.
 
 One workload -- the tiny flavor (4 layers: 3 Gated DeltaNet, 1 gated attention) on synthetic
-tokens, 8 steps of 4 sequences in micro-batches of 2 (two accumulation steps), warmup and
+tokens, 4 steps of 4 sequences in micro-batches of 2 (two accumulation steps), warmup and
 decay, clipping at a norm no step reaches -- trains on 1 rank and on the pipeline layouts
 below (the layout harness, :mod:`tests.helpers.layout`: one job per world size).
 
@@ -18,7 +18,7 @@ below (the layout harness, :mod:`tests.helpers.layout`: one job per world size).
   activation checkpointing, bf16 mixed precision against one rank's, and the tied embedding of the 0.8b-style flavors (the shared weight's gradient is summed between the
   first and the last stage).
 * **One run, two entries**: the legacy PP YAML and the recipe ``--from-yaml`` writes for it.
-* **Checkpoints across layouts**: a run saved at step 4 at pp = 2 resumes at pp = 1 and at
+* **Checkpoints across layouts**: a run saved at step 2 at pp = 2 resumes at pp = 1 and at
   pp = 4, one saved at pp = 1 and one saved at pp = 4 resume at pp = 2, each continuing with
   the losses of the uninterrupted run.
 * **Hugging Face export** (at the end of training, the default ``export_hf_policy``, streamed
@@ -47,7 +47,7 @@ data:
   type: dummy
   max_seq_len: 32
 train:
-  max_steps: 8
+  max_steps: 4
   global_batch_size: 4
   micro_batch_size: 2
   optimizer: {lr: 1.0e-3, lr_warmup_ratio: 0.25, max_grad_norm: 100.0}
@@ -58,7 +58,8 @@ train:
 #: Overrides of the legacy command line, per case.
 PP = "--train.accelerator.pp_micro_batch_num=2"
 SCHEDULE = "--train.accelerator.pp_schedule="
-SAVE_AT_4 = ("--train.checkpoint.save_steps=4", "--train.checkpoint.save_hf_weights=true")
+#: A checkpoint halfway (the resumes start from it) and at the end, with the HF export.
+SAVE_HALFWAY = ("--train.checkpoint.save_steps=2", "--train.checkpoint.save_hf_weights=true")
 TIED = "--model.config_overrides={flavor: tiny, tie_word_embeddings: true}"
 
 #: Between layouts that sum in another order. Losses: measured 1e-7 at worst over 8 steps.
@@ -108,16 +109,16 @@ def runs(layouts, files) -> dict:
     """Every uninterrupted case, and the saves the resumes start from: one job per world."""
     pp_yaml, base, folder = files
     cases = {
-        "1 rank": Case((str(base), *SAVE_AT_4), ONE_RANK),
+        "1 rank": Case((str(base), *SAVE_HALFWAY), ONE_RANK),
         "1 rank tied": Case((str(base), TIED), ONE_RANK),
-        "PP 2 tied": Case((str(base), TIED, PP, *SAVE_AT_4), Layout(pp=2)),
+        "PP 2 tied": Case((str(base), TIED, PP, *SAVE_HALFWAY), Layout(pp=2)),
         "1 rank bf16": Case((str(base), BF16), ONE_RANK),
         "PP 2 bf16": Case((str(base), BF16, PP), Layout(pp=2)),
         "legacy PP yaml": Case((str(pp_yaml),), Layout(pp=2), argv_sets_layout=True),
         "PP recipe": Case(("--module", "pp_layouts", "--config", "pp_layouts"), Layout(pp=2),
                           argv_sets_layout=True, pythonpath=(str(folder),)),
-        "PP 2 GPipe": Case((str(base), PP, SCHEDULE + "gpipe", *SAVE_AT_4), Layout(pp=2)),
-        "save PP 4": Case((str(base), "--train.accelerator.pp_micro_batch_num=4", *SAVE_AT_4),
+        "PP 2 GPipe": Case((str(base), PP, SCHEDULE + "gpipe", *SAVE_HALFWAY), Layout(pp=2)),
+        "save PP 4": Case((str(base), "--train.accelerator.pp_micro_batch_num=4", *SAVE_HALFWAY),
                           Layout(pp=4)),
     }
     for name, (overrides, layout) in LAYOUTS.items():
@@ -127,7 +128,7 @@ def runs(layouts, files) -> dict:
 
 @pytest.fixture(scope="module")
 def resumed(layouts, files, runs) -> dict:
-    """``{(saved at, resumed at): LayoutRun}``: each resumes the step-4 checkpoint of a save."""
+    """``{(saved at, resumed at): LayoutRun}``: each resumes the step-2 checkpoint of a save."""
     _, base, _ = files
     plans = {("PP 2 GPipe", "1 rank"): ONE_RANK, ("PP 2 GPipe", "PP 4"): Layout(pp=4),
              ("1 rank", "PP 2"): Layout(pp=2), ("PP 4", "PP 2"): Layout(pp=2)}
@@ -135,9 +136,9 @@ def resumed(layouts, files, runs) -> dict:
     micro = {1: (), 2: (PP,), 4: ("--train.accelerator.pp_micro_batch_num=4",)}
     cases = {}
     for (saved, at), layout in plans.items():
-        step_4 = runs[saves[saved]].checkpoint_folder / "step_4"
+        step_2 = runs[saves[saved]].checkpoint_folder / "step_2"
         cases[saved, at] = Case(
-            (str(base), *micro[layout.pp], f"--train.checkpoint.load_path={step_4}"), layout)
+            (str(base), *micro[layout.pp], f"--train.checkpoint.load_path={step_2}"), layout)
     return layouts.run_cases(cases, params=False)
 
 
@@ -179,24 +180,24 @@ def test_legacy_pp_yaml_and_its_recipe_are_one_run(runs):
 def test_checkpoints_resume_on_another_pipeline_degree(saved, at, runs, resumed):
     run = resumed[saved, at]
     assert run.error is None, run.error
-    assert run.steps == [5, 6, 7, 8]
+    assert run.steps == [3, 4]
     reference = runs["1 rank"]
-    for got, want in zip(run.losses, reference.losses[4:]):
+    for got, want in zip(run.losses, reference.losses[2:]):
         assert abs(got - want) <= PP_LAYOUT_RTOL * abs(want), (saved, at, run.losses,
-                                                              reference.losses[4:])
+                                                              reference.losses[2:])
 
 
 @pytest.mark.parametrize("name, stages", [("1 rank", 1), ("PP 2 GPipe", 2), ("save PP 4", 4),
                                           ("PP 2 tied", 2)])
 def test_hf_export_is_the_trained_model(name, stages, runs):
-    """Saved at steps 4 and 8, exported once, at the end: one file per stage (the writer of a
-    stage's files is the rank that holds it), the step-8 checkpoint's weights, its logits."""
+    """Saved at steps 2 and 4, exported once, at the end: one file per stage (the writer of a
+    stage's files is the rank that holds it), the step-4 checkpoint's weights, its logits."""
     run = runs[name]
     assert run.error is None, run.error
     assert sorted(p.parent.name for p in run.checkpoint_folder.glob("step_*/hf_ckpt")) == [
-        "step_8"]
-    step_8 = run.checkpoint_folder / "step_8"
-    result = assert_export_is_the_model(step_8 / "hf_ckpt", step_8)
+        "step_4"]
+    step_4 = run.checkpoint_folder / "step_4"
+    result = assert_export_is_the_model(step_4 / "hf_ckpt", step_4)
     print(f"{name}: {result}")
     assert result["files"] == stages
 
@@ -205,8 +206,8 @@ def test_hf_export_under_pipeline_parallelism_is_the_whole_model(runs):
     """Every rank holds some stages; the export streams them: the 1-rank export's tensors."""
     import torch
 
-    ours = check_layout(runs["PP 2 GPipe"].checkpoint_folder / "step_8" / "hf_ckpt")
-    ref = check_layout(runs["1 rank"].checkpoint_folder / "step_8" / "hf_ckpt")
+    ours = check_layout(runs["PP 2 GPipe"].checkpoint_folder / "step_4" / "hf_ckpt")
+    ref = check_layout(runs["1 rank"].checkpoint_folder / "step_4" / "hf_ckpt")
     assert sorted(ours) == sorted(ref)
     for name, tensor in ref.items():
         assert torch.equal(ours[name], tensor), name

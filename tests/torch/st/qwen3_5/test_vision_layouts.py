@@ -1,7 +1,7 @@
 """The image-text model on parallel layouts, images in every batch.
 
 One legacy YAML in the style of the upstream image-text YAMLs (``data.type: vl_dummy`` at a
-``vl_grid_t/h/w``, the debug image-text flavor) trains 8 steps on one rank and on FSDP 2, HSDP
+``vl_grid_t/h/w``, the debug image-text flavor) trains 4 steps on one rank and on FSDP 2, HSDP
 (2 replicas), TP 2 (the decoder sharded, the tower replicated), PP 2 (the tower on the first
 stage, the images row-aligned through the schedule), the MoE family's on EP 2
 (each rank its rows and their images) and, with the tower frozen
@@ -31,7 +31,7 @@ from .test_legacy_training import GRAD_NORM_RTOL, LAYOUT_RTOL
 
 pytestmark = pytest.mark.slow
 
-STEPS = 8
+STEPS = 4
 
 VL_YAML = """\
 # Image-text training on synthetic images (legacy vl_dummy), the debug image-text model.
