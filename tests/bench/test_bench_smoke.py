@@ -2,19 +2,19 @@
 
 A bench is run the way a user runs it (its own process, forked from the suite's fork server so
 torch is not imported again: ``tests/helpers/torchrun.run_python``), with ``--smoke --out`` a
-file of the test; the Python processes it starts (trainers, ``torchrun`` and its ranks) are forked
-from there too (``tests/helpers/warm_python``), but for the benches whose figures time a fresh
-interpreter (:data:`FRESH_PROCESSES`); it must exit 0 (a smoke run fails on a part that failed, which a full run
-only reports), print its figures (a line per bench, matched below) and write its JSON. The two
-GPU scripts run in their dry mode (``bash bench/gpu_check.sh dry``: every step's Python on the
-CPU in its cheapest form, what needs CUDA skipped with the reason; ``bash
-bench/gpu_multi_check.sh dry`` with ``LAYOUTS="pp2"``: one rank and PP 2 on gloo, 2 steps) and
-must pass, every step recorded in ``summary.json`` with the status it should have here; their
-``PYTHON`` is the warm one, so each step's process (and the ones it starts) is forked, not a
-fresh interpreter. What a
-smoke or dry run here leaves out (a second fake-PG layout, the other 2-GPU layouts, bench_moe's
-EP 2, bench_train's start-up) runs the code these runs run -- but for bench_train's 25-line
-start-up timer -- on command lines the parse test checks.
+file of the test; the Python processes it starts (trainers, ``torchrun`` and its ranks) are
+forked from there too (``tests/helpers/warm_python``), but for the benches whose figures time a
+fresh interpreter (:data:`FRESH_PROCESSES`); it must exit 0 (a smoke run fails on a part that
+failed, which a full run only reports), print its figures (a line per bench, matched below) and
+write its JSON. The two GPU scripts run in their dry mode (``bash bench/gpu_check.sh dry``:
+every step's Python on the CPU in its cheapest form, what needs CUDA skipped with the reason;
+``bash bench/gpu_multi_check.sh dry`` with ``LAYOUTS="pp2"``: one rank and PP 2 on gloo, 2
+steps) and must pass, every step recorded in ``summary.json`` with the status it should have
+here; their ``PYTHON`` is the warm one, so each step's process (and the ones it starts) is
+forked, not a fresh interpreter. What a smoke or dry run here leaves out (a second fake-PG
+layout, the other 2-GPU layouts, bench_moe's EP 2, bench_train's start-up) runs the code these
+runs run -- but for bench_train's 25-line start-up timer -- on command lines the parse test
+checks.
 
 What it costs (2-core machine, measured): see docs/architecture.md, "GPU checks". The runs that
 start trainer processes are marked ``slow`` (multi-process training, as the marker says); the
