@@ -45,6 +45,8 @@ RUN_TIME_SCRIPTS = {
     # Each bench driver in one process (--smoke): the driver forms no process group itself;
     # the ranks it launches are launch sites of its own, found in its file.
     "tests/bench/test_bench_smoke.py:test_bench_smoke_run",
+    # A command line the warm stand-in for python is asked to plan, never launched.
+    "tests/test_warm_python.py:test_what_a_fork_cannot_be_is_a_fresh_interpreter",
 }
 #: Scripts that must be among those found: the resolver's own check (a form it stops
 #: following would otherwise pass by finding less).
