@@ -14,6 +14,10 @@ PYTEST := $(PY) -m pytest -q
 # several processes at once.
 export OMP_NUM_THREADS ?= 1
 export HYPER_PARALLEL_DISABLE_TQDM ?= 1
+# The suite starts hundreds of interpreters and forked ranks, each importing the package: with
+# PYTHONDONTWRITEBYTECODE (set in some containers) each one compiles every module it imports
+# from source, and pytest rewrites every test module's asserts again in each worker.
+unexport PYTHONDONTWRITEBYTECODE
 TEST_WORKERS ?= $(shell env -u OMP_NUM_THREADS nproc 2>/dev/null || echo 2)
 
 .PHONY: install test test-fast test-slow test-slurm test-mindspore demo lint codegen codegen-check bench bench-cli clean
