@@ -87,11 +87,22 @@ class RoleBuild(HyperTrainer):
 
     def parallelize(self) -> None:
         """Parallelize, materialize (as fake tensors: call inside the fake mode) and build the
-        optimizer and schedule, as the engine does."""
+        optimizer and schedule, as the engine does. The parallelize code itself runs on the
+        ``meta`` model outside the fake mode, as the engine runs it before it materializes
+        (FSDP splitting a 397B rank's thousands of parameters into fake shards is seconds of
+        fake operators; on ``meta`` none), but for a pipeline's stages, which are cut,
+        parallelized and materialized one by one."""
+        from hyper_parallel.preflight.fake_world import on_host
         from hyper_parallel.runtime.callbacks import CallbackHandler
 
         c = self.config
-        self._parallelize_and_materialize()
+        spec = self.spec
+        if not self.parallel_dims.pp_enabled:
+            self.spec = dataclasses.replace(spec, parallelize_fn=on_host(spec.parallelize_fn))
+        try:
+            self._parallelize_and_materialize()
+        finally:
+            self.spec = spec
         self._build_optimizer()
         self.lr_scheduler = c.lr_scheduler.build(
             optimizers=self.optimizer, training_steps=c.training.steps)

@@ -4,6 +4,8 @@ pipelining and expert code, the model on ``meta``), so no code assumes a small w
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hyper_parallel.config.manager import ConfigManager
@@ -54,3 +56,40 @@ def test_every_parallelism_builds_at_scale(name, world):
     # Every weight is split over the FSDP ranks (and TP / PP / EP): rank 0 holds about its
     # share -- FSDP gives it the ceiling of each tensor's rows, at most a row more each.
     assert 0 < params <= whole / shard + (1 << 20)
+
+
+@pytest.mark.parametrize("degrees, in_fake_mode", [
+    ({"data_parallel_shard_degree": 2}, False),
+    ({"data_parallel_shard_degree": 2, "tensor_parallel_degree": 2}, False),
+    ({"pipeline_parallel_degree": 2, "num_pp_microbatches": 2}, True),
+])
+def test_the_parallelize_code_runs_on_meta_as_the_engine_runs_it(monkeypatch, degrees,
+                                                                 in_fake_mode):
+    """A role's parallelize code (FSDP's splitting, tensor parallelism's) runs on the ``meta``
+    model outside the fake mode, as the engine runs it before it materializes, and the model
+    is then materialized as fake tensors; a pipeline's stages are cut, parallelized and
+    materialized one by one, in the fake mode (``RoleBuild.parallelize``)."""
+    from torch._guards import active_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    argv = [*DENSE, *(f"{P}{k}={v}" for k, v in degrees.items())]
+    config = simulation_config(ConfigManager(root_type=HyperTrainer.Config).parse_args(argv))
+    world = 1
+    for key, value in degrees.items():
+        world *= value if key != "num_pp_microbatches" else 1
+    seen = []
+    with fake_process_group(0, world):
+        build = RoleBuild(config)
+        parallelize = build.spec.parallelize_fn
+
+        def spy(model, *args, **kwargs):
+            seen.append(active_fake_mode() is not None)
+            return parallelize(model, *args, **kwargs)
+
+        monkeypatch.setattr(build, "spec", dataclasses.replace(build.spec, parallelize_fn=spy))
+        with fake_world():
+            build.parallelize()
+        local = [getattr(p, "_local_tensor", p) for part in build.model_parts
+                 for p in part.parameters()]
+    assert seen == [in_fake_mode]
+    assert local and all(isinstance(t, FakeTensor) for t in local)
