@@ -46,13 +46,6 @@ from hyper_parallel.utils.lr_warmup import warmup_steps_from_ratio
 
 Changes = dict[str, tuple[Any, str]]
 
-#: The ``forward`` functions below that hand the value of a row's first legacy field to its
-#: (single) new field unchanged, so that an error about the new field can name that legacy
-#: field instead (``LLMTrainer``'s error translation). The other transforms change the value
-#: (a ratio into steps, a bool into a mode, a dtype alias into its name), so an error about
-#: their new field keeps the new name and only mentions the legacy fields.
-VALUE_PRESERVING_FORWARDS = frozenset({"dp_shard_forward", "empty_is_unset_forward"})
-
 # ----------------------------------------------------------------------------------------------
 # train.accelerator.dp_shard + dp  <->  parallelism.data_parallel_shard_degree
 # ----------------------------------------------------------------------------------------------
@@ -414,6 +407,22 @@ def wandb_switch_canonical(*, enabled: bool, report_to: str) -> Changes:
     if not enabled:
         changes["enabled"] = (True, why)
     return changes
+
+
+#: The ``forward`` functions above that hand their new fields values of the row's first legacy
+#: field unchanged -> for each new field, in the row's order, where in that legacy field its
+#: value is ("" for the field itself, ".key" for a key of a mapping), so that an error about
+#: the new field can name that legacy key instead (``LLMTrainer``'s error translation:
+#: ``model.attn_mask_type`` -> ``model.config_overrides.attn_mask_type``, an error on
+#: ``model.config_overrides.flavor`` -> the same key). The other transforms change the value (a
+#: ratio into steps, a bool into a mode, a dtype alias into its name), so an error about their
+#: new field keeps the new name and only mentions the legacy fields.
+VALUE_PRESERVING_FORWARDS: dict[str, tuple[str, ...]] = {
+    "dp_shard_forward": ("",),
+    "empty_is_unset_forward": ("",),
+    # config_overrides keeps its other keys as written; a valid mask type is its own key's.
+    "attn_mask_type_forward": ("", f".{ATTN_MASK_TYPE_KEY}"),
+}
 
 
 __all__ = [

@@ -38,24 +38,27 @@ def _rows_by_new_path() -> dict[str, FieldMapping]:
     return {new: row for row in FIELD_MAP if row.legacy and row.new for new in row.new}
 
 
-def _same_value(row: FieldMapping) -> bool:
-    """Whether the row's first legacy field holds the very value of its (single) new field."""
+def _same_value_key(row: FieldMapping, new: str) -> str | None:
+    """The legacy key holding the very value of ``new`` (one of the row's new fields), or None
+    when the row computes that value from its legacy fields."""
     if row.kind == "rename":
-        return True
+        return row.legacy[0]
     forward = row.detail.split("/", 1)[0].strip()
-    return row.kind == "transform" and len(row.new) == 1 and forward in VALUE_PRESERVING_FORWARDS
+    where = VALUE_PRESERVING_FORWARDS.get(forward) if row.kind == "transform" else None
+    return None if where is None else row.legacy[0] + where[row.new.index(new)]
 
 
-def _lookup(path: str) -> tuple[FieldMapping, str] | None:
-    """The row owning ``path`` or its longest owned prefix, with the rest (``.flavor`` of
-    ``model.config_overrides.flavor``)."""
+def _lookup(path: str) -> tuple[FieldMapping, str, str] | None:
+    """The row owning ``path`` or its longest owned prefix, with that owned field and the rest
+    (``.flavor`` of ``model.config_overrides.flavor``)."""
     rows = _rows_by_new_path()
     parts = path.split(".")
     for cut in range(len(parts), 0, -1):
-        row = rows.get(".".join(parts[:cut]))
+        owned = ".".join(parts[:cut])
+        row = rows.get(owned)
         if row is not None:
             rest = ".".join(parts[cut:])
-            return row, f".{rest}" if rest else ""
+            return row, owned, f".{rest}" if rest else ""
     return None
 
 
@@ -72,9 +75,10 @@ def _legacy_keys(path: str) -> tuple[str, bool] | None:
     found = _lookup(path)
     if found is None:
         return None
-    row, rest = found
-    if _same_value(row):
-        return row.legacy[0] + rest, True
+    row, owned, rest = found
+    key = _same_value_key(row, owned)
+    if key is not None:
+        return key + rest, True
     return ", ".join(row.legacy), False
 
 

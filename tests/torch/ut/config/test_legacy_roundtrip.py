@@ -56,7 +56,7 @@ from hyper_parallel.utils.choices import (
     OPTIMIZER_TYPES,
     normalized_pp_schedule,
 )
-from hyper_parallel.utils.data_types import DATA_TYPES, STREAMING_TYPES
+from hyper_parallel.utils.data_types import DATA_TYPES, PACKING_TYPES, STREAMING_TYPES
 
 REPO = Path(__file__).resolve().parents[4]
 EXAMPLES = sorted((REPO / "examples" / "yaml").glob("*.yaml"))
@@ -200,6 +200,11 @@ def _fix(path: str, kwargs: dict) -> None:
             kwargs["streaming"] = False
         if kwargs["streaming"]:
             kwargs["num_workers"] = 0
+        # Packing needs documents (not the synthetic or preset types) and the whole dataset
+        # (not a stream). Its other rule, model.config_overrides.attn_mask_type block_causal,
+        # is the model's, refused when the model is built: conversion carries any pair.
+        if kwargs["type"] not in PACKING_TYPES or kwargs["streaming"]:
+            kwargs["packing"] = False
         if kwargs["num_workers"] == 0:
             kwargs["prefetch_factor"] = None
         if kwargs["type"] != "hf_datasets":

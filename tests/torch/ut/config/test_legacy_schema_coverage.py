@@ -106,10 +106,13 @@ def test_every_legacy_key_is_in_the_schema_and_the_table():
     schema = set(_schema_keys())
     assert set(LEGACY_KEYS) - schema == set(), "legacy keys missing from the schema"
     assert set(LEGACY_KEYS) - MAPPED == set(), "legacy keys without a field-table row"
-    # The schema's own additions (the collective timeouts, the kernel choice) are ours; nothing
+    # The schema's own additions (the collective timeouts, the kernel choice, packing: the
+    # upstream packs its online loaders' batches with no key, docs/packing.md) are ours; nothing
     # else is.
-    assert schema - set(LEGACY_KEYS) == {"train.init_timeout_seconds",
-                                         "train.train_timeout_seconds", "model.kernels"}
+    ours = {"train.init_timeout_seconds", "train.train_timeout_seconds", "model.kernels",
+            "data.packing"}
+    assert schema - set(LEGACY_KEYS) == ours
+    assert ours - MAPPED == set(), "keys of ours without a field-table row"
 
 
 def test_the_off_default_values_cover_every_unsupported_row():

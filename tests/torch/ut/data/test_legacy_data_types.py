@@ -495,7 +495,8 @@ def test_config_fields_and_defaults():
         ("text_key", "text"), ("template", "empty"), ("max_samples", None),
         ("num_workers", 0), ("shuffle", True), ("pin_memory", True), ("prefetch_factor", None),
         ("streaming", False), ("messages_key", "messages"), ("image_key", "image"),
-        ("processor_path", None), ("vl_grid_t", 2), ("vl_grid_h", 2), ("vl_grid_w", 2),
+        ("processor_path", None), ("packing", False), ("vl_grid_t", 2), ("vl_grid_h", 2),
+        ("vl_grid_w", 2),
     ]
 
 

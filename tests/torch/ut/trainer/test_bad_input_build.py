@@ -431,6 +431,11 @@ def test_translation_of_fields_without_a_same_valued_legacy_key():
     untouched = ConfigError("no such directory", path="hf_assets_path")
     assert legacy_config_error(untouched) is untouched
     assert legacy_path("model.config_overrides.flavor") == "model.config_overrides.flavor"
+    # One transform row owns both fields: each names the legacy key that holds its value.
+    assert legacy_path("model.config_overrides") == "model.config_overrides"
+    assert legacy_path("model.attn_mask_type") == "model.config_overrides.attn_mask_type"
+    fix = legacy_config_error(ConfigError("set model.attn_mask_type to block_causal", path="x"))
+    assert "set model.config_overrides.attn_mask_type to block_causal" in str(fix)
     assert legacy_path("parallelism.data_parallel_shard_degree") == "train.accelerator.dp_shard"
     assert legacy_path("hf_assets_path") is None
 
