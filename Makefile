@@ -46,11 +46,14 @@ test: install
 	@$(call run_pytest,-n $(TEST_WORKERS) --maxschedchunk 1 --durations=25 tests)
 	$(MAKE) --no-print-directory test-mindspore
 
-# One half of `make test` each. The fast half: in-process tests and a few short torchrun jobs.
-# (TEST_WORKERS counts the cores without OMP_NUM_THREADS, which GNU nproc honours: the export
-# above made it 1 in every sub-make.)
+# One half of `make test` each. The fast half, the inner loop (under 90 s): every test of one
+# process and a few core-seconds, no multi-rank job (tests/helpers/torchrun.py refuses one from
+# a test not marked slow), and the fuzzers at a tenth of their examples (the same properties;
+# `make test` runs the whole hunt). (TEST_WORKERS counts the cores without OMP_NUM_THREADS,
+# which GNU nproc honours: the export above made it 1 in every sub-make.)
 test-fast: install
-	@$(call run_pytest,-m "not slow" -n $(TEST_WORKERS) --durations=15 tests)
+	@export HYPER_PARALLEL_FUZZ_SCALE=$${HYPER_PARALLEL_FUZZ_SCALE:-0.1}; \
+	$(call run_pytest,-m "not slow" -n $(TEST_WORKERS) --durations=15 tests)
 
 # The slow half: multi-process training runs (torchrun, 2-4 CPU ranks), in the order of
 # tests/conftest.py, one test handed out at a time.
