@@ -2,6 +2,7 @@
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,7 +98,29 @@ def _place(nodeid: str) -> tuple[int, int]:
     return (2, 0) if nodeid.startswith(READERS) else (1, 0)
 
 
+#: Single-process tests of more than a core-second, marked slow here (the file says why).
+SLOW_SINGLE_PROCESS = Path(__file__).with_name("slow_single_process.txt")
+
+
+def _slow_single_process() -> set[str]:
+    lines = SLOW_SINGLE_PROCESS.read_text().splitlines()
+    return {line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by the marks
 def pytest_collection_modifyitems(config, items):
+    listed = _slow_single_process()
+    for item in items:
+        if item.nodeid.split("[")[0] in listed:
+            item.add_marker(pytest.mark.slow)
+    # A listed test that is gone (renamed, moved) from a file this run collected.
+    functions = {item.nodeid.split("[")[0] for item in items}
+    files = {name.split("::")[0] for name in functions}
+    gone = sorted(name for name in listed
+                  if name.split("::")[0] in files and name not in functions)
+    if gone:
+        raise pytest.UsageError(f"{SLOW_SINGLE_PROCESS.name} names tests that do not exist: "
+                                f"{gone}; rename or remove them there")
     # Only on xdist workers (they all collect, and must agree on the order): a plain serial
     # run keeps pytest's own order.
     if hasattr(config, "workerinput"):
