@@ -54,7 +54,7 @@ STARTERS = (
     _ST + "test_legacy_training.py::test_golden_losses_bit_for_bit[train_qwen3_5_debug]",
     # A second asker of the same plan: its two pinned 2-rank jobs are made side by side.
     _ST + "test_legacy_training.py::test_golden_losses_bit_for_bit[train_qwen3_5_tp2]",
-    # Every shipped recipe preflighted at its world size (both cores, ~170 s of CPU).
+    # Every shipped recipe preflighted at its world size (both cores, ~270 s of CPU).
     _UT + "preflight/test_shipped_recipes.py::test_every_shipped_recipe_fits",
     _ST + "test_faults.py::test_faults_end_fast",
     # The generated Slurm script run, stopped, requeued and resumed (the reference run first).
