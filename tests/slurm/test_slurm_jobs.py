@@ -1,6 +1,6 @@
 """The generated Slurm script on the real Slurm (22.05, one node, ``make test-slurm``), as a user
 submits it: ``python -m hyper_parallel.launch ... --scheduler slurm`` writes and ``sbatch``-es
-it; 2 ranks (one node's two "GPUs") over gloo, the debug model.
+it; 2 ranks (one node's two "GPUs") over gloo, the fsdp2 debug recipe on the tiny flavor.
 
 * The time limit: ``--time=2 --stop-grace=20``, so Slurm itself sends the batch shell USR1
   (``--signal=B:USR1@20``) while both ranks (each with a loader worker, which Slurm signals
