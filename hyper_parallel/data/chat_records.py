@@ -81,6 +81,9 @@ class Checked:
     problem: str | None = None
     missing: bool = False  # the problem is an image file that is not there
     fit: ImageFit | None = None
+    #: The sample's tokens (what :meth:`ChatRecords.sample` makes; None with a problem): what
+    #: packing plans rows by, known without decoding an image.
+    length: int | None = None
 
 
 class ChatRecords:
@@ -255,13 +258,23 @@ class ChatRecords:
         try:
             pieces = self.encode(record)
             if not record.images:
-                return Checked()
+                return Checked(length=self.sample_length(pieces, None))
             fit = self.plan(record, pieces, self.image_sizes(record))
         except FileNotFoundError as exc:
             return Checked(str(exc), missing=True)
         except (ValueError, OSError) as exc:
             return Checked(str(exc))
-        return Checked(None if fit.fits else self.too_long(record, fit), fit=fit)
+        if not fit.fits:
+            return Checked(self.too_long(record, fit), fit=fit)
+        return Checked(fit=fit, length=self.sample_length(pieces, fit))
+
+    def sample_length(self, pieces: Sequence[_Piece], fit: ImageFit | None) -> int:
+        """Tokens of the sample of a record whose encoded ``pieces`` are these and whose
+        images are planned ``fit`` (None: none): its text and image spans, cut at
+        ``max_seq_len`` as :meth:`sample` cuts them."""
+        text = sum(len(piece[0]) for piece in pieces if not isinstance(piece, int))
+        spans = 0 if fit is None else sum(fit.tokens) + 2 * len(fit.tokens)
+        return min(self.max_seq_len, text + spans)
 
     def too_long(self, record: ChatRecord, fit: ImageFit) -> str:
         """Why the record cannot be a sample (its images do not fit even at ``min_pixels``)."""

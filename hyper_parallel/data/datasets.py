@@ -300,8 +300,8 @@ def build_dataset(
             defaults when None.
         packing: ``data.packing``: ``hf_datasets`` / ``json_file`` samples (the first
             ``max_samples`` of them) packed into rows of ``max_seq_len``
-            (:mod:`hyper_parallel.data.packing`); ``jsonl`` / ``text`` rows carry their
-            documents' ``position_ids``. Image-text chat records refuse it.
+            (:mod:`hyper_parallel.data.packing`), image-text chat records with their images;
+            ``jsonl`` / ``text`` rows carry their documents' ``position_ids``.
     """
     names = {**LEGACY_FIELDS, "path": path_field, **(fields or {})}
     path_field = names["path"]
@@ -317,21 +317,17 @@ def build_dataset(
     images = dict(images or {})
     if type == "vl_dummy" or (type == "json_file" and train_path and holds_chat_records(
             train_path, str(images.get("messages_key", "messages")), path_field)):
-        if packing:
-            raise ValueError(
-                f"{names['packing']}=True: {path_field}={train_path!r} holds image-text chat "
-                "records, which are not packed yet (a packed row would have to carry its "
-                "samples' images in order and the three-row image positions restarting per "
-                f"sample); set {names['packing']} to False for this data")
-        # Image-text data: made for the model's tower (data.vision_source).
+        # Image-text data: made for the model's tower (data.vision_source). Packed chat
+        # records carry their images in the rows (vl_dummy's packing is refused above).
         from hyper_parallel.data.vision_source import build_vision_dataset
 
         dataset = build_vision_dataset(
             type, vision=vision, train_path=train_path, max_seq_len=max_seq_len,
             tokenizer=tokenizer, vocab_size=vocab_size,
             num_samples=num_samples if max_samples is None else max_samples, fields=names,
-            limit=max_samples, **images)
-        return first_samples(dataset, max_samples, field=names["max_samples"])
+            limit=max_samples, packing=packing, **images)
+        dataset = first_samples(dataset, max_samples, field=names["max_samples"])
+        return PackedSequenceDataset(dataset, max_seq_len=max_seq_len) if packing else dataset
     if type == "dummy":
         if max_samples is None and num_samples is None:
             raise ValueError("the dummy dataset needs num_samples "

@@ -13,11 +13,16 @@ serves each image header once, not once per rank. The ranks then gather what the
 ``all_gather_object`` of a few lines per rank; on NCCL it runs on the device set at start-up)
 and every rank raises the same error, so none is left waiting in a later collective; a rank
 whose check itself fails says so to the others before it raises.
+
+With ``data.packing`` the same gather also brings every record's sample length (its tokens,
+counted from the image headers' sizes: :attr:`~.chat_records.Checked.length`), four bytes a
+record, so every rank plans the same packed rows without reading another rank's images.
 """
 
 from __future__ import annotations
 
 import logging
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +50,8 @@ class ShareReport:
     images: int = 0
     #: What stopped the rank's check (an exception of its own, not a record's fault), if any.
     failure: str | None = None
+    #: The share's sample lengths, in its order (when asked for: packing), 0 for a bad record.
+    lengths: array = field(default_factory=lambda: array("i"))
 
 
 def world_share() -> tuple[int, int]:
@@ -56,13 +63,16 @@ def world_share() -> tuple[int, int]:
     return 0, 1
 
 
-def scan_share(records: Sequence[Any], check: Any, rank: int, world: int) -> ShareReport:
+def scan_share(records: Sequence[Any], check: Any, rank: int, world: int,
+               lengths: bool = False) -> ShareReport:
     """:class:`ShareReport` of ``check(record)`` (a :class:`~.chat_records.Checked`) over
-    records ``rank::world``."""
+    records ``rank::world``; with ``lengths``, their sample lengths too."""
     report = ShareReport()
     for index in range(rank, len(records), world):
         found = check(records[index])
         report.images += len(records[index].images)
+        if lengths:
+            report.lengths.append(found.length or 0)
         if found.problem is not None:
             report.count += 1
             if len(report.problems) < MAX_NAMED:
@@ -85,15 +95,17 @@ def gather(report: ShareReport, world: int) -> list[ShareReport]:
     return reports
 
 
-def check_records(records: Sequence[Any], chat: Any, *, source: str, path_field: str) -> None:
+def check_records(records: Sequence[Any], chat: Any, *, source: str, path_field: str,
+                  lengths: bool = False) -> list[int] | None:
     """Check ``records`` (:class:`~.chat_records.ChatRecord`) with ``chat`` before step 1, this
     rank its share (module docstring); raise one error naming every record that cannot train
     (``FileNotFoundError`` when all of them miss an image file, else ``ValueError``), the same
-    on every rank. A collective: every rank of the default group calls it."""
+    on every rank. With ``lengths``, return every record's sample length (the same list on
+    every rank), else None. A collective: every rank of the default group calls it."""
     rank, world = world_share()
     failure = None
     try:
-        mine = scan_share(records, chat.check, rank, world)
+        mine = scan_share(records, chat.check, rank, world, lengths)
     except Exception as exc:  # noqa: BLE001 - said to every rank, then raised here
         # A rank that raised alone would leave the others waiting in the gather.
         failure, mine = exc, ShareReport(failure=f"{type(exc).__name__}: {exc}")
@@ -130,6 +142,12 @@ def check_records(records: Sequence[Any], chat: Any, *, source: str, path_field:
             "max_pixels (down to %d pixels) so that text and images fit %s=%d; raise it to "
             "train them at the full resolution", source, scaled, len(records), smallest,
             chat.length_field, chat.max_seq_len)
+    if not lengths:
+        return None
+    every = [0] * len(records)
+    for share, report in enumerate(reports):
+        every[share::world] = report.lengths  # rank r checked records r, r + W, ...
+    return every
 
 
 __all__ = ["MAX_NAMED", "ShareReport", "check_records", "gather", "scan_share", "world_share"]

@@ -29,6 +29,14 @@ targets by one, so a sample's first label is never a target unpacked either: pac
 exactly the tokens the unpacked run trains, and the step's loss -- the sum over every label
 token of the global batch divided by their count -- gives each the same weight.
 
+**Images.** Image-text chat records (``json_file``, an image-text model) are packed the same
+way, by the sample lengths the start-up check counts from the image headers (images resized
+within ``max_seq_len`` as unpacked, :mod:`~hyper_parallel.data.image_budget`): a row carries its
+samples' ``pixel_values`` and ``image_grid_thw`` concatenated in the samples' order, which is
+the order of its placeholders, and the loader's collate makes each sample's three-row (mrope)
+positions restart at its first token from the row's ``position_ids``
+(:func:`~hyper_parallel.models.qwen3_5.vision_positions.decoder_positions`).
+
 **Resume.** The plan is made once when the dataset is built; the loader then samples, shuffles
 and resumes *rows* (a map-style dataset under the ``ResumableDistributedSampler``), so a run
 resumed mid-epoch sees exactly the rows the uninterrupted run would have.
@@ -92,11 +100,14 @@ def sample_positions(lengths: torch.Tensor) -> torch.Tensor:
 
 
 class PackedSequenceDataset(Dataset):
-    """The samples of a :class:`~hyper_parallel.data.sequences.SequenceDataset` packed into
-    rows of at most ``max_seq_len`` tokens (:func:`pack_rows`); row ``i`` is ``input_ids``,
-    ``labels`` (each sample's, -100 on its first token) and ``position_ids`` (restarting at 0
-    at each sample). Rows are not padded: the collate pads a batch to its longest row, with
-    labels -100 and positions 0 (which stay with the row's last sample)."""
+    """The samples of a :class:`~hyper_parallel.data.sequences.SequenceDataset` (or of an
+    :class:`~hyper_parallel.data.vision.ImageTextDataset`: anything with ``lengths()``) packed
+    into rows of at most ``max_seq_len`` tokens (:func:`pack_rows`); row ``i`` is
+    ``input_ids``, ``labels`` (each sample's, -100 on its first token) and ``position_ids``
+    (restarting at 0 at each sample), and, when its samples hold images, their
+    ``pixel_values`` and ``image_grid_thw`` in the samples' order. Rows are not padded: the
+    collate pads a batch to its longest row, with labels -100 and positions 0 (which stay with
+    the row's last sample)."""
 
     def __init__(self, samples: Dataset, *, max_seq_len: int, window: int = PACKING_WINDOW
                  ) -> None:
@@ -105,6 +116,8 @@ class PackedSequenceDataset(Dataset):
         self.lengths = samples.lengths()
         self.rows = pack_rows(self.lengths.tolist(), max_seq_len, window)
         self.source = getattr(samples, "source", "<samples>")
+        #: Its rows carry images (the loader collates them with ``collate_vision``).
+        self.holds_images = bool(getattr(samples, "holds_images", False))
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -112,14 +125,25 @@ class PackedSequenceDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         parts = [self.samples[i] for i in self.rows[index]]
         labels = []
-        for part in parts:
+        for i, part in zip(self.rows[index], parts):
+            if part["input_ids"].shape[0] != int(self.lengths[i]):
+                # The plan placed the sample by this length: a longer one would overflow the row.
+                raise RuntimeError(
+                    f"{self.source}: sample {i} has {part['input_ids'].shape[0]} tokens but was "
+                    f"planned with {int(self.lengths[i])} (its images were processed to other "
+                    "grids than their headers planned)")
             label = part["labels"].clone()
             label[0] = IGNORE_INDEX
             labels.append(label)
         lengths = torch.tensor([p["input_ids"].shape[0] for p in parts])
-        return {"input_ids": torch.cat([p["input_ids"] for p in parts]),
-                "labels": torch.cat(labels),
-                "position_ids": sample_positions(lengths)}
+        row = {"input_ids": torch.cat([p["input_ids"] for p in parts]),
+               "labels": torch.cat(labels),
+               "position_ids": sample_positions(lengths)}
+        with_images = [p for p in parts if "image_grid_thw" in p]
+        if with_images:  # in the samples' order: the order of the row's placeholders
+            row["pixel_values"] = torch.cat([p["pixel_values"] for p in with_images])
+            row["image_grid_thw"] = torch.cat([p["image_grid_thw"] for p in with_images])
+        return row
 
     def describe(self) -> str:
         """One line for the training log: samples, rows, and how full the rows are."""

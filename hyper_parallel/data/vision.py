@@ -19,14 +19,15 @@ always -100: there is nothing to predict about them.
   are preprocessed by transformers' ``Qwen2VLImageProcessor`` (:func:`image_processor`) in
   ``__getitem__``, so DataLoader workers do the work, within the pixel budget that makes each
   record fit its row (:mod:`~hyper_parallel.data.image_budget`);
-* :func:`collate_vision` -- one sample per row, right-padded (:func:`~.loader.collate`); pixels
-  and grids of the batch's images concatenated in row order.
+* :func:`collate_vision` -- rows right-padded (:func:`~.loader.collate`); pixels and grids of
+  the batch's images concatenated in row order.
 
-Packing several short samples into one row is not done: a packed row would need per-sample
-position ids (Qwen's 3-D rotary positions restart with each sample) and attention boundaries,
-which the batch (``input_ids``, ``labels``, ``pixel_values``, ``image_grid_thw``) does not carry;
-one sample per row, padded, is correct with any model. Videos are not read either
-(``<|video_pad|>`` is only looked up, so the token table is complete).
+A row is one sample, padded; or, with ``data.packing``, several chat records' samples
+(:class:`~.packing.PackedSequenceDataset`: a row's images are its samples', in order): its 1-D
+``position_ids`` restart at each sample's first token, and :func:`collate_vision` makes each
+sample's three-row positions restart there too, as the sample alone has them (the
+``block_causal`` model keeps the samples apart). Videos are not read (``<|video_pad|>`` is only
+looked up, so the token table is complete).
 
 PIL and transformers are imported only when images are read or an image processor is built, so
 importing this module costs no more than the rest of :mod:`hyper_parallel.data`.
@@ -228,6 +229,10 @@ class ImageTextDataset(Dataset):
     decodes and preprocesses the record's images (so DataLoader workers do it) and builds the
     sample. With a process group up, building it is a collective (every rank builds it, as
     every rank builds its data loader); without one the one process is the whole world.
+
+    ``count_lengths`` (``data.packing``): the check also counts every record's sample length
+    (from the image headers, the ranks gathering their shares'), which :meth:`lengths` serves to
+    the packer without decoding an image.
     """
 
     #: Its samples carry images (the loader collates them with :func:`collate_vision`).
@@ -237,7 +242,8 @@ class ImageTextDataset(Dataset):
                  processor: Any = None, tokens: VisionTokens | None = None,
                  messages_key: str = "messages", image_key: str = "image",
                  path_field: str = "data.train_path",
-                 length_field: str = "data.max_seq_len", limit: int | None = None) -> None:
+                 length_field: str = "data.max_seq_len", limit: int | None = None,
+                 count_lengths: bool = False) -> None:
         from hyper_parallel.data.chat_records import ChatRecords
         from hyper_parallel.data.image_scan import check_records
 
@@ -257,7 +263,9 @@ class ImageTextDataset(Dataset):
         self.records = list(itertools.islice(self._read(path, path_field), limit))
         if not self.records:
             raise ValueError(f"{path_field}={path!r}: no records")
-        check_records(self.records, self.chat, source=path, path_field=path_field)
+        counted = check_records(self.records, self.chat, source=path, path_field=path_field,
+                                lengths=count_lengths)
+        self._lengths = None if counted is None else torch.tensor(counted, dtype=torch.int64)
 
     def _read(self, path: str, path_field: str) -> Iterator[Any]:
         """The drafted records of the files ``path`` names, in order, read as they are taken."""
@@ -271,6 +279,13 @@ class ImageTextDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         return self.chat.sample(self.records[index])
+
+    def lengths(self) -> torch.Tensor:
+        """Tokens of each record's sample, as planned before step 1 (``count_lengths``)."""
+        if self._lengths is None:
+            raise RuntimeError("ImageTextDataset: sample lengths were not counted; build it "
+                               "with count_lengths=True (data.packing)")
+        return self._lengths
 
     def describe(self) -> str:
         """One line for the training log."""
@@ -292,9 +307,13 @@ def collate_vision(batch: Sequence[Mapping[str, torch.Tensor]], pad_id: int,
     placeholders appear in the flattened ``input_ids``, and ``images_per_row`` ``(B,)``. A
     batch without any image has none of these keys. Use ``functools.partial(collate_vision, pad_id=tokenizer.pad_id)`` as a collate_fn.
 
-    ``positions(input_ids, image_grid_thw)``: the model's positions of a batch with images (its
-    tower's ``decoder_positions``), added as ``position_ids`` ``(3, B, S)``: computed here, on
-    the host (in the loader's workers), rather than by the model from ids on the device.
+    ``positions(input_ids, image_grid_thw, packed_positions)``: the model's positions of a batch
+    with images (its tower's ``decoder_positions``), added as ``position_ids`` ``(3, B, S)``:
+    computed here, on the host (in the loader's workers), rather than by the model from ids on
+    the device. Packed rows (``data.packing``) carry 1-D ``position_ids`` restarting at each
+    sample: they are passed as ``packed_positions``, so each sample's three rows restart there
+    too. A batch without images keeps its 1-D ``position_ids`` (text positions are the same on
+    all three rows).
     """
     if not batch:
         raise ValueError("collate_vision: empty batch")
@@ -326,7 +345,8 @@ def collate_vision(batch: Sequence[Mapping[str, torch.Tensor]], pad_id: int,
         out[IMAGES_PER_ROW] = torch.tensor(
             [int(s["image_grid_thw"].shape[0]) if "image_grid_thw" in s else 0 for s in batch])
         if positions is not None:
-            out["position_ids"] = positions(out["input_ids"], out["image_grid_thw"])
+            out["position_ids"] = positions(out["input_ids"], out["image_grid_thw"],
+                                            out.get("position_ids"))
     return out
 
 

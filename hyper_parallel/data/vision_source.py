@@ -63,11 +63,13 @@ def build_vision_dataset(
     vl_grid: tuple[int, int, int] = (2, 2, 2),
     fields: Mapping[str, str] | None = None,
     limit: int | None = None,
+    packing: bool = False,
 ) -> Any:
     """The image-text dataset of ``type`` (``vl_dummy``, or ``json_file`` chat records) for a
     model whose tower is ``vision`` (a ``Qwen3_5VisionConfig``; None is an error naming the
     fix). ``limit`` (``max_samples``): only the first ``limit`` chat records are read and
-    checked."""
+    checked. ``packing``: the chat records' sample lengths are counted in that check, for the
+    packer (the caller packs them: :class:`~.packing.PackedSequenceDataset`)."""
     from hyper_parallel.data.vision import ImageTextDataset, VisionDummyDataset
 
     names = {**LEGACY_DATA_FIELDS, **(fields or {})}
@@ -88,7 +90,7 @@ def build_vision_dataset(
         train_path, tokenizer=tokenizer, max_seq_len=max_seq_len, processor=processor,
         tokens=tokens, messages_key=messages_key, image_key=image_key,
         path_field=names["path"], length_field=names.get("max_seq_len", "data.max_seq_len"),
-        limit=limit,
+        limit=limit, count_lengths=packing,
     )
 
 

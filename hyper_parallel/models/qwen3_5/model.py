@@ -160,9 +160,11 @@ class Qwen3_5Decoder(nn.Module):
                 pixel_values, image_grid_thw, position_ids)
         first_stage = self.embed_tokens is not None
         if pixel_values is not None and first_stage:
-            if position_ids is None:  # the data loader makes them; a caller may not have
-                position_ids = self._require_vision().decoder_positions(input_ids,
-                                                                        image_grid_thw)
+            if position_ids is None or position_ids.dim() == 2:
+                # The data loader makes them; a caller may not have, or may hand a packed
+                # row's 1-D positions, from which each sample's three rows restart.
+                position_ids = self._require_vision().decoder_positions(
+                    input_ids, image_grid_thw, packed_positions=position_ids)
             hidden_states = self._place_images(input_ids, hidden_states, pixel_values,
                                                image_grid_thw)
         elif pixel_values is not None and position_ids is None:

@@ -146,15 +146,17 @@ class Qwen3_5VisionConfig:
         merger = 2 * h + merged * merged + merged + merged * out_hidden_size + out_hidden_size
         return patch + self.num_position_embeddings * h + self.depth * block + merger
 
-    def decoder_positions(self, input_ids: Any, image_grid_thw: Any) -> Any:
+    def decoder_positions(self, input_ids: Any, image_grid_thw: Any,
+                          packed_positions: Any = None) -> Any:
         """The three-row positions of a batch whose rows hold these images
         (:func:`~.vision_positions.decoder_positions` with this tower's placeholder and merge):
         what the data pipeline computes on the host, so the model need not read the ids back
-        from the device."""
+        from the device. ``packed_positions``: packed rows' 1-D positions, each sample's three
+        rows then restarting at its first token."""
         from hyper_parallel.models.qwen3_5.vision_positions import decoder_positions
 
         return decoder_positions(input_ids, image_grid_thw, image_token_id=self.image_token_id,
-                                 merge=self.spatial_merge_size)
+                                 merge=self.spatial_merge_size, packed_positions=packed_positions)
 
     def tokens_per_image(self, grid_t: int, grid_h: int, grid_w: int) -> int:
         """Placeholder tokens of one image of ``grid_t x grid_h x grid_w`` patches."""

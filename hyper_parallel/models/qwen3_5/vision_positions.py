@@ -10,6 +10,10 @@ at ``p + max(h, w) / m`` (the frames do not count). This is Hugging Face's ``get
 training: no attention mask (rows are packed or right-padded), no cache, and the image spans are
 found from ``input_ids`` (the placeholder token), so no ``mm_token_type_ids`` is needed.
 
+A packed row (``data.packing``) holds several samples; their 1-D ``position_ids``, which
+restart at each sample's first token, make each sample's three rows restart there too
+(``packed_positions``): a sample's positions are those it has alone.
+
 Everything here depends only on ids and grid sizes, never on weights: the data pipeline can
 compute it on the CPU, and every pipeline stage gets the same positions.
 
@@ -48,7 +52,8 @@ def image_grids(grid_thw: GridInput) -> Grids:
 
 
 def decoder_positions(
-    input_ids: torch.Tensor, image_grid_thw: GridInput, *, image_token_id: int, merge: int
+    input_ids: torch.Tensor, image_grid_thw: GridInput, *, image_token_id: int, merge: int,
+    packed_positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``(3, B, S)`` positions of ``input_ids`` ``(B, S)`` whose image placeholder runs hold the
     images of ``image_grid_thw`` ``(num_images, 3)`` in row order.
@@ -57,12 +62,19 @@ def decoder_positions(
     back; a count that does not match ``image_grid_thw`` is a ``ValueError``. Made from the
     ids' values: the data loader calls it on the host; called with ids on the device, the host
     waits for them.
+
+    ``packed_positions`` ``(B, S)``: the 1-D positions of packed rows (``data.packing``), 0, 1,
+    ... from each sample's first token (padding 0). Each sample's three rows then restart at
+    0 at its first token, as the sample alone would have them (:func:`restart_per_sample`);
+    an image may not cross a sample's start (``ValueError``).
     """
     batch, seq = input_ids.shape
     # Tensor work over each row's tokens (a row may hold 128k): only the placeholder runs'
     # bounds reach Python, and the loop below walks images, never tokens.
     ids = input_ids.detach().cpu()
     grids = image_grids(image_grid_thw)
+    sample_starts = (None if packed_positions is None
+                     else _sample_starts(packed_positions, batch, seq))
     out = torch.empty((3, batch, seq), dtype=torch.long)
     next_image = 0
     for row in range(batch):
@@ -99,6 +111,12 @@ def decoder_positions(
                         f"row {row}: image {next_image - 1} ({t}x{h}x{w} patches, {count} "
                         f"tokens) does not fit the placeholder run at {i}"
                     )
+                if sample_starts is not None and count > 1 and bool(
+                        (sample_starts[row, i + 1:i + count] != sample_starts[row, i]).any()):
+                    raise ValueError(
+                        f"row {row}: image {next_image - 1} at {i} crosses the start of a "
+                        "packed sample (packed_positions restart inside its placeholders)"
+                    )
                 # Every frame starts where the next text token would; the text after the
                 # image resumes max(gh, gw) later (an image of no tokens still moves it).
                 firsts.append((text + advanced, gh * gw, gw))
@@ -127,7 +145,38 @@ def decoder_positions(
             f"image_grid_thw has {len(grids)} image(s) but input_ids hold placeholders for "
             f"{next_image}"
         )
+    if sample_starts is not None:
+        out = restart_per_sample(out, sample_starts)
     return out.to(input_ids.device)
+
+
+def _sample_starts(packed_positions: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
+    """``(B, S)``: the column of each token's sample's first token, from packed rows' 1-D
+    positions (a sample's count from 0; a padding token, at 0, is its own start)."""
+    positions = packed_positions.detach().cpu()
+    if positions.shape != (batch, seq) or positions.is_floating_point():
+        raise ValueError(f"packed_positions must be integer (B, S) = ({batch}, {seq}) like "
+                         f"input_ids, got {positions.dtype} {tuple(positions.shape)}")
+    starts = torch.arange(seq) - positions
+    if bool((positions < 0).any()) or bool((starts < 0).any()):
+        raise ValueError("packed_positions must count 0, 1, ... from each sample's first token "
+                         "(none below 0, none above its column)")
+    return starts
+
+
+def restart_per_sample(positions: torch.Tensor, sample_starts: torch.Tensor) -> torch.Tensor:
+    """Three-row ``positions`` ``(3, B, S)`` of packed rows, computed over each row as one
+    sequence, made each sample's own: every token's three rows less its sample's first token's
+    (``sample_starts`` ``(B, S)``, that token's column).
+
+    Why that is the sample alone: every position of a row is the count of text tokens before
+    it plus what the images before it add (:func:`decoder_positions`), and a sample's first
+    token -- text, or an image's first token, whose three rows are equal -- stands at exactly
+    what the samples before it add, on all three rows. Padding (its own start) is 0, which the
+    documents read as part of the row's last sample
+    (:meth:`~hyper_parallel.utils.documents.Documents.from_positions`)."""
+    first = positions[0].gather(1, sample_starts)
+    return positions - first.unsqueeze(0)
 
 
 def patch_coordinates(grids: Grids, merge: int,

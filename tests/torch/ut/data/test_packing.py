@@ -184,11 +184,21 @@ def test_data_packing_has_nothing_to_pack_refuses(settings_, words):
     assert caught.value.field == "packing"
 
 
-def test_image_text_records_refuse_packing(tmp_path):
+def test_image_text_records_are_packed_too(tmp_path):
+    """Chat records (an image-text model's ``json_file``) pack like the other records; their
+    images and three-row positions: tests/torch/ut/data/test_image_text_packing.py."""
+    from hyper_parallel.components.tokenizer import HuggingFaceTokenizer
+    from hyper_parallel.models.qwen3_5.configuration import FLAVORS
+
     path = tmp_path / "chats.jsonl"
-    path.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
-    with pytest.raises(ValueError, match=r"data\.packing=True: .*image-text chat records"):
-        build_dataset("json_file", train_path=str(path), max_seq_len=32, packing=True)
+    path.write_text("".join(json.dumps({"messages": [
+        {"role": "user", "content": f"hi {i}"}, {"role": "assistant", "content": "ok"}]}) + "\n"
+        for i in range(6)))
+    packed = build_dataset("json_file", train_path=str(path), max_seq_len=64, packing=True,
+                           vision=FLAVORS["debugmodel_vl"].vision_config,
+                           tokenizer=HuggingFaceTokenizer.Config(path="pkg://tokenizer_vl").build())
+    assert isinstance(packed, PackedSequenceDataset) and packed.holds_images
+    assert sorted(i for row in packed.rows for i in row) == list(range(6)) and len(packed) < 6
 
 
 def test_packing_under_causal_attention_refuses():
