@@ -23,6 +23,7 @@ from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
 from hyper_parallel.utils.choices import IGNORE_INDEX
 from hyper_parallel.utils.data_types import IMAGE_KEYS, IMAGES_PER_ROW, setting_problems
+from hyper_parallel.utils.documents import Documents
 from hyper_parallel.utils.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -317,7 +318,9 @@ def split_sequence(batch: dict, rank: int, parts: int) -> dict:
     ``labels`` are shifted before the split: the shard keeps one label more than its inputs
     (the next shard's first), so position ``t``'s target is ``labels[t + 1]`` on every rank and
     the loss, which aligns targets to the logits, needs no other change; the last shard has
-    none past the end, as on one rank. ``S`` must be a multiple of ``parts``
+    none past the end, as on one rank. A packed batch's documents (made from the whole rows'
+    ``position_ids`` before the split) become this shard's
+    (:class:`~hyper_parallel.utils.documents.DocumentShard`). ``S`` must be a multiple of ``parts``
     (``ParallelDims.validate_training`` and the collate's padding see to it)."""
     length = batch["input_ids"].shape[1]
     if length % parts:
@@ -330,6 +333,8 @@ def split_sequence(batch: dict, rank: int, parts: int) -> dict:
             out[key] = value[:, start:stop + 1]
         elif isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[-1] == length:
             out[key] = value[..., start:stop]
+        elif isinstance(value, Documents):  # made from the whole rows: a shard cannot tell
+            out[key] = value.shard(rank, parts)
         else:
             out[key] = value
     if "position_ids" not in out:

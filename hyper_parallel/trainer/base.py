@@ -82,6 +82,11 @@ class BaseTrainer:
         if self.dist.batch_split > 1:
             batch = split_rows(batch, self.dist.split_rank, self.dist.batch_split)
         if self.dist.seq_split > 1:
+            from hyper_parallel.runtime.step import with_documents
+
+            # A packed batch's documents from the whole rows, before the split: a shard's own
+            # positions cannot say whether its first token continues a document.
+            batch = with_documents(self.model, batch)
             batch = split_sequence(batch, self.dist.cp_rank, self.dist.seq_split)
         return batch
 

@@ -33,7 +33,7 @@ from itertools import pairwise
 
 import torch
 
-__all__ = ["Documents"]
+__all__ = ["DocumentShard", "Documents"]
 
 _INT32_MAX = 2**31 - 1
 
@@ -93,7 +93,15 @@ class Documents:
         starts = positions == 0
         starts[:, :-1] &= positions[:, 1:] == 1  # a run of zeros (padding) is not documents
         starts[:, -1] = False
+        return cls.from_starts(starts)
+
+    @classmethod
+    def from_starts(cls, starts: torch.Tensor) -> Documents:
+        """The documents of host rows whose ``(B, S)`` bool ``starts`` mark where each begins
+        (a row's first token always begins one: it is set here)."""
+        starts = starts.clone()
         starts[:, 0] = True
+        rows, seq = starts.shape
         offsets = starts.reshape(-1).nonzero().squeeze(1)
         cu_seqlens = torch.cat([offsets, offsets.new_tensor([rows * seq])]).to(torch.int32)
         return cls(
@@ -152,3 +160,113 @@ class Documents:
         rows, seq = self.shape
         return (f"Documents({self.count} in {rows} x {seq} tokens, longest {self.max_length}, "
                 f"on {self.starts.device})")
+
+    def shard(self, rank: int, parts: int) -> DocumentShard:
+        """Context-parallel rank ``rank``'s part of these (host) documents: positions
+        ``[rank * S / parts, (rank + 1) * S / parts)`` of every row (:class:`DocumentShard`),
+        what :func:`~hyper_parallel.data.split_sequence` hands the rank with its tokens."""
+        return DocumentShard(self, rank, parts)
+
+
+class DocumentShard:
+    """The documents of one context-parallel shard: positions ``[start, stop)`` of every row
+    (``S / parts`` of them, ``start = rank * S / parts``) of a batch whose documents are
+    ``whole``.
+
+    A shard alone cannot tell where its documents begin: its first token may continue a
+    document of the previous shard, and whether its last token begins one depends on the
+    next shard's first position. So every rank carries the whole rows' documents (``B * S``
+    booleans and the offsets, made once on the host before the split; each rank loaded the
+    whole rows anyway) and reads its part from them:
+
+    * ``whole`` -- the rows' :class:`Documents`: what a mixer that holds every position after an
+      exchange reads (Ulysses, and the all-gathered keys).
+    * ``starts`` -- ``(B, s)`` bool: where a document begins in the shard, its first column
+      True only where one begins exactly there (rank 0: always); False there means the shard
+      continues the previous shard's document (the delta-rule state passed in is kept).
+    * :meth:`with_halo` -- the documents of the shard with the ``gap`` tokens before it (the
+      short convolution's window across the shard boundary).
+    * :meth:`segments` -- the shard's documents as the variable-length kernels take a row
+      (each row's first segment the piece it continues or the document it begins).
+
+    Like :class:`Documents`, a plain object; :meth:`to` copies the tensors a forward reads.
+    """
+
+    __slots__ = ("_halos", "_host_starts", "_segments", "parts", "rank", "starts", "whole")
+
+    def __init__(self, whole: Documents, rank: int, parts: int,
+                 host_starts: torch.Tensor | None = None) -> None:
+        seq = whole.shape[1]
+        if seq % parts or not 0 <= rank < parts:
+            raise ValueError(f"rows of {seq} tokens have no shard {rank} of {parts}")
+        self.whole = whole
+        self.rank = rank
+        self.parts = parts
+        # The whole rows' starts on the host: the halo's and segments' host facts read them.
+        self._host_starts = whole.starts if host_starts is None else host_starts
+        if self._host_starts.device.type != "cpu":
+            raise ValueError("a DocumentShard is made from host documents")
+        self.starts = whole.starts[:, self.start:self.stop]
+        self._halos: dict[int, Documents] = {}
+        self._segments: Documents | None = None
+
+    @property
+    def start(self) -> int:
+        """The shard's first position in its row."""
+        return self.rank * self.length
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.length
+
+    @property
+    def length(self) -> int:
+        """``s``: the positions of the shard."""
+        return self.whole.shape[1] // self.parts
+
+    @property
+    def max_per_row(self) -> int:
+        """The most documents a whole row holds (1: the causal path is these documents)."""
+        return self.whole.max_per_row
+
+    @property
+    def continues(self) -> list[bool]:
+        """Per row: whether the shard's first token continues the previous shard's document
+        (host; False on rank 0)."""
+        return (~self._host_starts[:, self.start]).tolist()
+
+    def to(self, device: torch.device | str) -> DocumentShard:
+        """This shard with the tensors a forward reads on ``device`` (the same object when
+        they are there already); the host facts stay."""
+        if self.starts.device == torch.device(device):
+            return self
+        return DocumentShard(self.whole.to(device), self.rank, self.parts, self._host_starts)
+
+    def with_halo(self, gap: int) -> Documents:
+        """The documents of the rows ``[start - gap, stop)`` (rank 0: ``gap`` empty tokens
+        before its rows, a document of their own), on the shard's device: a causal window of
+        ``gap + 1`` tokens over the shard with the previous shard's last ``gap`` tokens before
+        it reaches exactly the tokens of its own document. Made once per gap and kept."""
+        if gap not in self._halos:
+            host = self._host_starts
+            if self.rank == 0:  # nothing before the row: a halo of its own
+                starts = torch.cat([host.new_zeros(host.shape[0], gap), host[:, :self.stop]], 1)
+            elif self.start >= gap:
+                starts = host[:, self.start - gap:self.stop]
+            else:
+                raise ValueError(f"a window of {gap + 1} tokens reaches past the previous "
+                                 f"shard of {self.length} tokens")
+            self._halos[gap] = Documents.from_starts(starts).to(self.starts.device)
+        return self._halos[gap]
+
+    def segments(self) -> Documents:
+        """The shard's rows as :class:`Documents` of their own (a row's first token begins its
+        first segment, whether it begins a document or continues one), on the shard's
+        device: the offsets a variable-length kernel steps the shard's documents by."""
+        if self._segments is None:
+            local = self._host_starts[:, self.start:self.stop]
+            self._segments = Documents.from_starts(local).to(self.starts.device)
+        return self._segments
+
+    def __repr__(self) -> str:
+        return f"DocumentShard({self.rank} of {self.parts} of {self.whole!r})"

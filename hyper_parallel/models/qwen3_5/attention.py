@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hyper_parallel.utils.documents import Documents
+from hyper_parallel.utils.documents import Documents, DocumentShard
 
 from .configuration import Qwen3_5Config
 from .context_parallel import ContextParallel, attention_forward
@@ -51,15 +51,17 @@ class Qwen3_5Attention(nn.Module):
         self,
         hidden_states: torch.Tensor,
         position_embeddings: tuple[torch.Tensor, torch.Tensor],
-        documents: Documents | None = None,
+        documents: Documents | DocumentShard | None = None,
     ) -> torch.Tensor:
         """``documents`` (a packed batch's, on the device; ``block_causal``): each token attends
-        to the earlier tokens of its own document (:func:`.documents.block_causal_attention`)."""
+        to the earlier tokens of its own document (:func:`.documents.block_causal_attention`;
+        under context parallelism this shard's
+        :class:`~hyper_parallel.utils.documents.DocumentShard`)."""
         batch, seq, _ = hidden_states.shape
         hd = self.head_dim
         cos, sin = position_embeddings
         cp = self.context_parallel
-        if documents is not None and cp is not None:
+        if cp is not None and documents is not None and not isinstance(documents, DocumentShard):
             refuse_under_context_parallelism("full attention")
         # Query, key, value one after the other, each ready for attention (norm on (B, S, H, D)
         # before the transpose, RoPE on the same layout), so that under context parallelism
@@ -79,10 +81,11 @@ class Qwen3_5Attention(nn.Module):
         k = apply_rotary(self.k_norm(self.k_proj(hidden_states).view(batch, seq, -1, hd)), cos, sin)
         v = self.v_proj(hidden_states).view(batch, seq, -1, hd)
 
-        if documents is not None:
+        if cp is not None:
+            out = attention_forward(cp, q, k, v, self.scaling, exchange, documents)
+            out = out.reshape(batch, seq, -1)
+        elif documents is not None:
             out = block_causal_attention(q, k, v, self.scaling, documents)
-        elif cp is not None:
-            out = attention_forward(cp, q, k, v, self.scaling, exchange).reshape(batch, seq, -1)
         else:
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
             # Query head i reads kv head i // (Hq / Hkv), the same grouping as HF's repeat_kv.

@@ -52,8 +52,10 @@ import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh
 
 from hyper_parallel.utils.choices import CP_ATTENTION_MODES, CP_LINEAR_ATTENTION_MODES
+from hyper_parallel.utils.documents import DocumentShard
 
 from .context_parallel_rules import kv_repeats
+from .documents import block_causal_attention, conv_within_documents, shard_attention
 
 __all__ = [
     "ContextParallel",
@@ -212,16 +214,21 @@ class _Exchange:
 # ====================================================================== the token mixers
 def attention_forward(
     cp: ContextParallel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-    exchange: _Exchange | None = None,
+    exchange: _Exchange | None = None, documents: DocumentShard | None = None,
 ) -> torch.Tensor:
     """Causal GQA over the whole sequence from this rank's ``(B, s, H, D)`` q / k / v shards
     (RoPE already applied); returns this rank's ``(B, s, Hq, D)`` output.
 
     ``exchange``: the Ulysses exchange the caller already ``put`` q (and possibly k, v) into
     (so an async all-to-all of q overlaps the k / v projections); None: nothing sent yet.
+    ``documents`` (a packed batch's, ``block_causal``): each token attends to the earlier
+    tokens of its own document only -- Ulysses by the whole rows' documents once every
+    position is there, the all-gather form by the shard's queries' documents.
     """
     if cp.attention == "allgather":
         k, v = cp.gather_sequence(k), cp.gather_sequence(v)
+        if documents is not None:
+            return shard_attention(q, k, v, scale, documents).unflatten(-1, (q.shape[2], -1))
         local = q.shape[1]
         start = cp.shard_start(local)
         query_pos = torch.arange(start, start + local, device=q.device)
@@ -242,6 +249,9 @@ def attention_forward(
     exchange.put(k)
     exchange.put(v)
     q, k, v = exchange.take()
+    if documents is not None:  # every position of this rank's heads: the whole rows' documents
+        out = block_causal_attention(q, k, v, scale, documents.whole)
+        return cp.to_sequence(out.unflatten(-1, (q.shape[2], -1)))
     out = F.scaled_dot_product_attention(
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, scale=scale,
         enable_gqa=q.shape[2] != k.shape[2],
@@ -250,10 +260,16 @@ def attention_forward(
 
 
 def shifted_conv(
-    cp: ContextParallel, conv, x: torch.Tensor, weight: torch.Tensor
+    cp: ContextParallel, conv, x: torch.Tensor, weight: torch.Tensor,
+    documents: DocumentShard | None = None,
 ) -> torch.Tensor:
     """``conv(x, weight)`` (causal depthwise, ``(B, s, C)``) of this rank's shard, with the
-    ``kernel - 1`` positions before it taken from the previous rank (zeros on rank 0)."""
+    ``kernel - 1`` positions before it taken from the previous rank (zeros on rank 0).
+
+    ``documents`` (a packed batch's): the window stays inside each token's document -- the
+    positions before the shard are read only where the shard's first tokens continue their
+    document, and only as far back as it goes (cleared where a document begins at the
+    shard's first token)."""
     halo = weight.shape[-1] - 1
     if halo == 0:
         return conv(x, weight)
@@ -261,12 +277,16 @@ def shifted_conv(
     # Rank 0 reads zeros, but through the gather: its backward must join the gather's
     # reduce-scatter, which carries the gradient of its own tail back from rank 1.
     before = tails[cp.rank - 1] if cp.rank > 0 else tails[0].mul(0)
-    return conv(torch.cat([before, x], dim=1), weight)[:, halo:]
+    extended = torch.cat([before, x], dim=1)
+    if documents is not None:
+        return conv_within_documents(conv, extended, weight, documents.with_halo(halo))[:, halo:]
+    return conv(extended, weight)[:, halo:]
 
 
 def state_passing_delta_rule(
     cp: ContextParallel, delta_rule_with_state, q: torch.Tensor, k: torch.Tensor,
     v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+    documents: DocumentShard | None = None,
 ) -> torch.Tensor:
     """The gated delta rule over the whole sequence from this rank's ``(B, s, H, D)`` shard.
 
@@ -275,6 +295,13 @@ def state_passing_delta_rule(
     zero-state outputs ``O0`` and final state ``S_loc``, the map ``M`` (final state of the
     identity) and ``A`` (outputs' read of it): from an incoming state ``S_in`` the shard's
     outputs are ``O0 + A S_in`` and its final state ``M S_in + S_loc``.
+
+    ``documents`` (a packed batch's): the run restarts the state at each of the shard's
+    document starts, the identity's included, so the maps carry the documents' resets too:
+    a row whose shard begins a document anywhere has ``M = 0`` (nothing passes through it)
+    and ``S_loc`` its last document's state, and only the tokens before the shard's first
+    start read ``S_in`` (``A`` is 0 after it; all of it where a document begins at the
+    shard's first token). The fold below is then unchanged.
     """
     batch, _, heads, dv = v.shape
     dk = k.shape[-1]
@@ -283,7 +310,9 @@ def state_passing_delta_rule(
     initial = torch.cat(
         [torch.zeros(batch, heads, dk, dv, dtype=torch.float32, device=v.device), identity], -1
     )
-    out, final = delta_rule_with_state(q, k, torch.cat([v, zeros], -1), g, beta, initial)
+    resets = {} if documents is None else {"documents": documents}
+    out, final = delta_rule_with_state(q, k, torch.cat([v, zeros], -1), g, beta, initial,
+                                       **resets)
     out0, reads = out[..., :dv], out[..., dv:]
     maps = cp.gather_ranks(final)  # (cp, B, H, Dk, Dv + Dk): [S_loc | M] of every rank
     incoming = None

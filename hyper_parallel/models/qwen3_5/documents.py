@@ -19,8 +19,14 @@ block_causal``), from the boundaries the batch carries
   (:mod:`~hyper_parallel.models.qwen3_5.kernels`).
 * The rotary positions restart with the ``position_ids`` themselves.
 
-Context parallelism splits a row into shards that these functions do not see whole; a mixer
-under it refuses documents (:func:`refuse_under_context_parallelism`) until it carries them.
+Under context parallelism a rank holds a shard of every row and its documents as a
+:class:`~hyper_parallel.utils.documents.DocumentShard` (made from the whole rows before the
+split): the Ulysses forms run the functions above on the whole rows after their all-to-all
+(``whole``); the all-gather attention attends its shard's queries to the gathered keys of
+their documents (:func:`shard_attention`); state passing convolves the shard with the previous
+shard's last tokens inside their documents (``with_halo``) and resets the state at the shard's
+own starts (:mod:`.context_parallel`). A mixer under context parallelism handed documents made
+from a shard's own positions refuses them (:func:`refuse_under_context_parallelism`).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from hyper_parallel.utils.documents import Documents
+from hyper_parallel.utils.documents import Documents, DocumentShard
 from hyper_parallel.utils.errors import ConfigError
 
 __all__ = [
@@ -39,6 +45,7 @@ __all__ = [
     "block_causal_attention",
     "conv_within_documents",
     "refuse_under_context_parallelism",
+    "shard_attention",
 ]
 
 ATTN_MASK_TYPE_PATH = "model.attn_mask_type"
@@ -124,13 +131,48 @@ def conv_within_documents(
     return conv(spaced, weight)[rows, slots]
 
 
+def shard_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, shard: DocumentShard
+) -> torch.Tensor:
+    """Attention of this shard's queries to the earlier tokens of their own documents, over
+    the whole rows' keys (context parallelism's all-gather form).
+
+    ``q`` ``(B, s, Hq, D)`` (positions ``[start, stop)``), ``k`` / ``v`` ``(B, S, Hkv, D)``;
+    returns ``(B, s, Hq * D)``. Each document's queries in the shard attend to its keys from
+    the document's start to the last query, causally (the mask aligned to the queries' global
+    positions): the work and the memory are those of the shard's documents."""
+    batch, length, heads, dim = q.shape
+    grouped = heads != k.shape[2]
+    start, stop = shard.start, shard.stop
+    pieces = []
+    for row, first, last in shard.whole.segments():
+        a, b = max(first, start), min(last, stop)  # the document's queries in the shard
+        if a >= b:
+            continue
+        doc_q = q[row:row + 1, a - start:b - start].transpose(1, 2)
+        doc_k, doc_v = (t[row:row + 1, first:b].transpose(1, 2) for t in (k, v))
+        if a == first:  # the whole document so far is in the shard: plain causal
+            out = F.scaled_dot_product_attention(doc_q, doc_k, doc_v, is_causal=True,
+                                                 scale=scale, enable_gqa=grouped)
+        else:  # query a + i sees keys first .. a + i: the mask's bottom-right corner
+            mask = torch.ones(b - a, b - first, dtype=torch.bool, device=q.device).tril(a - first)
+            out = F.scaled_dot_product_attention(doc_q, doc_k, doc_v, attn_mask=mask,
+                                                 scale=scale, enable_gqa=grouped)
+        pieces.append(out)
+    out = torch.cat(pieces, dim=2)  # (1, Hq, B * s, D): the shard's documents in row order
+    return out.transpose(1, 2).reshape(batch, length, heads * dim)
+
+
 def refuse_under_context_parallelism(mixer: str) -> None:
-    """The ``ConfigError`` of a ``mixer`` under context parallelism handed documents: its
-    shard of the row is not the documents' whole (the model's config refuses the pair before
-    a run is built; this guards any other way of building it)."""
+    """The ``ConfigError`` of a ``mixer`` under context parallelism handed documents made from
+    its shard's own positions (a model called directly): a shard cannot tell whether its first
+    token continues a document, nor whether its last begins one. The step makes them from the
+    whole rows before the split (a :class:`~hyper_parallel.utils.documents.DocumentShard`)."""
     raise ConfigError(
-        f"block_causal: the {mixer} runs under context parallelism, whose shards do not carry "
-        "the documents' boundaries yet, so they would mix; set model.attn_mask_type to causal "
-        "or parallelism.context_parallel_degree to 1",
+        f"block_causal: the {mixer} runs under context parallelism but was handed the "
+        "documents of its shard's own positions, which cannot say where the shard's documents "
+        "begin; make them from the whole rows and split them with the sequence "
+        "(Documents.from_positions(position_ids).shard(rank, parts), which split_sequence "
+        "does for a batch's documents)",
         path=ATTN_MASK_TYPE_PATH,
     )

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hyper_parallel.utils.documents import Documents
+from hyper_parallel.utils.documents import Documents, DocumentShard
 
 from ._dtensor import _local, _match_input
 from .configuration import Qwen3_5Config
@@ -123,17 +123,18 @@ class Qwen3_5GatedDeltaNet(nn.Module):
     #: None on one rank's whole sequence.
     context_parallel: ContextParallel | None = None
 
-    def forward(self, hidden_states: torch.Tensor, documents: Documents | None = None
-                ) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor,
+                documents: Documents | DocumentShard | None = None) -> torch.Tensor:
         """``documents`` (a packed batch's, on the device; ``block_causal``): the convolution's
         window and the delta-rule state restart at each document's start
-        (:mod:`.documents`)."""
+        (:mod:`.documents`; under context parallelism this shard's
+        :class:`~hyper_parallel.utils.documents.DocumentShard`)."""
         kernels = self.select_kernels()
         cp = self.context_parallel
-        if documents is not None and cp is not None:
+        if cp is not None and documents is not None and not isinstance(documents, DocumentShard):
             refuse_under_context_parallelism("Gated DeltaNet")
         if cp is not None and cp.linear == "ulysses":
-            return self._forward_ulysses(hidden_states, kernels, cp)
+            return self._forward_ulysses(hidden_states, kernels, cp, documents)
         batch, seq, _ = hidden_states.shape
         dk, dv = self.head_k_dim, self.head_v_dim
         q = self.in_proj_q(hidden_states)
@@ -149,12 +150,12 @@ class Qwen3_5GatedDeltaNet(nn.Module):
             [_local(self.conv_q_weight), _local(self.conv_k_weight), _local(self.conv_v_weight)], 0
         )
         mixed = torch.cat([q, k, v], dim=-1)
-        if documents is not None:
+        if cp is not None:  # state passing: the kernel - 1 positions before the shard
+            mixed = shifted_conv(cp, kernels.conv, mixed, conv_w, documents)
+        elif documents is not None:
             mixed = conv_within_documents(kernels.conv, mixed, conv_w, documents)
-        elif cp is None:
+        else:
             mixed = kernels.conv(mixed, conv_w)
-        else:  # state passing: the kernel - 1 positions before the shard come from rank - 1
-            mixed = shifted_conv(cp, kernels.conv, mixed, conv_w)
         q, k, v = mixed.split([qk_width, qk_width, v_width], dim=-1)
         q = q.reshape(batch, seq, -1, dk)
         k = k.reshape(batch, seq, -1, dk)
@@ -162,12 +163,13 @@ class Qwen3_5GatedDeltaNet(nn.Module):
 
         beta = b.sigmoid()
         g = self._decay(a, _local(self.A_log), _local(self.dt_bias))
-        if documents is not None:
+        if cp is not None:
+            out = state_passing_delta_rule(cp, kernels.delta_rule_with_state, q, k, v, g, beta,
+                                           documents)
+        elif documents is not None:
             out = kernels.delta_rule(q, k, v, g, beta, documents=documents)
-        elif cp is None:
-            out = kernels.delta_rule(q, k, v, g, beta)
         else:
-            out = state_passing_delta_rule(cp, kernels.delta_rule_with_state, q, k, v, g, beta)
+            out = kernels.delta_rule(q, k, v, g, beta)
 
         out = self.norm(out, z.reshape(batch, seq, -1, dv))
         return self.out_proj(out.reshape(batch, seq, -1))
@@ -179,12 +181,14 @@ class Qwen3_5GatedDeltaNet(nn.Module):
         return -A_log.float().exp() * F.softplus(a.float() + dt_bias.float())
 
     def _forward_ulysses(
-        self, hidden_states: torch.Tensor, kernels: GdnKernels, cp: ContextParallel
+        self, hidden_states: torch.Tensor, kernels: GdnKernels, cp: ContextParallel,
+        documents: DocumentShard | None = None,
     ) -> torch.Tensor:
         """Context parallelism over heads: the projections of this rank's sequence shard go
         through an all-to-all (each put as soon as it is computed), the rank runs the
         convolution and the recurrence of its heads over the whole sequence, and a second
-        all-to-all brings the output back to the shard."""
+        all-to-all brings the output back to the shard. ``documents``: the whole rows' are
+        kept apart there, as on one rank."""
         batch, seq, _ = hidden_states.shape
         dk, dv = self.head_k_dim, self.head_v_dim
         exchange = cp.to_heads()
@@ -206,9 +210,12 @@ class Qwen3_5GatedDeltaNet(nn.Module):
             _local(self.conv_v_weight)[value_rows],
         ], 0)
         qk_width, v_width = q.shape[2] * dk, v.shape[2] * dv
-        mixed = kernels.conv(
-            torch.cat([q.flatten(2), k.flatten(2), v.flatten(2)], dim=-1), conv_w
-        )
+        mixed = torch.cat([q.flatten(2), k.flatten(2), v.flatten(2)], dim=-1)
+        whole = None if documents is None else documents.whole
+        if whole is None:
+            mixed = kernels.conv(mixed, conv_w)
+        else:
+            mixed = conv_within_documents(kernels.conv, mixed, conv_w, whole)
         q, k, v = mixed.split([qk_width, qk_width, v_width], dim=-1)
         q = q.reshape(batch, full, -1, dk)
         k = k.reshape(batch, full, -1, dk)
@@ -217,7 +224,8 @@ class Qwen3_5GatedDeltaNet(nn.Module):
         g = self._decay(
             a.squeeze(-1), _local(self.A_log)[value_heads], _local(self.dt_bias)[value_heads]
         )
-        out = cp.to_sequence(kernels.delta_rule(q, k, v, g, beta))
+        resets = {} if whole is None else {"documents": whole}
+        out = cp.to_sequence(kernels.delta_rule(q, k, v, g, beta, **resets))
         out = self.norm(out, z.reshape(batch, seq, -1, dv))
         return self.out_proj(out.reshape(batch, seq, -1))
 

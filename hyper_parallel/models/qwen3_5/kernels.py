@@ -52,7 +52,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from hyper_parallel.utils.choices import KERNEL_CHOICES
-from hyper_parallel.utils.documents import Documents
+from hyper_parallel.utils.documents import Documents, DocumentShard
 from hyper_parallel.utils.errors import ConfigError
 
 from .delta_rule import DEFAULT_CHUNK_SIZE, chunk_gated_delta_rule
@@ -92,7 +92,9 @@ class GdnKernels:
     each document's start (the torch path's ``document_starts``, fla's ``cu_seqlens``).
     ``delta_rule_with_state(q, k, v, g, beta, initial_state)``: the same from ``initial_state``
     ``(B, Hv, Dk, Dv)`` (fp32), returning ``(out, final_state)`` (context parallelism's state
-    passing).
+    passing); with ``documents`` (a shard's
+    :class:`~hyper_parallel.utils.documents.DocumentShard`) the state restarts at the shard's
+    document starts, ``initial_state`` dropped where one begins at its first token.
     """
 
     name: str
@@ -145,10 +147,12 @@ def _torch_delta_rule(q, k, v, g, beta, documents: Documents | None = None) -> t
                                   document_starts=documents.starts)[0]
 
 
-def _torch_delta_rule_with_state(q, k, v, g, beta, initial_state):
+def _torch_delta_rule_with_state(q, k, v, g, beta, initial_state,
+                                 documents: DocumentShard | None = None):
+    starts = None if documents is None else documents.starts
     return chunk_gated_delta_rule(
         q, k, v, g, beta, chunk_size=DEFAULT_CHUNK_SIZE, initial_state=initial_state,
-        output_final_state=True,
+        output_final_state=True, document_starts=starts,
     )
 
 
@@ -206,6 +210,38 @@ def _fla_delta_rule_with_state(fla_chunk: Callable) -> Callable[..., tuple]:
             use_qk_l2norm_in_kernel=True,
             **offsets,
         )
+
+    return delta_rule_with_state
+
+
+def _fla_delta_rule_with_shard_state(fla_chunk: Callable) -> Callable[..., tuple]:
+    """``delta_rule_with_state`` that also takes a context-parallel shard's documents
+    (:class:`~hyper_parallel.utils.documents.DocumentShard`): fla's varlen form over the
+    shard's segments, each row's incoming state the initial state of its first segment where
+    the row continues its document (zeros where one begins there, and for every later
+    segment), each row's final state its last segment's."""
+    with_state = _fla_delta_rule_with_state(fla_chunk)
+    takes_host_offsets = "cu_seqlens_cpu" in _parameters(fla_chunk)
+
+    def delta_rule_with_state(q, k, v, g, beta, initial_state,
+                              documents: DocumentShard | None = None):
+        if documents is None:
+            return with_state(q, k, v, g, beta, initial_state)
+        batch, seq = q.shape[:2]
+        segments = documents.segments()
+        flat = [t.reshape(1, batch * seq, *t.shape[2:]) for t in (q, k, v, g, beta)]
+        offsets = {"cu_seqlens": segments.cu_seqlens.long()}
+        if takes_host_offsets:
+            offsets["cu_seqlens_cpu"] = segments.cu_seqlens_host.long()
+        # Segment index of each row's first and last segment (host ints, no device read).
+        row_starts = (segments.cu_seqlens_host[:-1] % seq == 0).nonzero().squeeze(1).tolist()
+        firsts = torch.tensor(row_starts, device=q.device)
+        lasts = torch.tensor([*row_starts[1:], segments.count], device=q.device) - 1
+        keep = torch.tensor(documents.continues, device=q.device)
+        initial = initial_state.new_zeros(segments.count, *initial_state.shape[1:])
+        initial = initial.index_copy(0, firsts, initial_state * keep[:, None, None, None])
+        out, final = with_state(*flat, initial, **offsets)
+        return out.reshape(batch, seq, *out.shape[2:]), final.index_select(0, lasts)
 
     return delta_rule_with_state
 
@@ -276,7 +312,7 @@ def _fla_kernels(
         conv_name=conv_name,
         conv=conv,
         delta_rule=_fla_delta_rule(fla_chunk),
-        delta_rule_with_state=_fla_delta_rule_with_state(fla_chunk),
+        delta_rule_with_state=_fla_delta_rule_with_shard_state(fla_chunk),
         device_type=device_type,
         reason=reason,
     )

@@ -18,6 +18,16 @@ Ulysses forward outputs are bit-identical to the one-rank layer (each head sees 
 sequence and the same ops); the gradients and the state-passing outputs sum in another order
 (:data:`LAYER_RTOL`).
 
+**Packed rows** (``block_causal``, issue 46), in the same jobs: every form again on two rows of
+documents that cross the shard boundaries, one beginning exactly at one, some beginning inside
+the convolution's window before one and shorter than it, one longer than a chunk, a padded
+tail (the worker's ``PACKED``), against the one-rank layer on the whole rows' documents within
+:data:`LAYER_RTOL`; and a small ``block_causal`` LM's step on each rank's part of a packed
+batch as the trainer splits it (Ulysses, and all-gather attention with state passing): its
+loss is the one-rank packed step's (:data:`CP_RUN_RTOL`) and the token-weighted mean of the
+documents' losses run alone, its logits and every gradient the one-rank packed model's
+(:data:`LAYER_RTOL`).
+
 **The runs** (the layout harness; the tiny flavor, 3 Gated DeltaNet layers and 1 attention
 layer, at ``max_seq_len`` 512, 4 steps of 4 sequences, warmup and decay, no clipping): CP 2 and
 CP 2 x FSDP 2 (the issue's bar), the all-gather / state-passing / async forms, CP 2 x TP 2
@@ -112,6 +122,39 @@ def test_layer_forward_and_backward_match_the_one_rank_layer(layer_job, case):
             assert report["out"] == 0.0, (rank, report)  # Ulysses: the same ops per head
         assert report["out"] <= LAYER_RTOL * report["out_max"], (rank, report)
         assert report["x_grad"] <= LAYER_RTOL * report["x_grad_max"], (rank, report)
+        for name, (diff, largest) in report["params"].items():
+            assert largest > 0, f"{case}: {name} got no gradient"
+            assert diff <= LAYER_RTOL * largest, (rank, name, diff, largest)
+
+
+PACKED_CASES = ("attention_ulysses", "attention_ulysses_kv_repeat", "attention_allgather",
+                "gdn_ulysses", "gdn_p2p")
+
+
+@pytest.mark.parametrize("case", PACKED_CASES)
+def test_packed_documents_across_the_shards_match_the_one_rank_layer(layer_job, case):
+    """Documents crossing, starting at and starting just before the shard boundaries: each
+    form keeps them apart exactly as the one-rank layer does on the whole rows."""
+    for rank, report in enumerate(layer_job[f"packed_{case}"]):
+        if case.startswith("attention_ulysses"):
+            assert report["out"] == 0.0, (rank, report)  # the same documents' ops per head
+        assert report["out"] <= LAYER_RTOL * report["out_max"], (rank, report)
+        assert report["x_grad"] <= LAYER_RTOL * report["x_grad_max"], (rank, report)
+        for name, (diff, largest) in report["params"].items():
+            assert largest > 0, f"{case}: {name} got no gradient"
+            assert diff <= LAYER_RTOL * largest, (rank, name, diff, largest)
+
+
+@pytest.mark.parametrize("case", ["model_ulysses", "model_allgather_p2p"])
+def test_a_packed_step_under_context_parallelism_is_the_documents_alone(layer_job, case):
+    """The step's loss over the ranks is the one-rank packed step's and the token-weighted
+    mean of the documents' losses run alone; its logits and every gradient the one-rank
+    packed model's."""
+    for rank, report in enumerate(layer_job[case]):
+        assert report["tokens"] == report["alone_tokens"], report  # the same targets
+        assert report["loss"] == pytest.approx(report["reference_loss"], rel=CP_RUN_RTOL)
+        assert report["loss"] == pytest.approx(report["alone_loss"], rel=1e-5)
+        assert report["logits"] <= LAYER_RTOL * report["logits_max"], (rank, report)
         for name, (diff, largest) in report["params"].items():
             assert largest > 0, f"{case}: {name} got no gradient"
             assert diff <= LAYER_RTOL * largest, (rank, name, diff, largest)

@@ -12,6 +12,15 @@ the magnitudes to state relative bounds, and the collectives the CP forward issu
 The causality cases change the input at one position ``p`` (and every later one) and report
 how much the outputs *before* ``p`` moved (must be exactly 0) and after it (must move).
 
+The packed cases (``packed_*``, :data:`PACKED`) run the same comparison on rows of documents
+(``block_causal``): the reference layer gets the whole rows'
+:class:`~hyper_parallel.utils.documents.Documents`, the context-parallel copy this rank's
+:meth:`~hyper_parallel.utils.documents.Documents.shard` of them, and the positions restart at
+each document. The packed model cases (``model_*``) train a small ``block_causal`` LM's step on
+this rank's part of a packed batch as the trainer splits it (``with_documents`` then
+``split_sequence``) and report its loss (the ranks' sums over their count), logits and
+gradients against the one-rank packed model, and the loss of every document run alone.
+
 Rank 0 writes ``{case: [rank 0's report, ...]}`` to ``<result.json>``.
 """
 
@@ -30,7 +39,9 @@ from hyper_parallel.models.qwen3_5.attention import Qwen3_5Attention
 from hyper_parallel.models.qwen3_5.configuration import Qwen3_5Config
 from hyper_parallel.models.qwen3_5.context_parallel import ContextParallel
 from hyper_parallel.models.qwen3_5.gated_deltanet import Qwen3_5GatedDeltaNet
+from hyper_parallel.models.qwen3_5.model import Qwen3_5ForCausalLM
 from hyper_parallel.models.qwen3_5.rope import Qwen3_5RotaryEmbedding
+from hyper_parallel.utils.documents import Documents, DocumentShard
 
 SEED = 1234
 BATCH, SEQ = 2, 256
@@ -58,6 +69,39 @@ CASES = {
 }
 CAUSALITY = ("attention_ulysses", "attention_allgather", "gdn_ulysses", "gdn_p2p")
 
+#: Packed rows of SEQ tokens, as document lengths (``0``: a padded tail, positions 0, which
+#: stays with the document before it). The shard boundaries are at 128 (2 ranks) and 64, 128,
+#: 192 (4 ranks): documents cross them (0-100 crosses 64; 127-250 crosses 128 and 192 and is
+#: longer than a chunk of 64), one begins exactly at 128, some begin inside the
+#: convolution's window before a boundary they cross (62, 127, 190: 2, 1 and 2 tokens before
+#: 64, 128 and 192), some are shorter than that window (126-128, 254-256).
+PACKED = ((100, 26, 2, 62, 64, 2), (62, 65, 123, 0))
+PACKED_CASES = ("attention_ulysses", "attention_ulysses_kv_repeat", "attention_allgather",
+                "gdn_ulysses", "gdn_p2p")
+#: The packed model cases: (attention, linear) context-parallel modes.
+MODEL_CASES = {"model_ulysses": ("ulysses", "ulysses"), "model_allgather_p2p": ("allgather", "p2p")}
+
+
+def packed_positions() -> torch.Tensor:
+    rows = []
+    for lengths in PACKED:
+        row = [torch.arange(n) for n in lengths if n]
+        pad = SEQ - sum(lengths)
+        rows.append(torch.cat([*row, torch.zeros(pad, dtype=torch.long)]))
+    return torch.stack(rows)
+
+
+def packed_documents() -> list[tuple[int, int, int]]:
+    """Every document as ``(row, start, stop)`` (a padded tail is none)."""
+    out = []
+    for row, lengths in enumerate(PACKED):
+        start = 0
+        for n in lengths:
+            if n:
+                out.append((row, start, start + n))
+            start += n
+    return out
+
 
 def build(case: str):
     mixer, attention, linear, async_comm, heads = CASES[case]
@@ -69,19 +113,21 @@ def build(case: str):
     return cfg, module, (attention, linear, async_comm)
 
 
-def run(module, cfg, x, positions, grad):
+def run(module, cfg, x, positions, grad, documents=None):
     x = x.detach().clone().requires_grad_(True)
+    if positions.dim() == 1:
+        positions = positions.unsqueeze(0).expand(x.shape[0], -1)
     if isinstance(module, Qwen3_5Attention):
         rope = Qwen3_5RotaryEmbedding(cfg)
-        y = module(x, rope(positions.unsqueeze(0).expand(x.shape[0], -1)))
+        y = module(x, rope(positions), documents)
     else:
-        y = module(x)
+        y = module(x, documents)
     if grad is not None:
         (y * grad).sum().backward()
     return y.detach(), None if grad is None else x.grad
 
 
-def compare(case: str, mesh, rank: int, world: int) -> dict:
+def compare(case: str, mesh, rank: int, world: int, packed: bool = False) -> dict:
     cfg, reference, (attention, linear, async_comm) = build(case)
     cp_module = copy.deepcopy(reference)
     plan = ContextParallel(mesh, attention=attention, linear=linear, async_comm=async_comm)
@@ -90,9 +136,11 @@ def compare(case: str, mesh, rank: int, world: int) -> dict:
     x = torch.randn(BATCH, SEQ, cfg.hidden_size, generator=generator)
     grad = torch.randn(BATCH, SEQ, cfg.hidden_size, generator=generator)
     shard = slice(rank * SEQ // world, (rank + 1) * SEQ // world)
-    positions = torch.arange(SEQ)
-    y_ref, gx_ref = run(reference, cfg, x, positions, grad)
-    y_cp, gx_cp = run(cp_module, cfg, x[:, shard], positions[shard], grad[:, shard])
+    positions = packed_positions() if packed else torch.arange(SEQ)
+    whole = Documents.from_positions(packed_positions()) if packed else None
+    mine = whole.shard(rank, world) if packed else None
+    y_ref, gx_ref = run(reference, cfg, x, positions, grad, whole)
+    y_cp, gx_cp = run(cp_module, cfg, x[:, shard], positions[..., shard], grad[:, shard], mine)
     report = {
         "out": (y_cp - y_ref[:, shard]).abs().max().item(),
         "out_max": y_ref.abs().max().item(),
@@ -131,6 +179,59 @@ def causality(case: str, mesh, rank: int, world: int) -> dict:
     }
 
 
+def packed_model(mesh, rank: int, world: int, attention: str, linear: str) -> dict:
+    """One step's loss, logits and gradients of a ``block_causal`` LM on this rank's part of
+    a packed batch, against the one-rank packed model and the documents run alone."""
+    from hyper_parallel.data import split_sequence
+    from hyper_parallel.models.qwen3_5.context_parallel import apply_cp
+    from hyper_parallel.runtime.loss import token_loss_sum
+    from hyper_parallel.runtime.step import DOCUMENTS, forward_logits, with_documents
+
+    cfg = config(4, 2, 4, 8).replace(attn_mask_type="block_causal", initializer_range=0.1)
+    torch.manual_seed(SEED)
+    reference = Qwen3_5ForCausalLM(cfg)
+    reference.init_weights()
+    model = copy.deepcopy(reference)
+    apply_cp(model, mesh, attention=attention, linear=linear)
+    positions = packed_positions()
+    ids = torch.randint(0, cfg.vocab_size, positions.shape,
+                        generator=torch.Generator().manual_seed(SEED + 3))
+    labels = ids.masked_fill(positions == 0, -100)  # each document's first label (and pads)
+    batch = {"input_ids": ids, "labels": labels, "position_ids": positions}
+    # The trainer's own split (trainer.base._own_part): documents of the whole rows, then
+    # this rank's part of everything.
+    mine = split_sequence(with_documents(model, batch), rank, world)
+    assert isinstance(mine[DOCUMENTS], DocumentShard), mine
+    logits = forward_logits(model, mine)
+    total, count = token_loss_sum(logits, mine["labels"])
+    sums = torch.stack([total.detach(), count.float()])
+    dist.all_reduce(sums)
+    (total / sums[1]).backward()
+    ref_logits = forward_logits(reference, with_documents(reference, batch))
+    ref_total, ref_count = token_loss_sum(ref_logits, labels)
+    (ref_total / ref_count).backward()
+    shard = slice(rank * SEQ // world, (rank + 1) * SEQ // world)
+    report = {
+        "loss": (sums[0] / sums[1]).item(),
+        "reference_loss": (ref_total / ref_count).item(),
+        "tokens": int(sums[1].item()),
+        "logits": (logits - ref_logits[:, shard]).abs().max().item(),
+        "logits_max": ref_logits.abs().max().item(),
+        "params": {},
+    }
+    with torch.no_grad():  # the documents alone: one row each, the model's own causal run
+        alone = [token_loss_sum(reference(ids[r:r + 1, a:b]), labels[r:r + 1, a:b])
+                 for r, a, b in packed_documents()]
+    report["alone_loss"] = (sum(t for t, _ in alone) / sum(n for _, n in alone)).item()
+    report["alone_tokens"] = int(sum(n for _, n in alone))
+    for (name, p_ref), (_, p_cp) in zip(reference.named_parameters(), model.named_parameters()):
+        g = p_cp.grad.clone()
+        dist.all_reduce(g)
+        report["params"][name] = [(g - p_ref.grad).abs().max().item(),
+                                  p_ref.grad.abs().max().item()]
+    return report
+
+
 def main() -> None:
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -139,6 +240,14 @@ def main() -> None:
     for case in CASES:
         reports = [None] * world
         dist.all_gather_object(reports, compare(case, mesh, rank, world))
+        results[case] = reports
+    for case in PACKED_CASES:
+        reports = [None] * world
+        dist.all_gather_object(reports, compare(case, mesh, rank, world, packed=True))
+        results[f"packed_{case}"] = reports
+    for case, modes in MODEL_CASES.items():
+        reports = [None] * world
+        dist.all_gather_object(reports, packed_model(mesh, rank, world, *modes))
         results[case] = reports
     for case in CAUSALITY:
         reports = [None] * world
