@@ -13,7 +13,13 @@ The step of :mod:`hyper_parallel.runtime.step` with the forward and backward dri
   would fix only the logged value);
 * a tied weight's copies have their gradients summed, the gradient norm is reduced over the
   pipeline ranks too, and every rank logs the same loss (reduced over data-parallel and
-  pipeline ranks), which means what it means without pipelining.
+  pipeline ranks), which means what it means without pipelining;
+* a ``block_causal`` model's documents (``model.attn_mask_type``) are made once a step, on the
+  host, from the step's rows' ``position_ids`` (:func:`with_step_documents`); the schedule cuts
+  them with the rows, so each pipeline micro-batch carries its own
+  :class:`~hyper_parallel.utils.documents.Documents`, which every stage's forward reads (a
+  keyword argument reaches every stage; a later stage has no ``position_ids`` it could read
+  without asking the device).
 """
 
 from __future__ import annotations
@@ -24,13 +30,15 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.utils import _pytree as pytree
 
 from hyper_parallel.platform.collectives import all_reduce_sum, or_alone, sum_counts
 from hyper_parallel.runtime.loss import LossScaler
 from hyper_parallel.runtime.optim import clip_grad_norm_
-from hyper_parallel.runtime.step import StepResult, image_inputs, move_to_device
+from hyper_parallel.runtime.step import DOCUMENTS, StepResult, image_inputs, move_to_device
 from hyper_parallel.utils.choices import IGNORE_INDEX
 from hyper_parallel.utils.data_types import IMAGE_KEYS, IMAGES_PER_ROW
+from hyper_parallel.utils.documents import Documents
 
 
 @dataclass
@@ -160,11 +168,55 @@ def with_row_images(micro_batches: Sequence[dict], seq_len: int | None = None) -
     return batch
 
 
+# ---------------------------------------------------------------- the documents of the rows
+def _flatten_documents(documents: Documents) -> tuple[list[Any], None]:
+    return [documents.starts], None
+
+
+def _unflatten_documents(children: list[Any], _context: None) -> Documents:
+    starts = children[0]
+    if isinstance(starts, torch.Tensor):
+        return Documents.from_starts(starts)
+    # The same structure around another leaf (the schedule's chunk spec of ``starts``): a
+    # shell that is only flattened again.
+    shell = Documents.__new__(Documents)
+    shell.starts = starts
+    return shell
+
+
+# A schedule cuts every input of the step into its micro-batches along the rows, with torch's
+# pytree (``split_args_kwargs_into_chunks``): as a node over its ``(B, S)`` starts, the
+# documents of the step's rows are cut with them, and each micro-batch's are rebuilt from its
+# rows' starts, on the host (its offsets and longest document are its own). FSDP's root
+# pre-forward does not walk pytree nodes: the documents reach the model as they are.
+pytree.register_pytree_node(
+    Documents,
+    _flatten_documents,
+    _unflatten_documents,
+    serialized_type_name="hyper_parallel.utils.documents.Documents",
+)
+
+
+def with_step_documents(pipeline: Any, batch: dict) -> dict:
+    """``batch`` (the step's host rows, :func:`with_row_images`) with the documents of its rows
+    under :data:`~hyper_parallel.runtime.step.DOCUMENTS` when the stages keep documents apart
+    (``reads_documents``: ``attn_mask_type: block_causal``), made here from the host
+    ``position_ids`` (an image-text batch's are row-aligned, ``(B, 3, S)``); else ``batch``
+    itself. The schedule gives each micro-batch the documents of its rows (above)."""
+    if not getattr(pipeline.parts[0], "reads_documents", False) or "position_ids" not in batch:
+        return batch
+    positions = batch["position_ids"]
+    if positions.dim() == 3:  # (B, 3, S), row-aligned for the schedule (with_row_images)
+        positions = positions.movedim(1, 0)
+    return {**batch, DOCUMENTS: Documents.from_positions(positions)}
+
+
 def _run_schedule(pipeline: Any, batch: dict, *, train: bool) -> None:
     args = (batch["input_ids"],) if pipeline.has_first_stage else ()
     # The grids travel as a HostTensor (image_inputs): the schedule cuts it with the rest, and
-    # the stage's FSDP root pre-forward leaves it on the host.
-    kwargs = {k: batch[k] for k in ("position_ids",) if k in batch} | image_inputs(batch)
+    # the stage's FSDP root pre-forward leaves it on the host; the documents are cut likewise.
+    kwargs = {k: batch[k] for k in ("position_ids", DOCUMENTS) if k in batch}
+    kwargs |= image_inputs(batch)
     target = batch["labels"] if pipeline.has_last_stage else None
     losses: list | None = [] if pipeline.has_last_stage else None
     run = pipeline.schedule.step if train else pipeline.schedule.eval
@@ -190,7 +242,7 @@ def pipeline_train_step(
     """Forward and backward of the step's rows through ``pipeline.schedule``, clip over every
     stage, optimizer step (see the module docstring); the arguments mean what they mean for
     :func:`hyper_parallel.runtime.step.train_step`."""
-    host_batch = with_row_images(micro_batches, seq_len)
+    host_batch = with_step_documents(pipeline, with_row_images(micro_batches, seq_len))
     m = pipeline.num_microbatches
     # Counted on the host rows, before they move: on a GPU a count of device labels is a read
     # that waits for the device's queue, twice a step.
@@ -271,7 +323,7 @@ def pipeline_evaluate(
 
 def _eval_group(pipeline: Any, group: list[dict], rows: int, seq_len: int | None,
                 device: torch.device) -> None:
-    batch = _pad_rows(with_row_images(group, seq_len), rows)
+    batch = with_step_documents(pipeline, _pad_rows(with_row_images(group, seq_len), rows))
     _run_schedule(pipeline, move_to_device(batch, device), train=False)
 
 
@@ -280,4 +332,5 @@ __all__ = [
     "concat_micro_batches",
     "pipeline_evaluate",
     "pipeline_train_step",
+    "with_step_documents",
 ]

@@ -219,9 +219,9 @@ Qwen3_5ModelConfig._owner = LazyOwner(  # type: ignore[assignment]
 )
 
 
-BLOCK_CAUSAL_REFUSALS = (
-    ("parallelism", "pipeline_parallel_degree",
-     "the pipeline's micro-batches do not carry the documents' boundaries yet"),
+BLOCK_CAUSAL_REFUSALS: tuple[tuple[str, str, str], ...] = (
+    # (pipeline parallelism keeps them apart: each micro-batch carries its rows' documents
+    # through the schedule, runtime/pipeline_step.py)
 )
 """The settings a ``block_causal`` model refuses for now, and why (:func:`refuse_block_causal`):
 ``(section, field, why)``, refused above 1."""

@@ -16,6 +16,10 @@ world size share one job, and the session shares each run with every test that n
   back exactly, and a second job of the same run is bit-identical.
 * FSDP2's explicit prefetching changes when parameters are gathered, never the results: the
   FSDP 2 run with it is the run without, bit for bit.
+* Packed rows (``block_causal``, :mod:`tests.helpers.packed_rows`): every step of the one-rank
+  packed run trains its documents as if each ran alone (its loss the token-weighted mean of
+  theirs), where the causal model on the same rows does not; FSDP 2, TP 2 and HSDP 2x2 train
+  the one-rank packed run within :data:`LAYOUT_RTOL` / :data:`GRAD_NORM_RTOL`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import torch
 
 from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
 from tests.helpers.numerics import PORTABLE_NUMERICS
+from tests.helpers.packed_rows import PACKED_VS_ALONE_RTOL, packed_workload
 
 from .conftest import EXAMPLES, TRAIN_SCRIPT
 
@@ -118,14 +123,33 @@ PREFETCH = (*WORKLOAD, "--train.accelerator.fsdp_forward_prefetch=2",
             "--train.accelerator.fsdp_backward_prefetch=2")
 
 
+#: The packed workload's layouts (name -> (overrides, layout)), against its one-rank run (a
+#: case test_pipeline shares): 4 rows a step, in micro-batches of 2 (of 1 on the 4 HSDP ranks).
+PACKED_LAYOUTS = {
+    "packed FSDP 2": ((), Layout(dp_shard=2)),
+    "packed TP 2": ((), Layout(tp=2)),
+    "packed HSDP 2x2": (("--train.micro_batch_size=1",), Layout(dp_replicate=2, dp_shard=2)),
+}
+#: The packed rows under the causal model: its documents attend to, and carry the delta-rule
+#: state into, each other (the control that the packed run's agreement with its documents
+#: alone is not the model ignoring its context).
+MIXED = "--model.config_overrides={flavor: tiny, attn_mask_type: causal}"
+
+
 @pytest.fixture(scope="module")
-def runs(layouts) -> dict:
+def runs(layouts, run_once) -> dict:
     """The golden and layout runs: one job per world size (1, 2 and 4 ranks; the pinned runs
     in jobs of their own). Only the layout runs gather their final parameters: the golden
     tests compare losses."""
     cases = {**GOLDEN_RUNS, **FSDP2_TINY}
     cases.update({name: Case(WORKLOAD, layout) for name, layout in LAYOUTS.items()})
     cases["FSDP 2 prefetch"] = Case(PREFETCH, LAYOUTS["FSDP 2"])
+    packed = packed_workload(run_once)
+    cases["packed 1 rank"] = Case((str(packed["packed.yaml"]),), ONE_RANK)
+    cases["documents alone"] = Case((str(packed["alone.yaml"]),), ONE_RANK)
+    cases["packed, causal"] = Case((str(packed["packed.yaml"]), MIXED), ONE_RANK)
+    for name, (overrides, layout) in PACKED_LAYOUTS.items():
+        cases[name] = Case((str(packed["packed.yaml"]), *overrides), layout)
     return layouts.run_cases(cases, params=[*LAYOUTS, "FSDP 2 prefetch"])
 
 
@@ -246,3 +270,23 @@ def test_bad_yaml_is_a_clear_error_before_any_work(tmp_path):
                           text=True, check=False)
     assert proc.returncode == 2
     assert f"{bad}:4: train.optimizer.warmup: unknown key" in proc.stderr
+
+
+def test_a_packed_step_trains_its_documents_as_if_alone(runs):
+    """Each step's loss is the token-weighted mean of the losses of its documents run alone
+    (the causal model, a document a row): the same at step 1, from the same weights, and the
+    same gradients after, within :data:`~tests.helpers.packed_rows.PACKED_VS_ALONE_RTOL`; the
+    causal model on the same packed rows is not."""
+    packed, alone = runs["packed 1 rank"], runs["documents alone"]
+    worst = assert_same_run(packed, alone, rtol=PACKED_VS_ALONE_RTOL)
+    print("packed vs its documents alone, worst relative differences:", worst)
+    mixed = assert_same_run(runs["packed, causal"], alone, rtol=1.0)
+    print("the causal model on the packed rows vs the documents alone:", mixed)
+    assert min(mixed.values()) > 20 * PACKED_VS_ALONE_RTOL, mixed
+
+
+@pytest.mark.parametrize("name", PACKED_LAYOUTS)
+def test_packed_rows_train_alike_on_every_layout(name, runs):
+    worst = assert_same_run(runs[name], runs["packed 1 rank"], rtol=LAYOUT_RTOL,
+                            grad_norm_rtol=GRAD_NORM_RTOL)
+    print(f"{name} vs packed 1 rank, worst relative differences:", worst)

@@ -21,6 +21,10 @@ world size).
   pipeline stage under PP, files of at most 100 KB for the recipe runs, which set
   ``checkpoint.export_hf_max_shard_size`` -- and transformers computes the trained model's
   logits from it.
+* Packed rows (``block_causal``, :mod:`tests.helpers.packed_rows`, the model cut the same
+  way): the expert-parallel ranks split a batch's rows and each makes the documents of its own
+  rows, so EP 2, and PP 2 x EP 2 (each pipeline micro-batch carrying its rows' documents),
+  train the one-rank packed run within the layouts' bounds.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import pytest
 
 from tests.helpers.hf_export_check import assert_export_is_the_model
 from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
+from tests.helpers.packed_rows import packed_workload
 
 pytestmark = pytest.mark.slow
 
@@ -87,6 +92,9 @@ MOE_GRAD_NORM_RTOL = 1e-5
 PREFETCH = ("--train.accelerator.fsdp_forward_prefetch=1",
             "--train.accelerator.fsdp_backward_prefetch=2")
 PREFETCH_LAYOUT = "EP 2 x FSDP 2"
+#: The packed workload's layouts, against its one-rank run (the step's 4 rows in micro-batches
+#: of 2, pipeline micro-batches too).
+PACKED_LAYOUTS = {"EP 2": (), "PP 2 x EP 2": LAYOUT_OVERRIDES["PP 2 x EP 2"]}
 
 
 def _write_recipe(folder: Path) -> list[str]:
@@ -108,9 +116,11 @@ def recipe(run_once):
 
 
 @pytest.fixture(scope="module")
-def runs(layouts, recipe) -> dict:
-    """``{(layout name, "legacy" | "recipe"): LayoutRun}``: one job per world size."""
+def runs(layouts, recipe, run_once) -> dict:
+    """``{(layout name, "legacy" | "recipe" | "packed"): LayoutRun}``: one job per world
+    size."""
     yaml_path, folder = recipe
+    packed = packed_workload(run_once)["packed_moe.yaml"]
     cases = {}
     for name, layout in LAYOUTS.items():
         cases[name, "legacy"] = Case((str(yaml_path), *LAYOUT_OVERRIDES.get(name, ())), layout)
@@ -119,6 +129,8 @@ def runs(layouts, recipe) -> dict:
                                       *RECIPE_SHARD), LAYOUTS[name], pythonpath=(str(folder),))
     cases[PREFETCH_LAYOUT, "prefetch"] = Case((str(yaml_path), *PREFETCH),
                                               LAYOUTS[PREFETCH_LAYOUT])
+    for name, overrides in {"1 rank": (), **PACKED_LAYOUTS}.items():
+        cases[name, "packed"] = Case((str(packed), *overrides), LAYOUTS[name])
     return layouts.run_cases(cases, params=False)
 
 
@@ -161,3 +173,10 @@ def test_hf_export_is_the_trained_model(name, world, runs):
         assert result["files"] >= 4
     else:
         assert result["files"] == LAYOUTS[name].pp
+
+
+@pytest.mark.parametrize("name", PACKED_LAYOUTS)
+def test_packed_rows_keep_their_documents_on_the_expert_layouts(name, runs):
+    worst = assert_same_run(runs[name, "packed"], runs["1 rank", "packed"],
+                            rtol=MOE_LAYOUT_RTOL, grad_norm_rtol=MOE_GRAD_NORM_RTOL)
+    print(f"packed {name} vs packed 1 rank, worst relative differences:", worst)

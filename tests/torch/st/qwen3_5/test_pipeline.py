@@ -21,6 +21,11 @@ below (the layout harness, :mod:`tests.helpers.layout`: one job per world size).
 * **Checkpoints across layouts**: a run saved at step 2 at pp = 2 resumes at pp = 1 and at
   pp = 4, one saved at pp = 1 and one saved at pp = 4 resume at pp = 2, each continuing with
   the losses of the uninterrupted run.
+* **Packed rows** (``block_causal``, :mod:`tests.helpers.packed_rows`): each pipeline
+  micro-batch carries its own rows' documents through the schedule to every stage; GPipe and
+  1F1B with the step's two micro-batches train the one-rank packed run bit for bit, as they
+  do unpacked rows, and the interleaved schedule (two stages a rank) within
+  :data:`PP_LAYOUT_RTOL`.
 * **Hugging Face export** (at the end of training, the default ``export_hf_policy``, streamed
   unit by unit, each stage's files written by the rank that holds it): a file per stage and
   an index, the weights of the run's last checkpoint, transformers' logits of the trained
@@ -35,6 +40,7 @@ import pytest
 
 from tests.helpers.hf_export_check import assert_export_is_the_model, check_layout
 from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
+from tests.helpers.packed_rows import packed_workload
 
 pytestmark = pytest.mark.slow
 
@@ -82,6 +88,14 @@ LAYOUTS = {
                      Layout(pp=2)),
 }
 BF16 = "--train.mixed_precision.enabled=true"
+#: The packed workload's pipeline cases (name -> (overrides, layout, rtol)): the step's two
+#: micro-batches of 2 rows, one stage a rank (bit for bit) or two (interleaved).
+PACKED = {
+    "packed PP 2 GPipe": ((PP, SCHEDULE + "gpipe"), Layout(pp=2), 0),
+    "packed PP 2 1F1B": ((PP, SCHEDULE + "1f1b"), Layout(pp=2), 0),
+    "packed PP 2 interleaved": ((PP, "--train.accelerator.pp_vpp=2"), Layout(pp=2),
+                                PP_LAYOUT_RTOL),
+}
 
 
 def _write_recipe(folder: Path) -> list[str]:
@@ -105,9 +119,10 @@ def files(run_once):
 
 
 @pytest.fixture(scope="module")
-def runs(layouts, files) -> dict:
+def runs(layouts, files, run_once) -> dict:
     """Every uninterrupted case, and the saves the resumes start from: one job per world."""
     pp_yaml, base, folder = files
+    packed = packed_workload(run_once)["packed.yaml"]
     cases = {
         "1 rank": Case((str(base), *SAVE_HALFWAY), ONE_RANK),
         "1 rank tied": Case((str(base), TIED), ONE_RANK),
@@ -123,6 +138,9 @@ def runs(layouts, files) -> dict:
     }
     for name, (overrides, layout) in LAYOUTS.items():
         cases[name] = Case((str(base), *overrides), layout)
+    cases["packed 1 rank"] = Case((str(packed),), ONE_RANK)
+    for name, (overrides, layout, _) in PACKED.items():
+        cases[name] = Case((str(packed), *overrides), layout)
     return layouts.run_cases(cases, params=False)
 
 
@@ -211,3 +229,14 @@ def test_hf_export_under_pipeline_parallelism_is_the_whole_model(runs):
     assert sorted(ours) == sorted(ref)
     for name, tensor in ref.items():
         assert torch.equal(ours[name], tensor), name
+
+
+@pytest.mark.parametrize("name", PACKED)
+def test_packed_rows_keep_their_documents_through_the_pipeline(name, runs):
+    """``block_causal`` under pipeline parallelism: every stage reads its micro-batch's own
+    documents (made on the host, cut with the rows by the schedule), so the pipeline trains
+    the one-rank packed run: bit for bit with one stage a rank, as unpacked rows."""
+    rtol = PACKED[name][2]
+    worst = assert_same_run(runs[name], runs["packed 1 rank"], rtol=rtol,
+                            grad_norm_rtol=PP_GRAD_NORM_RTOL)
+    print(f"{name} vs packed 1 rank, worst relative differences:", worst)

@@ -405,9 +405,8 @@ def _trainer_config(**sections):
 
 
 @pytest.mark.parametrize(("sections", "words"), [
-    ({"parallelism": {"pipeline_parallel_degree": 2}}, "pipeline's micro-batches"),
     ({"compile": {"enable": True, "components": ["model", "loss"]}}, "compiled decoder layers"),
-], ids=["pp", "compile"])
+], ids=["compile"])
 def test_what_cannot_keep_documents_apart_refuses(sections, words):
     from hyper_parallel.models.qwen3_5.protocol import flavor_config
 

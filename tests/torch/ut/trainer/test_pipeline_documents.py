@@ -1,0 +1,184 @@
+"""A pipeline step hands every micro-batch the documents of its own rows (``block_causal``).
+
+* The step makes the documents of its rows once, on the host, and torch's schedule cuts them
+  with the rows (:class:`~hyper_parallel.utils.documents.Documents` is a pytree node over its
+  starts): each micro-batch's are exactly those its rows' ``position_ids`` give, whatever the
+  rows' layouts and the number of micro-batches (a property over random packings).
+* Through a real schedule (one stage, one process): the stage's forward receives each
+  micro-batch's documents, made on the host, and the step's loss is the loss the step without
+  pipelining computes from the same micro-batches, bit for bit, and the token-weighted mean of
+  the documents' losses run alone; evaluation through the schedule likewise.
+
+The pipeline layouts themselves (2 ranks, GPipe and 1F1B, on packed rows) are
+``tests/torch/st/qwen3_5/test_pipeline.py``'s packed cases.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hyper_parallel.utils.documents import Documents
+
+IGNORE = -100
+
+
+def _positions(rows) -> torch.Tensor:
+    return torch.stack([torch.cat([torch.arange(n) for n in row]) for row in rows])
+
+
+def _rows(lengths_per_row: list[list[int]], seq: int) -> list[list[int]]:
+    """Each row's document lengths, its tail filled with one last document up to ``seq``."""
+    out = []
+    for lengths in lengths_per_row:
+        kept, total = [], 0
+        for n in lengths:
+            if total + n < seq:
+                kept.append(n)
+                total += n
+        out.append([*kept, seq - total])
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 3),
+       st.lists(st.lists(st.integers(1, 9), max_size=4), min_size=1, max_size=3))
+def test_the_schedule_cuts_the_documents_with_the_rows(per_chunk, chunks, layouts):
+    from torch.distributed.pipelining.microbatch import split_args_kwargs_into_chunks
+
+    import hyper_parallel.runtime.pipeline_step  # noqa: F401  (registers the pytree node)
+
+    seq = 12
+    rows = _rows([layouts[i % len(layouts)] for i in range(per_chunk * chunks)], seq)
+    positions = _positions(rows)
+    ids = torch.arange(positions.numel()).reshape(positions.shape)
+    _, kwargs = split_args_kwargs_into_chunks(
+        (), {"input_ids": ids, "documents": Documents.from_positions(positions)}, chunks)
+    assert len(kwargs) == chunks
+    for piece, want_rows in zip(kwargs, torch.tensor_split(positions, chunks)):
+        got, want = piece["documents"], Documents.from_positions(want_rows)
+        assert isinstance(got, Documents)
+        assert got.shape == tuple(piece["input_ids"].shape)
+        assert torch.equal(got.starts, want.starts)
+        assert got.cu_seqlens_host.tolist() == want.cu_seqlens_host.tolist()
+        assert got.cu_seqlens_host.device.type == "cpu"
+        assert (got.max_length, got.max_per_row) == (want.max_length, want.max_per_row)
+
+
+@pytest.fixture
+def one_process_group():
+    """A one-rank gloo group in this process (a pipeline stage needs a process group)."""
+    if dist.is_initialized():
+        pytest.skip("this process already has a process group")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield dist.group.WORLD
+    finally:
+        dist.destroy_process_group()
+
+
+# Four rows of 16 tokens: documents shorter than the convolution window (1, 2, 3), a row of
+# one document, a one-token document at a row's start.
+ROWS = ((5, 2, 9), (3, 13), (16,), (1, 4, 11))
+
+
+def _tiny_block_causal() -> torch.nn.Module:
+    from hyper_parallel.models.qwen3_5 import Qwen3_5ForCausalLM
+    from hyper_parallel.models.qwen3_5.configuration import FLAVORS
+
+    torch.manual_seed(3)
+    model = Qwen3_5ForCausalLM(FLAVORS["tiny"].replace(attn_mask_type="block_causal",
+                                                       initializer_range=0.1))
+    model.init_weights()
+    return model
+
+
+def test_every_stage_forward_gets_its_micro_batch_documents(one_process_group):
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining.schedules import ScheduleGPipe
+
+    from hyper_parallel.components.loss import CrossEntropyLoss
+    from hyper_parallel.models.pipelining import Pipeline
+    from hyper_parallel.runtime.pipeline_step import (
+        PipelineLoss,
+        pipeline_evaluate,
+        pipeline_train_step,
+    )
+    from hyper_parallel.runtime.step import evaluate, train_step
+
+    positions = _positions(ROWS)
+    ids = torch.randint(0, 2048, positions.shape, generator=torch.Generator().manual_seed(4))
+    labels = ids.masked_fill(positions == 0, IGNORE)  # DataCollatorWithFlattening's labels
+    micro_batches = [{"input_ids": ids[r:r + 2], "labels": labels[r:r + 2],
+                      "position_ids": positions[r:r + 2]} for r in (0, 2)]
+    model = _tiny_block_causal()
+    reference = _tiny_block_causal()
+    received = []
+    model.register_forward_pre_hook(
+        lambda m, args, kwargs: received.append(kwargs.get("documents")), with_kwargs=True)
+    loss_fn = CrossEntropyLoss.Config().build()
+    loss = PipelineLoss(loss_fn)
+    stage = PipelineStage(model, 0, 1, torch.device("cpu"), group=one_process_group)
+    pipeline = Pipeline(
+        schedule=ScheduleGPipe(stage, n_microbatches=2, loss_fn=loss, scale_grads=False),
+        parts=[model], stage_indices=[0], num_stages=1, num_microbatches=2,
+        has_first_stage=True, has_last_stage=True, group=one_process_group)
+
+    def step(run, target, **kwargs):
+        optimizer = torch.optim.SGD(target.parameters(), lr=0.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        return run(target, optimizer, scheduler, micro_batches, device=torch.device("cpu"),
+                   dp_group=None, dp_size=1, max_grad_norm=0.0, **kwargs)
+
+    piped = step(lambda m, *a, **k: pipeline_train_step(pipeline, *a, **k), model, loss=loss)
+    plain = step(train_step, reference, loss_fn=loss_fn)
+    # The schedule's shape inference runs the first micro-batch once more, first.
+    assert len(received) == 3 and all(isinstance(d, Documents) for d in received)
+    for got, mb in zip(received[1:], micro_batches):
+        want = Documents.from_positions(mb["position_ids"])
+        assert got.cu_seqlens_host.tolist() == want.cu_seqlens_host.tolist()
+        assert got.starts.device.type == "cpu"  # made on the host, before the forward
+    assert piped.loss == plain.loss  # bit for bit: the same rows, documents, scaling
+    assert piped.global_tokens == plain.global_tokens
+    with torch.no_grad():
+        sums, tokens = 0.0, 0
+        for r, row in enumerate(ROWS):
+            start = 0
+            for n in row:
+                alone = ids[r:r + 1, start:start + n]
+                logits = reference(alone)
+                sums += F.cross_entropy(logits[0, :-1].float(), alone[0, 1:],
+                                        reduction="sum").item()
+                tokens += n - 1
+                start += n
+    assert piped.global_tokens == tokens
+    assert piped.loss == pytest.approx(sums / tokens, rel=1e-5)
+    # Evaluation through the schedule reads each micro-batch's documents too (after its own
+    # shape inference, on the first's).
+    del received[:]
+    evaluated = pipeline_evaluate(pipeline, micro_batches, loss=loss, device=torch.device("cpu"),
+                                  dp_group=None, rows_per_step=4)
+    assert [d.cu_seqlens_host.tolist() for d in received[-2:]] == [
+        Documents.from_positions(mb["position_ids"]).cu_seqlens_host.tolist()
+        for mb in micro_batches]
+    assert evaluated == evaluate(reference, micro_batches, device=torch.device("cpu"),
+                                 dp_group=None, loss_fn=loss_fn)
+
+
+def test_block_causal_trains_under_pipeline_parallelism():
+    """The model's config accepts ``block_causal`` with pipeline stages (it refused them while
+    the micro-batches did not carry their documents)."""
+    import types
+
+    from hyper_parallel.models.qwen3_5.protocol import flavor_config
+
+    trainer_config = types.SimpleNamespace(
+        parallelism=types.SimpleNamespace(pipeline_parallel_degree=4),
+        compile=types.SimpleNamespace(enable=False, components=[]))
+    config = flavor_config("tiny").replace(attn_mask_type="block_causal")
+    config.update_from_config(trainer_config=trainer_config)
+    assert config.attn_mask_type == "block_causal"
