@@ -98,13 +98,15 @@ def _flag_of(change: recipe_changes.Change, flags: Sequence[Flag]) -> str:
 
 
 def render_config_recipe(config: Any, *, repo: Path, title: str, about: str,
-                         flags: Sequence[Flag] = (), flavors: Sequence[str] = ()
+                         flags: Sequence[Flag] = (), flavors: Sequence[str] = (),
+                         name: str = RECORD_RECIPE, baselines: Sequence[Baseline] = ()
                          ) -> ConfigRecipe:
-    """The proven recipe module of ``config`` (its function is :data:`RECORD_RECIPE`):
-    ``title`` and ``about`` are the docstring's first and last paragraphs; ``flavors``: more
-    baselines to try (:func:`candidates`)."""
+    """The proven recipe module of ``config`` (its function is ``name``, by default
+    :data:`RECORD_RECIPE`): ``title`` and ``about`` are the docstring's first and last
+    paragraphs; ``flavors``: more baselines to try (:func:`candidates`); ``baselines``: more
+    still, tried first (the planner's: the recipe a plan changes), so one of them wins a tie."""
     scored = []
-    for i, candidate in enumerate(candidates(config, flavors)):
+    for i, candidate in enumerate([*baselines, *candidates(config, flavors)]):
         target = on_baseline_spec(config, candidate)
         changes = recipe_changes.field_changes(candidate.config, target)
         scored.append((len(changes), i, candidate, target, changes))
@@ -119,19 +121,21 @@ def render_config_recipe(config: Any, *, repo: Path, title: str, about: str,
     context = {
         "docstring": docstring_text(f"{title}\n\n{starts}\n\n{about}\n"),
         "imports": import_lines(imports),
-        "name": RECORD_RECIPE,
+        "name": name,
         "lines": [head, *lines],
     }
     text = render_python(repo, TEMPLATE, context, "run record recipe")
-    prove(text, target)
+    prove(text, target, name=name)
     return ConfigRecipe(text, baseline, len(lines), target)
 
 
-def prove(text: str, target: Any, filename: str = "config.py") -> None:
-    """Execute the module ``text`` and require that its recipe builds ``target`` exactly."""
+def prove(text: str, target: Any, filename: str = "config.py",
+          name: str = RECORD_RECIPE) -> None:
+    """Execute the module ``text`` and require that its recipe ``name`` builds ``target``
+    exactly."""
     namespace: dict[str, Any] = {"__name__": "_hyper_parallel_record_", "__file__": filename}
     exec(compile(text, filename, "exec"), namespace)  # noqa: S102 -- our own output
-    problems = differences(target, namespace[RECORD_RECIPE]())
+    problems = differences(target, namespace[name]())
     if problems:
         raise ConversionError(
             f"{filename}: the recorded recipe does not build the run's configuration, so it "

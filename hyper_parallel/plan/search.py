@@ -1,0 +1,314 @@
+"""The search: prune the space, preflight the survivors in order of promise, price, rank.
+
+Preflight is the memory verdict and the source of each step's work, and it is the expensive
+part (seconds to tens of seconds a simulation; a pipeline's stages step their whole depth), so
+the search bounds it:
+
+* **Promise.** Every surviving candidate gets an *estimate* (:func:`estimate`): its compute at
+  the profile's matmul rate, the recomputation its checkpointing adds, the pipeline's bubble,
+  and the collectives its layout implies (FSDP's gathers and reduce-scatters beyond what the
+  compute hides, the tensor-, expert- and context-parallel exchanges of every layer), priced
+  on the links their groups cross. It orders the preflights and nothing else: the figures the
+  plan prints are the preflighted step's (:func:`~hyper_parallel.plan.timing.predict`).
+* **Rounds.** Each round preflights the most promising undecided candidates at once
+  (``preflight_many``: one simulation per distinct configuration, on every core), until the
+  budget of preflights is spent or nothing is left undecided.
+* **Monotonicity** decides candidates without preflighting them. Within one layout a
+  micro-batch of more rows and less recomputation never needs less memory: when a candidate
+  does not fit, every one with at least its rows and at most its recomputation does not
+  either. And one that fits is at least as fast as those of its layout with fewer rows a
+  micro-batch (more accumulation steps: more FSDP gathers, smaller matmuls; not under a
+  pipeline, whose bubble shrinks with more micro-batches) and more recomputation: they are
+  dominated.
+
+What the budget leaves undecided is listed with the reason and its estimate (``--budget``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hyper_parallel.plan.space import (
+    Candidate,
+    Dropped,
+    Layout,
+    ModelFacts,
+    apply,
+    build_space,
+    candidate_of,
+    engine_check,
+    group_ranks,
+    label,
+    model_facts,
+)
+from hyper_parallel.utils.errors import ConfigError
+
+#: Preflights a plan runs at most by default (``--budget``): the recipe's own layout and the
+#: most promising candidates, a few rounds on a 2-core machine.
+DEFAULT_BUDGET = 8
+#: The extra forward a checkpointing mode recomputes, as a share of a forward+backward
+#: (selective recomputes the element-wise operators between the saved matmul outputs).
+RECOMPUTE = {"none": 0.0, "selective": 0.1 / 3, "full": 1 / 3}
+
+
+@dataclass
+class Evaluated:
+    """A preflighted candidate: its verdict, its memory and its predicted step."""
+
+    candidate: Candidate
+    config: Any
+    report: Any = None
+    fits: bool = False
+    peak_bytes: int = 0
+    prediction: Any = None
+    tokens_per_second_per_gpu: float | None = None
+    mfu: float | None = None
+    estimate: float = 0.0
+    recipe: bool = False
+    """The recipe's own layout."""
+
+
+@dataclass
+class PlanResult:
+    world: int
+    nodes: int
+    gpus_per_node: int
+    gpu: Any
+    hardware: Any
+    global_batch: int
+    seq_len: int
+    evaluated: list[Evaluated] = field(default_factory=list)
+    """Best first: those that fit by predicted step time, then the others by memory."""
+    dropped: list[Dropped] = field(default_factory=list)
+    preflights: int = 0
+    budget: int = DEFAULT_BUDGET
+    considered: int = 0
+    seconds: float = 0.0
+
+    @property
+    def fits(self) -> bool:
+        return any(e.fits for e in self.evaluated)
+
+
+# ----------------------------------------------------------------------- promise
+def _seconds(kind: str, nbytes: float, group: tuple[int, ...], count: float,
+             gpus_per_node: int, hardware: Any) -> float:
+    from hyper_parallel.plan.timing import collective_seconds
+    from hyper_parallel.plan.work import Collective
+
+    if len(group) < 2 or count <= 0:
+        return 0.0
+    return collective_seconds(Collective(kind, int(nbytes), group, 1), gpus_per_node,
+                              hardware) * count
+
+
+def estimate(candidate: Candidate, base: Any, facts: ModelFacts, world: int,
+             gpus_per_node: int, hardware: Any) -> float:
+    """A step time to order preflights by (see the module docstring); seconds."""
+    lay = candidate.layout
+    t = base.training
+    dp = lay.dp_replicate * lay.dp_shard
+    rows = t.global_batch_size // dp  # a data-parallel rank's rows a step
+    micro = candidate.pp_microbatches if lay.pp > 1 else rows // candidate.local_batch_size
+    compute = facts.flops_per_token * t.global_batch_size * t.seq_len / world
+    compute = compute / hardware.matmul_flops * (1 + 3 * RECOMPUTE[
+        candidate.activation_checkpoint])
+    bubble = 0.0
+    if lay.pp > 1:
+        bubble = compute * (lay.pp - 1) / (lay.pp_stages_per_rank * micro)
+    mc = facts.model_config
+    layers = facts.num_layers / lay.pp
+    first = {axis: (groups[0] if (groups := group_ranks(lay, world, axis)) else ())
+             for axis in ("dp_shard", "dp_replicate", "tp", "ep", "cp", "pp")}
+
+    def cost(kind: str, nbytes: float, axis: str, count: float) -> float:
+        return _seconds(kind, nbytes, first[axis], count, gpus_per_node, hardware)
+
+    # FSDP: each unit (a layer; the embedding, the head) gathered in bf16 per micro-batch's
+    # forward (and backward, resharded after the forward), its gradients reduce-scattered in
+    # fp32; what the compute does not hide is exposed. HSDP all-reduces the shards once.
+    params = facts.parameters / lay.pp / max(lay.tp, lay.ep if facts.num_experts else 1)
+    units = layers + 2
+    gathers = (2 if base.parallelism.reshard_after_forward else 1) * micro
+    reduces = 1 if base.parallelism.fsdp_defer_gradient_sync else micro
+    fsdp = (cost("all_gather", 2 * params / units, "dp_shard", units * gathers)
+            + cost("reduce_scatter", 4 * params / units, "dp_shard", units * reduces))
+    exposed = max(0.0, fsdp - hardware.overlap * compute)
+    exposed += cost("all_reduce", 4 * params / max(1, lay.dp_shard), "dp_replicate", 1)
+    # Every layer's exchanges of one micro-batch's activations, forward and backward.
+    tokens = rows * t.seq_len / micro / lay.cp / lay.ep
+    activation = tokens * mc.hidden_size * 2
+    calls = 4 * layers * micro
+    exposed += cost("all_reduce", activation, "tp", calls)
+    if facts.num_experts:
+        exposed += cost("all_to_all", activation * getattr(mc, "num_experts_per_tok", 1), "ep",
+                        calls)
+    exposed += cost("all_to_all", 3 * activation, "cp", calls)
+    # The pipeline's activations and their gradients, once per micro-batch and stage.
+    exposed += _seconds("send_recv", activation, first["pp"][:2], 2 * micro *
+                        lay.pp_stages_per_rank, gpus_per_node, hardware)
+    return compute + bubble + exposed
+
+
+# ----------------------------------------------------------------------- monotonicity
+def _rows(c: Candidate, global_batch: int) -> float:
+    """Rows of one micro-batch on a data-parallel rank (memory grows with them)."""
+    lay = c.layout
+    if lay.pp > 1:
+        return global_batch / (lay.dp_replicate * lay.dp_shard) / c.pp_microbatches
+    return c.local_batch_size
+
+
+def _needs_more(a: Candidate, b: Candidate, gbs: int) -> bool:
+    """Whether ``a`` needs at least the memory of ``b`` (same layout, more rows, less
+    recomputation)."""
+    return (a.layout == b.layout and _rows(a, gbs) >= _rows(b, gbs)
+            and a.ac_level <= b.ac_level)
+
+
+def _dominated(a: Candidate, b: Candidate, gbs: int) -> bool:
+    """Whether ``a`` is at best as fast as ``b`` when ``b`` fits (see the module docstring)."""
+    if a.layout != b.layout or a.ac_level < b.ac_level:
+        return False
+    if a.layout.pp > 1:
+        return _rows(a, gbs) == _rows(b, gbs)
+    return _rows(a, gbs) <= _rows(b, gbs)
+
+
+# ----------------------------------------------------------------------- the search
+def _peak(report: Any) -> int:
+    return max((r.total_bytes for r in report.roles), default=0)
+
+
+def _evaluate(item: Evaluated, result: Any, nodes: int, gpus_per_node: int,
+              hardware: Any) -> ConfigError | None:
+    """Fill ``item`` from its preflight ``result``; a configuration error is returned."""
+    from hyper_parallel.plan.timing import mfu, predict, tokens_per_second_per_gpu
+
+    if isinstance(result, ConfigError):
+        return result
+    item.report = result
+    item.fits = result.fits
+    item.peak_bytes = _peak(result)
+    if result.problems or not result.roles:
+        return None
+    prediction = predict(item.config, result, nodes, gpus_per_node, hardware)
+    item.prediction = prediction
+    item.tokens_per_second_per_gpu = tokens_per_second_per_gpu(
+        item.config, prediction, result.world_size)
+    item.mfu = mfu(item.config, prediction, hardware)
+    return None
+
+
+def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
+         budget: int = DEFAULT_BUDGET, workers: int | None = None,
+         progress: Callable[[str], None] | None = None) -> PlanResult:
+    """Plan ``base`` (a ``HyperTrainer.Config``) on ``nodes`` x ``gpus_per_node`` GPUs of
+    ``gpu`` priced by ``hardware`` (see the module docstring)."""
+    from hyper_parallel.preflight.many import preflight_many
+
+    start = time.perf_counter()
+    say = progress or (lambda text: None)
+    if budget < 1:
+        raise ConfigError(f"{budget}: the plan needs at least one preflight; give --budget >= 1",
+                          path="--budget")
+    world = nodes * gpus_per_node
+    workers = workers or os.cpu_count() or 1
+    facts = model_facts(base)
+    space = build_space(base, world, gpus_per_node, gpu, facts)
+    gbs = base.training.global_batch_size
+    result = PlanResult(world, nodes, gpus_per_node, gpu, hardware, gbs,
+                        base.training.seq_len, budget=budget, considered=space.considered)
+    say(f"plan: {space.considered} layouts on {world} ranks, {len(space.layouts)} pass the "
+        f"rules ({len(space.candidates)} candidates); preflighting at most {budget}")
+    estimates = {c: estimate(c, base, facts, world, gpus_per_node, hardware)
+                 for c in space.candidates}
+    undecided: set[Candidate] = set(space.candidates)
+    decided: dict[Candidate, str] = {}  # candidate -> why it was not preflighted
+    evaluated: dict[Candidate, Evaluated] = {}
+    failed: dict[Candidate, ConfigError] = {}
+
+    own = candidate_of(base, world)
+    if own is not None:
+        try:
+            engine_check(apply(base, own), world, facts)
+        except ConfigError:
+            own = None
+    if own is not None and own not in estimates:
+        estimates[own] = estimate(own, base, facts, world, gpus_per_node, hardware)
+
+    def choose(n: int) -> list[Candidate]:
+        picked: list[Candidate] = []
+        if own is not None and own not in evaluated and own not in failed:
+            picked.append(own)
+        for c in sorted(undecided, key=lambda c: (estimates[c], c)):
+            if len(picked) >= n:
+                break
+            # Two of one layout that one's verdict may decide: only the more promising.
+            if any(p.layout == c.layout and (_needs_more(p, c, gbs) or _needs_more(c, p, gbs))
+                   for p in picked) or c in picked:
+                continue
+            picked.append(c)
+        return picked[:n]
+
+    batch = max(1, 2 * workers)
+    while result.preflights < budget:
+        picked = choose(min(batch, budget - result.preflights))
+        if not picked:
+            break
+        say(f"plan: preflighting {', '.join(label(c.describe(gbs)) for c in picked)}")
+        configs = [apply(base, c) for c in picked]
+        results = preflight_many(configs, gpu, worlds=[world] * len(picked), suggest=False,
+                                 workers=workers, work=True)
+        result.preflights += len(picked)
+        for c, config, outcome in zip(picked, configs, results):
+            undecided.discard(c)
+            item = Evaluated(c, config, estimate=estimates[c], recipe=(c == own))
+            error = _evaluate(item, outcome, nodes, gpus_per_node, hardware)
+            if error is not None:
+                failed[c] = error
+                continue
+            evaluated[c] = item
+            for other in list(undecided):
+                if item.fits and _dominated(other, c, gbs):
+                    decided[other] = (f"dominated by {label(c.describe(gbs))}, which fits: as "
+                                      "many rows a micro-batch at most and no less "
+                                      "recomputation is no faster")
+                    undecided.discard(other)
+                elif not item.fits and _needs_more(other, c, gbs):
+                    decided[other] = (f"needs at least the memory of {label(c.describe(gbs))}, "
+                                      f"which does not fit ({item.peak_bytes / 2**30:.1f} GiB)")
+                    undecided.discard(other)
+    fitting = sorted((e for e in evaluated.values() if e.fits and e.prediction is not None),
+                     key=lambda e: (e.prediction.step_seconds, e.candidate))
+    others = sorted((e for e in evaluated.values() if not (e.fits and e.prediction)),
+                    key=lambda e: (not e.fits, e.peak_bytes, e.candidate))
+    result.evaluated = fitting + others
+    result.dropped = list(space.dropped)
+    for c, error in sorted(failed.items()):
+        result.dropped.append(Dropped(c.describe(gbs), f"{label(c.describe(gbs))}: {error}"))
+    by_layout: dict[Layout, list[tuple[Candidate, str]]] = {}
+    for c, why in decided.items():
+        by_layout.setdefault(c.layout, []).append((c, why))
+    for layout, items in sorted(by_layout.items()):
+        for c, why in sorted(items):
+            result.dropped.append(Dropped(c.describe(gbs), f"{label(c.describe(gbs))}: {why}"))
+    left: dict[Layout, list[Candidate]] = {}
+    for c in undecided:
+        left.setdefault(c.layout, []).append(c)
+    for layout, items in sorted(left.items(), key=lambda kv: min(estimates[c] for c in kv[1])):
+        best = min(items, key=lambda c: (estimates[c], c))
+        result.dropped.append(Dropped(layout.describe(), (
+            f"{label(layout.describe())}: not preflighted ({len(items)} candidate"
+            f"{'s' if len(items) > 1 else ''}, the most promising "
+            f"{label(best.describe(gbs))} estimated at {estimates[best]:.3g} s a step): the "
+            f"budget of {budget} preflights went to more promising ones; --budget raises it")))
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+__all__ = ["DEFAULT_BUDGET", "Evaluated", "PlanResult", "estimate", "plan"]
