@@ -37,6 +37,14 @@ Gated DeltaNet (``linear``):
 as soon as it is computed (the collective runs while the next projection is computed) instead of
 one fused all-to-all once all of them are; same results, different overlap and collective count.
 
+Packed rows (``block_causal``): each rank's documents are a
+:class:`~hyper_parallel.utils.documents.DocumentShard` (the whole rows' boundaries, made before
+the split, and the shard's own): the Ulysses forms keep the whole rows' documents apart after
+their all-to-all, the all-gather form attends each query to the keys of its own document, and
+state passing resets the state (the identity's too, so the maps carry the resets) at the
+shard's starts and reads the previous shard's tokens in the convolution only inside their
+document. Documents may cross any shard boundary.
+
 Every collective goes through ``torch.distributed._functional_collectives``' autograd variants,
 so the backward is the transposed communication; activation checkpointing recomputes or saves
 them like any op (``all_to_all_single`` is among the outputs ``selective`` AC saves).

@@ -32,7 +32,9 @@ documents' losses run alone, its logits and every gradient the one-rank packed m
 layer, at ``max_seq_len`` 512, 4 steps of 4 sequences, warmup and decay, no clipping): CP 2 and
 CP 2 x FSDP 2 (the issue's bar), the all-gather / state-passing / async forms, CP 2 x TP 2
 (heads split both ways), selective activation checkpointing and bf16 mixed precision, each
-against the one-rank run within :data:`CP_RUN_RTOL`; a legacy CP YAML and the recipe
+against the one-rank run within :data:`CP_RUN_RTOL`; packed rows (``block_causal``,
+``preset_pt``) on CP 2, Ulysses and all-gather with state passing, against the one-rank packed
+run within the same bound; a legacy CP YAML and the recipe
 ``--from-yaml`` writes for it are one run, bit for bit.
 """
 
@@ -95,6 +97,12 @@ LAYOUTS = {
                           Layout(cp=2), CP_RUN_RTOL),
 }
 BF16 = "--train.mixed_precision.enabled=true"
+#: The packed runs (``block_causal``; :func:`_write_packed`): Ulysses, and all-gather attention
+#: with state passing, each against the one-rank packed run within :data:`CP_RUN_RTOL`.
+PACKED_LAYOUTS = {
+    "CP 2 packed": (),
+    "CP 2 packed p2p": (ACC + "ulysses_degree=1", ACC + "linear_attention_cp_mode=p2p"),
+}
 
 
 # ====================================================================== the layers
@@ -194,10 +202,44 @@ def _write_recipe(folder: Path) -> list[str]:
     return [str(yaml_path), str(base), str(folder)]
 
 
+def _write_packed(folder: Path) -> str:
+    """A legacy YAML of the tiny flavor, ``block_causal``, replaying packed rows
+    (``preset_pt``): 16 rows of 512 tokens of documents 2 to 150 tokens long, positions
+    restarting at each, each document's first label ignored (``DataCollatorWithFlattening``'s
+    rows). At the shard boundary (256): row 0 begins a document exactly there, row 1 one
+    token before it, row 2 two before it (inside the convolution's window) after a document
+    of 2 tokens (shorter than the window), row 3 crosses it with a document of 300 tokens."""
+    import torch
+
+    folder.mkdir(parents=True)
+    generator = torch.Generator().manual_seed(46)
+    forced = {0: (100, 156), 1: (255,), 2: (252, 2), 3: (100, 300)}
+    rows = []
+    for row in range(16):
+        lengths = list(forced.get(row, ()))
+        while sum(lengths) < 512:
+            lengths.append(min(512 - sum(lengths),
+                               int(torch.randint(2, 151, (), generator=generator))))
+        rows.append(torch.cat([torch.arange(n) for n in lengths]))
+    positions = torch.stack(rows)
+    ids = torch.randint(0, 2048, positions.shape, generator=generator)
+    path = folder / "packed.pt"
+    torch.save([{"input_ids": ids, "labels": ids.masked_fill(positions == 0, -100),
+                 "position_ids": positions}], path)
+    yaml_path = folder / "packed.yaml"
+    yaml_path.write_text(CP_YAML.replace(
+        "config_overrides: {flavor: tiny}",
+        "config_overrides: {flavor: tiny, attn_mask_type: block_causal}").replace(
+        "  type: dummy\n", f"  type: preset_pt\n  train_path: {path}\n  shuffle: false\n"))
+    return str(yaml_path)
+
+
 @pytest.fixture(scope="module")
 def runs(layouts, run_once) -> dict:
     cp_yaml, base, folder = run_once.get("cp layouts recipe", _write_recipe)
+    packed = run_once.get("cp packed rows", _write_packed)
     cases = {
+        "1 rank packed": Case((packed,), ONE_RANK, env=PINNED),
         "1 rank": Case((base,), ONE_RANK, env=PINNED),
         "1 rank bf16": Case((base, BF16), ONE_RANK),
         "CP 2 bf16": Case((base, BF16), Layout(cp=2)),
@@ -207,6 +249,8 @@ def runs(layouts, run_once) -> dict:
     }
     for name, (overrides, layout, _) in LAYOUTS.items():
         cases[name] = Case((base, *overrides), layout, env=PINNED)
+    for name, overrides in PACKED_LAYOUTS.items():
+        cases[name] = Case((packed, *overrides), Layout(cp=2), env=PINNED)
     return layouts.run_cases(cases, params=False)
 
 
@@ -214,6 +258,17 @@ def runs(layouts, run_once) -> dict:
 def test_context_parallel_layouts_train_the_one_rank_run(name, runs):
     assert runs[name].error is None, runs[name].error
     worst = assert_same_run(runs[name], runs["1 rank"], rtol=LAYOUTS[name][2])
+    print(f"{name}: worst relative difference from one rank {worst}")
+
+
+@pytest.mark.parametrize("name", list(PACKED_LAYOUTS))
+def test_packed_runs_under_context_parallelism_train_the_one_rank_packed_run(name, runs):
+    """Packed rows whose documents cross, begin at and begin just before the shard boundary,
+    through the trainer (its split hands each rank its part of the whole rows' documents):
+    Ulysses, and all-gather attention with state passing, train the one-rank packed run."""
+    assert runs["1 rank packed"].error is None, runs["1 rank packed"].error
+    assert runs[name].error is None, runs[name].error
+    worst = assert_same_run(runs[name], runs["1 rank packed"], rtol=CP_RUN_RTOL)
     print(f"{name}: worst relative difference from one rank {worst}")
 
 
