@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyper_parallel.plan.hardware import Hardware
-from hyper_parallel.plan.work import Collective, RoleWork, crosses_nodes
+from hyper_parallel.plan.work import FSDP_AXES, Collective, RoleWork, crosses_nodes
 
 #: nccl-tests' bus-bandwidth factors (``doc/PERFORMANCE.md``): bytes a rank moves over its
 #: link per byte of the array, for a group of ``n``.
@@ -43,10 +43,6 @@ BUS_FACTORS = {
     "broadcast": lambda n: 1.0,
     "send_recv": lambda n: 1.0,
 }
-#: Mesh dimensions whose collectives FSDP issues (and overlaps): the FSDP axis under its
-#: names, and HSDP's replicate axis.
-FSDP_AXES = ("dp_shard", "dp_shard_cp", "fsdp", "efsdp", "dp", "dp_cp", "dp_replicate",
-             "dp_shard_mod_ep", "dp_shard_in_ep")
 
 
 @dataclass(frozen=True)

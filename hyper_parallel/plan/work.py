@@ -10,7 +10,15 @@ Rank placement is torchrun's: global rank ``r`` runs on node ``r // gpus_per_nod
 
 from __future__ import annotations
 
-from hyper_parallel.preflight.work import KINDS, PHASES, Collective, RoleWork, extrapolate, merge
+from hyper_parallel.preflight.work import (
+    FSDP_AXES,
+    KINDS,
+    PHASES,
+    Collective,
+    RoleWork,
+    extrapolate,
+    merge,
+)
 
 
 def node_of(rank: int, gpus_per_node: int) -> int:
@@ -28,5 +36,5 @@ def crosses_nodes(group_ranks: tuple[int, ...], gpus_per_node: int) -> bool:
     return nodes_spanned(group_ranks, gpus_per_node) > 1
 
 
-__all__ = ["KINDS", "PHASES", "Collective", "RoleWork", "crosses_nodes", "extrapolate", "merge",
+__all__ = ["FSDP_AXES", "KINDS", "PHASES", "Collective", "RoleWork", "crosses_nodes", "extrapolate", "merge",
            "node_of", "nodes_spanned"]

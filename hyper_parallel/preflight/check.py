@@ -38,15 +38,17 @@ def choose_gpu(name: str | None = None, memory_gib: float | None = None) -> Gpu:
 
 
 def preflight_config(config: Any, gpu: Gpu, *, world: int | None = None,
-                     imbalance: float | None = None, suggest: bool = True) -> Preflight:
+                     imbalance: float | None = None, suggest: bool = True,
+                     work: bool = False) -> Preflight:
     """Preflight a ``HyperTrainer.Config``; a role that fails to build at this size (not a
-    configuration error: a fault the cluster would meet) becomes a problem of the report."""
+    configuration error: a fault the cluster would meet) becomes a problem of the report.
+    ``work``: each role also records its step's work (``Role.work``, for the planner)."""
     imbalance = DEFAULT_IMBALANCE if imbalance is None else imbalance
     if imbalance < 1:
         raise ConfigError(f"{imbalance:g}: the busiest rank gets at least its balanced share; "
                           "give a factor >= 1", path="--imbalance")
     try:
-        report = preflight(config, gpu, world=world, imbalance=imbalance)
+        report = preflight(config, gpu, world=world, imbalance=imbalance, work=work)
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - what the cluster would hit, reported

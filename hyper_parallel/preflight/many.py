@@ -26,10 +26,12 @@ from hyper_parallel.utils.errors import ConfigError
 
 def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | None] = (),
                    imbalance: float | None = None, suggest: bool = True,
-                   workers: int | None = None) -> list[Preflight | ConfigError]:
+                   workers: int | None = None, work: bool = False
+                   ) -> list[Preflight | ConfigError]:
     """The preflight of each ``HyperTrainer.Config`` of ``configs``, in order, at its world in
     ``worlds`` (None or missing: its degrees'); a configuration error is that configuration's
-    result (the others still run: every problem at once)."""
+    result (the others still run: every problem at once). ``work``: each role also records
+    its step's work (``Role.work``, for the planner)."""
     worlds = list(worlds) + [None] * (len(configs) - len(worlds))
     keys = [(simulation_key(config), world) for config, world in zip(configs, worlds)]
     distinct: dict[tuple[str, int | None], int] = {}
@@ -38,7 +40,7 @@ def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | N
     jobs = list(distinct.values())
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
     done = _run_jobs(jobs, workers, lambda index: (configs[index], worlds[index], gpu,
-                                                   imbalance, suggest))
+                                                   imbalance, suggest, work))
     return [done[distinct[key]] for key in keys]
 
 
@@ -90,10 +92,11 @@ def _run_jobs(jobs: list[int], workers: int, arguments: Any) -> dict[int, Any]:
     return done
 
 
-def _one(config: Any, world: int | None, gpu: Gpu, imbalance: float | None, suggest: bool
-         ) -> Preflight | ConfigError:
+def _one(config: Any, world: int | None, gpu: Gpu, imbalance: float | None, suggest: bool,
+         work: bool = False) -> Preflight | ConfigError:
     try:
-        return preflight_config(config, gpu, world=world, imbalance=imbalance, suggest=suggest)
+        return preflight_config(config, gpu, world=world, imbalance=imbalance, suggest=suggest,
+                                work=work)
     except ConfigError as exc:
         return exc
 

@@ -40,6 +40,8 @@ from hyper_parallel.preflight.simulate import (
     stage_peak,
     step_peak,
 )
+from hyper_parallel.preflight.work import RoleWork, pipeline_step_work, recording
+from hyper_parallel.preflight.work import extrapolate as extrapolate_work
 
 #: The busiest expert-parallel rank receives this many times its balanced share of routed
 #: tokens (what the memory of a mixture-of-experts step must hold; ``--imbalance``).
@@ -58,6 +60,9 @@ class Role:
     total_bytes: int
     verdict: str
     seconds: float
+    work: RoleWork | None = None
+    """The work of the role's optimizer step (:mod:`.work`), when the preflight was asked for
+    it (``work=True``); None otherwise."""
 
 
 @dataclass
@@ -109,17 +114,21 @@ def role_ranks(config: Any, world: int) -> list[list[int]]:
 
 
 def measure_role(config: Any, rank: int, world: int, imbalance: float,
-                 extrapolate_depth: bool = True) -> tuple[RoleMemory, float]:
+                 extrapolate_depth: bool = True, *, work: list | None = None
+                 ) -> tuple[RoleMemory, float]:
     """Build ``rank`` of a ``world``-rank job of ``config`` and measure it (see
     :mod:`~hyper_parallel.preflight.simulate`; ``extrapolate_depth=False`` steps the whole
-    depth always); also the model's training FLOPs per token."""
+    depth always); also the model's training FLOPs per token. ``work``: a list the work of the
+    role's optimizer step (:class:`~.work.RoleWork`) is appended to, recorded from the same
+    simulated steps and extrapolated over the depth as the memory is."""
+    asked = work is not None
     model_config = resolved_model_config(config)  # the depth the build will have
     period = layer_period(config, model_config)
     depth = model_config.num_hidden_layers
     # The deeper short build runs in a second process while this one builds the whole role
     # and the shallower one (the two are independent) when a core is spare: not in a pool of
     # preflights, whose processes take every core already.
-    deeper = (_spawn(_short_role, config, rank, world, imbalance, 2 * period)
+    deeper = (_spawn(_short_role, config, rank, world, imbalance, 2 * period, asked)
               if extrapolate_depth and period is not None and depth > 2 * period else None)
     with fake_process_group(rank, world):
         build = RoleBuild(config)
@@ -137,12 +146,22 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
                 build.parallelize()
                 groups = process_groups(build)
                 flight = stepped = 1
+                recorded: list | None = [] if asked else None
                 if build.parallel_dims.pp_enabled:
-                    kinds, flight = stage_peak(build)
-                    create_optimizer_state(build)
+                    kinds, flight = stage_peak(build, work=recorded)
+                    with recording(build) if asked else contextlib.nullcontext() as recorder:
+                        if recorder is not None:
+                            recorder.finish_micro_batches()
+                        create_optimizer_state(build)
+                    if asked:
+                        work.append(pipeline_step_work(
+                            recorded[0], recorded[1], recorder.after.result(),
+                            build.pipeline.num_microbatches))
                 else:
                     stepped = micro_batches_to_step(build)
-                    kinds = step_peak(build)
+                    kinds = step_peak(build, work=recorded)
+                    if asked:
+                        work.append(recorded[0])
                 params, grads = parameter_bytes(build)
                 optimizer = optimizer_bytes(build)
         micro_batches, deferred = build.grad_accum, deferred_gradient_bytes(build)
@@ -151,9 +170,11 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
     if period is not None:
         flight = 1
         periods = depth // period
-        short = _short_role(config, rank, world, imbalance, period)
+        short = _short_role(config, rank, world, imbalance, period, asked)
         double = (deeper.result() if deeper is not None
-                  else _short_role(config, rank, world, imbalance, 2 * period))
+                  else _short_role(config, rank, world, imbalance, 2 * period, asked))
+        if asked:
+            work.append(extrapolate_work(short[2], double[2], periods))
 
         def extrapolate(one: int, two: int) -> int:
             return one + (two - one) * (periods - 1)
@@ -239,17 +260,20 @@ def _spawn(fn: Any, *args: Any) -> Any:
     return _HELPER.submit(fn, *args)
 
 
-def _short_role(config: Any, rank: int, world: int, imbalance: float,
-                layers: int) -> tuple[tuple[int, int, int], dict[str, int]]:
-    """``((params, grads, optimizer) bytes, the step's peak kinds)`` of the role built
-    ``layers`` deep."""
+def _short_role(config: Any, rank: int, world: int, imbalance: float, layers: int,
+                work: bool = False) -> tuple[tuple[int, int, int], dict[str, int],
+                                             RoleWork | None]:
+    """``((params, grads, optimizer) bytes, the step's peak kinds, its work or None)`` of the
+    role built ``layers`` deep (``work``: record the step's work)."""
     with fake_process_group(rank, world):
         build = RoleBuild(config, layers=layers)
         with fake_world(imbalance):
             build.parallelize()
-            kinds = step_peak(build)
+            recorded: list | None = [] if work else None
+            kinds = step_peak(build, work=recorded)
             params, grads = parameter_bytes(build)
-            return (params, grads, optimizer_bytes(build)), kinds
+            return (params, grads, optimizer_bytes(build)), kinds, (
+                recorded[0] if work else None)
 
 
 #: How many role measurements :func:`_measured` keeps (a few KiB each).
@@ -257,28 +281,37 @@ MEASURED_KEPT = 256
 #: The roles this process has measured, by what they simulate: the simulation key, the rank,
 #: the world and the imbalance (oldest first).
 _MEASURED: collections.OrderedDict[tuple, tuple[RoleMemory, float]] = collections.OrderedDict()
+#: The work of the roles this process has measured with ``work=True``, by the same entries.
+_WORK: dict[tuple, RoleWork] = {}
 
 
-def _measured(key: str, sim: Any, rank: int, world: int, imbalance: float
-              ) -> tuple[RoleMemory, float]:
+def _measured(key: str, sim: Any, rank: int, world: int, imbalance: float, work: bool = False
+              ) -> tuple[RoleMemory, float, RoleWork | None]:
     """:func:`measure_role` of ``sim``, once per process for each simulation (``key``:
     :func:`~.simulate.simulation_key`): the figures are a function of what is simulated (the
     GPU only judges them), so the same run on another GPU, a suggestion tried again or a
-    planner's repeated candidate is not simulated twice. Each caller gets its own copy."""
+    planner's repeated candidate is not simulated twice. Each caller gets its own copy.
+    ``work``: also the step's work (a measurement without it is made again, with it)."""
     entry = (key, rank, world, imbalance)
-    if entry not in _MEASURED:
-        _MEASURED[entry] = measure_role(sim, rank, world, imbalance)
+    if entry not in _MEASURED or (work and entry not in _WORK):
+        if work:
+            recorded: list = []
+            _MEASURED[entry] = measure_role(sim, rank, world, imbalance, work=recorded)
+            _WORK[entry] = recorded[0]
+        else:
+            _MEASURED[entry] = measure_role(sim, rank, world, imbalance)
         while len(_MEASURED) > MEASURED_KEPT:
-            _MEASURED.popitem(last=False)
+            _WORK.pop(_MEASURED.popitem(last=False)[0], None)
     _MEASURED.move_to_end(entry)
     memory, flops = _MEASURED[entry]
-    return copy.deepcopy(memory), flops
+    return copy.deepcopy(memory), flops, copy.deepcopy(_WORK[entry]) if work else None
 
 
 def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
-              imbalance: float = DEFAULT_IMBALANCE) -> Preflight:
+              imbalance: float = DEFAULT_IMBALANCE, work: bool = False) -> Preflight:
     """Preflight ``config`` (a ``HyperTrainer.Config``) at its world size on ``gpu``.
-    A ``ConfigError`` propagates (the caller names the fields in its entry's names)."""
+    A ``ConfigError`` propagates (the caller names the fields in its entry's names).
+    ``work``: each role also records its step's work (:attr:`Role.work`, for the planner)."""
     start = time.perf_counter()
     resolved_model_config(config)  # the run's own checks, before the simulation's defaults
     sim = simulation_config(config)
@@ -289,12 +322,13 @@ def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
     key = simulation_key(config)
     for ranks in role_ranks(config, size):
         t = time.perf_counter()
-        memory, report.flops_per_token = _measured(key, sim, ranks[0], size, imbalance)
+        memory, report.flops_per_token, role_work = _measured(key, sim, ranks[0], size,
+                                                              imbalance, work)
         overheads = overhead_bytes(memory.allocated_bytes, memory.process_groups)
         total = memory.allocated_bytes + sum(overheads.values())
         report.roles.append(Role(ranks=ranks, rank=ranks[0], memory=memory, overheads=overheads,
                                  total_bytes=total, verdict=verdict(total, gpu),
-                                 seconds=time.perf_counter() - t))
+                                 seconds=time.perf_counter() - t, work=role_work))
     report.seconds = time.perf_counter() - start
     return report
 

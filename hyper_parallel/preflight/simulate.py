@@ -284,10 +284,23 @@ def process_groups(build: RoleBuild) -> int:
 WARM_UP_TOKENS = 64
 
 
+#: A packed run's simulated rows hold documents of this many tokens (:func:`_packed_positions`).
+PACKED_DOCUMENT_TOKENS = 64
+
+
 def _micro_batch(build: RoleBuild, warm_up: bool = False, rows: int | None = None) -> dict:
     """One micro-batch of the run's shape, as the data loader would give this rank (its rows
     and positions split the way the engine splits them); or one short row to warm up on.
-    ``rows``: the loader's rows (default ``training.local_batch_size``)."""
+    ``rows``: the loader's rows (default ``training.local_batch_size``). A model that keeps
+    documents apart (``attn_mask_type: block_causal``) gets packed rows
+    (:func:`_packed_positions`) and their documents, made on the host as the step makes them:
+    the per-document attention, convolution and delta-rule work and the documents' tensors are
+    then in the step measured."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from hyper_parallel.runtime.step import with_documents
+    from hyper_parallel.utils.choices import BLOCK_CAUSAL
+
     c = build.config.training
     rows, seq = rows or c.local_batch_size, c.seq_len
     if warm_up:
@@ -296,17 +309,46 @@ def _micro_batch(build: RoleBuild, warm_up: bool = False, rows: int | None = Non
     ids = torch.zeros(rows, seq, dtype=torch.long)
     batch = {"input_ids": ids, "labels": ids.clone()}
     vision = getattr(build.model_config, "vision_config", None)
+    data = build.config.dataloader
+    if getattr(build.model_config, "attn_mask_type", None) != BLOCK_CAUSAL:
+        if vision is not None:
+            batch.update(_images(vision, data, rows, seq))
+        return build._own_part(batch)
+    span = 0 if vision is None else vision.tokens_per_image(
+        data.vl_grid_t, data.vl_grid_h, data.vl_grid_w) + 2
+    with unset_fake_temporarily():  # host data, as the loader makes it
+        batch["position_ids"] = _packed_positions(rows, seq, first=span + 1)
     if vision is not None:
-        batch.update(_images(vision, build.config.dataloader, rows, seq))
-    return build._own_part(batch)
+        batch.update(_images(vision, data, rows, seq, batch["position_ids"]))
+    # The host's positions stay real through the engine's split of the batch, so its
+    # documents are made from them (by the split itself under context parallelism).
+    with unset_fake_temporarily():
+        return with_documents(build.model, build._own_part(batch))
 
 
-def _images(vision: Any, data: Any, rows: int, seq: int) -> dict:
+def _packed_positions(rows: int, seq: int, first: int = 0) -> torch.Tensor:
+    """``position_ids`` ``(rows, seq)`` of rows packed with documents of
+    :data:`PACKED_DOCUMENT_TOKENS` tokens, the first at least ``first`` long (it holds the
+    row's image) and the last whatever the row has left. Short documents are the costly ones:
+    the convolution's spaced rows grow by ``kernel - 1`` tokens a document, the host's offsets
+    by one, and every chunk of the delta rule holds a boundary; fine-tuning records are mostly
+    a few hundred tokens (docs/packing.md)."""
+    from hyper_parallel.data.packing import sample_positions
+
+    head = min(seq, max(first, PACKED_DOCUMENT_TOKENS))
+    rest, tail = divmod(seq - head, PACKED_DOCUMENT_TOKENS)
+    lengths = torch.tensor([head] + [PACKED_DOCUMENT_TOKENS] * rest + ([tail] if tail else []))
+    return sample_positions(lengths).expand(rows, -1).clone()
+
+
+def _images(vision: Any, data: Any, rows: int, seq: int,
+            packed_positions: torch.Tensor | None = None) -> dict:
     """An image-text model's images of a micro-batch: one image per row, of the data's
     ``vl_grid_t x vl_grid_h x vl_grid_w`` patches (exactly ``vl_dummy``'s; for chat records the
     grid states the image size a run budgets for), as many as fit. The pixels are fake; the
     grids and the positions are the host data the loader makes (real tensors: the tower reads
-    the grids back, and the model places the images by the positions' rows)."""
+    the grids back, and the model places the images by the positions' rows). Packed rows
+    (``packed_positions``, a real host tensor): each document's positions restart."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     grid = (data.vl_grid_t, data.vl_grid_h, data.vl_grid_w)
@@ -317,7 +359,7 @@ def _images(vision: Any, data: Any, rows: int, seq: int) -> dict:
         ids = torch.zeros(rows, seq, dtype=torch.long)
         ids[:, 1:1 + tokens] = vision.image_token_id
         grids = torch.tensor([grid] * rows)
-        positions = vision.decoder_positions(ids, grids)
+        positions = vision.decoder_positions(ids, grids, packed_positions)
     patches = rows * grid[0] * grid[1] * grid[2]
     return {"input_ids": ids, "pixel_values": torch.zeros(patches, vision.patch_dim),
             "image_grid_thw": grids, "position_ids": positions}
@@ -463,12 +505,15 @@ def _file_held_gradients(build: RoleBuild, tracker: Any) -> None:
                 tracker._update_and_maybe_create_winfos(held, _FSDPRefType.UNSHARDED_GRAD)
 
 
-def step_peak(build: RoleBuild) -> dict[str, int]:
+def step_peak(build: RoleBuild, work: list | None = None) -> dict[str, int]:
     """The kinds of live bytes at the peak instant of one steady-state training step, stepped
     with :func:`micro_batches_to_step` of its micro-batches. A warm-up step first, on one
     short row: it makes the optimizer's state and what FSDP allocates once (its unsharded
     parameters' storage), at a fraction of a full step's time (one short row per rank that
-    splits the rows)."""
+    splits the rows). ``work``: a list the whole optimizer step's
+    :class:`~.work.RoleWork` is appended to, recorded from the same stepped micro-batches
+    (:mod:`.work`); None records nothing."""
+    from hyper_parallel.preflight.work import recording
     from hyper_parallel.runtime.callbacks import Callback
 
     class NextMicroBatch(Callback):
@@ -479,15 +524,24 @@ def step_peak(build: RoleBuild) -> dict[str, int]:
         def on_substep_end(self) -> None:
             tracker.reset_mod_stats()
             _file_held_gradients(build, tracker)
+            if recorder is not None:
+                self.done = getattr(self, "done", 0) + 1
+                (recorder.finish_micro_batches if self.done == stepped
+                 else recorder.next_micro_batch)()
 
     build.train_step([_micro_batch(build, warm_up=True)])
     build.optimizer.zero_grad(set_to_none=True)
     micro_batch = _micro_batch(build)
     tracker = _tracker(build)
     build.add_callback(NextMicroBatch(build))
-    with tracker:
+    stepped = micro_batches_to_step(build)
+    with (recording(build) if work is not None else contextlib.nullcontext()) as recorder, \
+            tracker:
         # One batch object stepped again: its inputs are the host's, not the accelerator's.
-        build.train_step([micro_batch] * micro_batches_to_step(build))
+        build.train_step([micro_batch] * stepped)
+    if recorder is not None:
+        work.append(recorder.work(build.grad_accum, "repeat_middle"
+                                  if defers_gradient_sync(build) else "repeat_last"))
     return _kinds(tracker.get_tracker_snapshot("peak"))
 
 
@@ -505,6 +559,25 @@ def _row_aligned_images(mb: dict, rows: int) -> dict:
     every_row = mb["input_ids"].shape[0]
     pixels = mb["pixel_values"].view(every_row, -1, mb["pixel_values"].shape[-1])[:rows]
     return {"pixel_values": pixels, "image_grid_thw": grids, "position_ids": positions}
+
+
+def _stage_documents(mb: dict, rows: int, images: dict) -> dict:
+    """A packed run's documents as a pipeline micro-batch of ``rows`` rows carries them to
+    every stage (``runtime/pipeline_step.py``: the step's documents cut with the rows, each
+    micro-batch's rebuilt on the host from its rows' starts), with the rows' positions (an
+    image-text micro-batch's come row-aligned with its images); nothing for a causal run."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from hyper_parallel.runtime.step import DOCUMENTS
+    from hyper_parallel.utils.documents import Documents
+
+    if DOCUMENTS not in mb:
+        return {}
+    with unset_fake_temporarily():
+        out = {DOCUMENTS: Documents.from_starts(mb[DOCUMENTS].starts[:rows])}
+        if "position_ids" not in images:
+            out["position_ids"] = mb["position_ids"][:rows].clone()
+    return out
 
 
 def in_flight(schedule: str, n_micro: int, pp: int, pp_rank: int, stages_per_rank: int) -> int:
@@ -526,11 +599,15 @@ def _live_bytes(tracker) -> int:
                for k in ACTIVATION_KINDS)
 
 
-def stage_peak(build: RoleBuild) -> tuple[dict[str, int], int]:
+def stage_peak(build: RoleBuild, work: list | None = None) -> tuple[dict[str, int], int]:
     """A pipeline rank's step: each of its stages' forward and backward on one micro-batch of
     the schedule's shape (the step's rows over its micro-batches), its saved activations
     counted once per micro-batch in flight. Returns
-    the peak's kinds (activations as the schedule holds them) and the micro-batches in flight."""
+    the peak's kinds (activations as the schedule holds them) and the micro-batches in flight.
+    ``work``: a list the work of one micro-batch through the rank's stages (a
+    :class:`~.work.RoleWork`) and the sends between stages (their
+    :class:`~.work.Collective` list, per micro-batch) are appended to; None records nothing."""
+    from hyper_parallel.preflight.work import recording, stage_sends
     c = build.config
     pipeline = build.pipeline
     # The step's rows, every accumulation micro-batch's concatenated, split into the
@@ -540,6 +617,7 @@ def stage_peak(build: RoleBuild) -> tuple[dict[str, int], int]:
     ids = mb["input_ids"][:micro_rows]
     labels = mb["labels"][:micro_rows]
     images = _row_aligned_images(mb, micro_rows)
+    images.update(_stage_documents(mb, micro_rows, images))
     pp = build.parallel_dims.pp
     pp_rank = build.parallel_dims.get_mesh("pp").get_local_rank()
     n_flight = in_flight(pipeline.schedule_name, pipeline.num_microbatches, pp, pp_rank,
@@ -548,22 +626,32 @@ def stage_peak(build: RoleBuild) -> tuple[dict[str, int], int]:
     dtype = _compute_dtype(c)
     held_extra = 0
     peak_kinds: dict[str, int] = {}
-    for part, stage_index in zip(pipeline.parts, pipeline.stage_indices):
-        first, last = stage_index == 0, stage_index == pipeline.num_stages - 1
-        tracker = memory_tracker(part)
-        with tracker:
-            x = ids if first else torch.zeros(
-                ids.shape[0], ids.shape[1], hidden, dtype=dtype, requires_grad=True)
-            out = part(x, **images)
-            saved = _live_bytes(tracker)
-            loss = build.loss_fn(out, labels) if last else out.float().sum()
-            loss = loss if loss.dim() == 0 else loss.sum()
-            loss.backward()
-            kinds = _kinds(tracker.get_tracker_snapshot("peak"))
-        del out, loss, x
-        held_extra += (n_flight - 1) * saved
-        if sum(kinds.values()) > sum(peak_kinds.values()):
-            peak_kinds = kinds
+    sends: list = []
+    with recording(build) if work is not None else contextlib.nullcontext() as recorder:
+        for part, stage_index in zip(pipeline.parts, pipeline.stage_indices):
+            first, last = stage_index == 0, stage_index == pipeline.num_stages - 1
+            tracker = memory_tracker(part)
+            with tracker:
+                x = ids if first else torch.zeros(
+                    ids.shape[0], ids.shape[1], hidden, dtype=dtype, requires_grad=True)
+                out = part(x, **images)
+                saved = _live_bytes(tracker)
+                loss = build.loss_fn(out, labels) if last else out.float().sum()
+                loss = loss if loss.dim() == 0 else loss.sum()
+                loss.backward()
+                kinds = _kinds(tracker.get_tracker_snapshot("peak"))
+            if recorder is not None:
+                sends += stage_sends(build, stage_index, x if not first else None,
+                                     out if not last else None)
+            del out, loss, x
+            held_extra += (n_flight - 1) * saved
+            if sum(kinds.values()) > sum(peak_kinds.values()):
+                peak_kinds = kinds
+        if recorder is not None:
+            recorder.finish_micro_batches()
+    if recorder is not None:
+        work.append(recorder.work(1))
+        work.append(sends)
     for p in _unique_parameters(pipeline.parts):
         p.grad = None
     peak_kinds["ACT"] = peak_kinds.get("ACT", 0) + held_extra
