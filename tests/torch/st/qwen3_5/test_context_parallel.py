@@ -144,7 +144,7 @@ def test_packed_documents_across_the_shards_match_the_one_rank_layer(layer_job, 
     """Documents crossing, starting at and starting just before the shard boundaries: each
     form keeps them apart exactly as the one-rank layer does on the whole rows."""
     for rank, report in enumerate(layer_job[f"packed_{case}"]):
-        if case.startswith("attention_ulysses"):
+        if case.startswith(("attention_ulysses", "gdn_ulysses")):
             assert report["out"] == 0.0, (rank, report)  # the same documents' ops per head
         assert report["out"] <= LAYER_RTOL * report["out_max"], (rank, report)
         assert report["x_grad"] <= LAYER_RTOL * report["x_grad_max"], (rank, report)
@@ -162,6 +162,8 @@ def test_a_packed_step_under_context_parallelism_is_the_documents_alone(layer_jo
         assert report["tokens"] == report["alone_tokens"], report  # the same targets
         assert report["loss"] == pytest.approx(report["reference_loss"], rel=CP_RUN_RTOL)
         assert report["loss"] == pytest.approx(report["alone_loss"], rel=1e-5)
+        if case == "model_ulysses":  # position-wise layers, and the same ops per head
+            assert report["logits"] == 0.0, (rank, report)
         assert report["logits"] <= LAYER_RTOL * report["logits_max"], (rank, report)
         for name, (diff, largest) in report["params"].items():
             assert largest > 0, f"{case}: {name} got no gradient"
