@@ -284,10 +284,23 @@ def process_groups(build: RoleBuild) -> int:
 WARM_UP_TOKENS = 64
 
 
+#: A packed run's simulated rows hold documents of this many tokens (:func:`_packed_positions`).
+PACKED_DOCUMENT_TOKENS = 64
+
+
 def _micro_batch(build: RoleBuild, warm_up: bool = False, rows: int | None = None) -> dict:
     """One micro-batch of the run's shape, as the data loader would give this rank (its rows
     and positions split the way the engine splits them); or one short row to warm up on.
-    ``rows``: the loader's rows (default ``training.local_batch_size``)."""
+    ``rows``: the loader's rows (default ``training.local_batch_size``). A model that keeps
+    documents apart (``attn_mask_type: block_causal``) gets packed rows
+    (:func:`_packed_positions`) and their documents, made on the host as the step makes them:
+    the per-document attention, convolution and delta-rule work and the documents' tensors are
+    then in the step measured."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from hyper_parallel.runtime.step import with_documents
+    from hyper_parallel.utils.choices import BLOCK_CAUSAL
+
     c = build.config.training
     rows, seq = rows or c.local_batch_size, c.seq_len
     if warm_up:
@@ -296,17 +309,46 @@ def _micro_batch(build: RoleBuild, warm_up: bool = False, rows: int | None = Non
     ids = torch.zeros(rows, seq, dtype=torch.long)
     batch = {"input_ids": ids, "labels": ids.clone()}
     vision = getattr(build.model_config, "vision_config", None)
+    data = build.config.dataloader
+    if getattr(build.model_config, "attn_mask_type", None) != BLOCK_CAUSAL:
+        if vision is not None:
+            batch.update(_images(vision, data, rows, seq))
+        return build._own_part(batch)
+    span = 0 if vision is None else vision.tokens_per_image(
+        data.vl_grid_t, data.vl_grid_h, data.vl_grid_w) + 2
+    with unset_fake_temporarily():  # host data, as the loader makes it
+        batch["position_ids"] = _packed_positions(rows, seq, first=span + 1)
     if vision is not None:
-        batch.update(_images(vision, build.config.dataloader, rows, seq))
-    return build._own_part(batch)
+        batch.update(_images(vision, data, rows, seq, batch["position_ids"]))
+    # The host's positions stay real through the engine's split of the batch, so its
+    # documents are made from them (by the split itself under context parallelism).
+    with unset_fake_temporarily():
+        return with_documents(build.model, build._own_part(batch))
 
 
-def _images(vision: Any, data: Any, rows: int, seq: int) -> dict:
+def _packed_positions(rows: int, seq: int, first: int = 0) -> torch.Tensor:
+    """``position_ids`` ``(rows, seq)`` of rows packed with documents of
+    :data:`PACKED_DOCUMENT_TOKENS` tokens, the first at least ``first`` long (it holds the
+    row's image) and the last whatever the row has left. Short documents are the costly ones:
+    the convolution's spaced rows grow by ``kernel - 1`` tokens a document, the host's offsets
+    by one, and every chunk of the delta rule holds a boundary; fine-tuning records are mostly
+    a few hundred tokens (docs/packing.md)."""
+    from hyper_parallel.data.packing import sample_positions
+
+    head = min(seq, max(first, PACKED_DOCUMENT_TOKENS))
+    rest, tail = divmod(seq - head, PACKED_DOCUMENT_TOKENS)
+    lengths = torch.tensor([head] + [PACKED_DOCUMENT_TOKENS] * rest + ([tail] if tail else []))
+    return sample_positions(lengths).expand(rows, -1).clone()
+
+
+def _images(vision: Any, data: Any, rows: int, seq: int,
+            packed_positions: torch.Tensor | None = None) -> dict:
     """An image-text model's images of a micro-batch: one image per row, of the data's
     ``vl_grid_t x vl_grid_h x vl_grid_w`` patches (exactly ``vl_dummy``'s; for chat records the
     grid states the image size a run budgets for), as many as fit. The pixels are fake; the
     grids and the positions are the host data the loader makes (real tensors: the tower reads
-    the grids back, and the model places the images by the positions' rows)."""
+    the grids back, and the model places the images by the positions' rows). Packed rows
+    (``packed_positions``, a real host tensor): each document's positions restart."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     grid = (data.vl_grid_t, data.vl_grid_h, data.vl_grid_w)
@@ -317,7 +359,7 @@ def _images(vision: Any, data: Any, rows: int, seq: int) -> dict:
         ids = torch.zeros(rows, seq, dtype=torch.long)
         ids[:, 1:1 + tokens] = vision.image_token_id
         grids = torch.tensor([grid] * rows)
-        positions = vision.decoder_positions(ids, grids)
+        positions = vision.decoder_positions(ids, grids, packed_positions)
     patches = rows * grid[0] * grid[1] * grid[2]
     return {"input_ids": ids, "pixel_values": torch.zeros(patches, vision.patch_dim),
             "image_grid_thw": grids, "position_ids": positions}

@@ -172,13 +172,15 @@ class Qwen3_5Decoder(nn.Module):
                              "images (it cannot read them from the ids it does not have)")
         elif self.vision_config is not None and first_stage:
             hidden_states = self._run_tower_idle(hidden_states)
+        # Before the default positions below: a row without positions is one document, which
+        # reading that default back from the device would only find out after a wait.
+        documents = self._documents(documents, position_ids, hidden_states.device)
         if position_ids is None:
             batch, seq = hidden_states.shape[:2]
             position_ids = torch.arange(seq, device=hidden_states.device).unsqueeze(0).expand(
                 batch, -1
             )
         position_embeddings = self.rotary_emb(position_ids, dtype=hidden_states.dtype)
-        documents = self._documents(documents, position_ids, hidden_states.device)
         for layer in self.layers:
             hidden_states = layer(hidden_states, position_embeddings, documents)
         return hidden_states if self.norm is None else self.norm(hidden_states)
