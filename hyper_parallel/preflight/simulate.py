@@ -561,6 +561,25 @@ def _row_aligned_images(mb: dict, rows: int) -> dict:
     return {"pixel_values": pixels, "image_grid_thw": grids, "position_ids": positions}
 
 
+def _stage_documents(mb: dict, rows: int, images: dict) -> dict:
+    """A packed run's documents as a pipeline micro-batch of ``rows`` rows carries them to
+    every stage (``runtime/pipeline_step.py``: the step's documents cut with the rows, each
+    micro-batch's rebuilt on the host from its rows' starts), with the rows' positions (an
+    image-text micro-batch's come row-aligned with its images); nothing for a causal run."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from hyper_parallel.runtime.step import DOCUMENTS
+    from hyper_parallel.utils.documents import Documents
+
+    if DOCUMENTS not in mb:
+        return {}
+    with unset_fake_temporarily():
+        out = {DOCUMENTS: Documents.from_starts(mb[DOCUMENTS].starts[:rows])}
+        if "position_ids" not in images:
+            out["position_ids"] = mb["position_ids"][:rows].clone()
+    return out
+
+
 def in_flight(schedule: str, n_micro: int, pp: int, pp_rank: int, stages_per_rank: int) -> int:
     """Micro-batches (per stage of this rank) whose forward activations the schedule holds at
     once at its peak: GPipe and the breadth-first looped schedule run every forward before the
@@ -598,6 +617,7 @@ def stage_peak(build: RoleBuild, work: list | None = None) -> tuple[dict[str, in
     ids = mb["input_ids"][:micro_rows]
     labels = mb["labels"][:micro_rows]
     images = _row_aligned_images(mb, micro_rows)
+    images.update(_stage_documents(mb, micro_rows, images))
     pp = build.parallel_dims.pp
     pp_rank = build.parallel_dims.get_mesh("pp").get_local_rank()
     n_flight = in_flight(pipeline.schedule_name, pipeline.num_microbatches, pp, pp_rank,
