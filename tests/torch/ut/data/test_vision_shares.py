@@ -119,6 +119,14 @@ def test_each_rank_reads_only_its_share_of_the_images_at_start_up(tmp_path):
     assert results[1]["failure"] == "OSError: [Errno 5] Input/output error"
     assert results[0]["failure"].startswith("RuntimeError: rank 1 could not check its share")
     assert results[0]["failure"].endswith("OSError: [Errno 5] Input/output error")
+    # Packed (data.packing): still each rank its share of the headers, and every rank plans
+    # the rows one process plans, from every record's length (gathered with the check).
+    alone = _loaded(str(tmp_path / "clean" / "train.jsonl"), 0, world=1, packing=True)
+    for rank, result in enumerate(results):
+        assert sorted(result["packed touched"]) == [f"{i:03d}.png"
+                                                    for i in range(rank, RECORDS, 2)]
+        assert result["packed rows"] == alone.dataset.rows
+    assert len(alone.dataset.rows) < RECORDS
 
 
 def _share_worker(out: Path) -> None:
@@ -133,6 +141,11 @@ def _share_worker(out: Path) -> None:
         loader = _loaded(str(out / "clean" / "train.jsonl"), rank)
         result["touched"] = touches.names
     result["samples"] = sum(len(b["input_ids"]) for b in loader)
+    with _pytest.MonkeyPatch.context() as monkeypatch:
+        touches = FileTouches(out / "clean").install(monkeypatch)
+        packed = _loaded(str(out / "clean" / "train.jsonl"), rank, packing=True)
+        result["packed touched"] = touches.names
+    result["packed rows"] = packed.dataset.rows
     try:
         _loaded(str(out / "bad" / "train.jsonl"), rank)
         result["error"] = None
@@ -157,11 +170,12 @@ def _share_worker(out: Path) -> None:
     dist.destroy_process_group()
 
 
-def _loaded(path: str, rank: int):
+def _loaded(path: str, rank: int, *, world: int = 2, packing: bool = False):
     config = BaseDataLoader.Config(dataset="json_file", dataset_path=path, pin_memory=False,
-                                   processor_path=PROCESSOR)
-    return config.build(dp_world_size=2, dp_rank=rank, local_batch_size=2, seq_len=64,
-                        tokenizer=tokenizer(), vocab_size=VOCAB, vision=VISION)
+                                   processor_path=PROCESSOR, packing=packing)
+    return config.build(dp_world_size=world, dp_rank=rank, local_batch_size=2 if world == 2
+                        else 1, seq_len=64, tokenizer=tokenizer(), vocab_size=VOCAB,
+                        vision=VISION)
 
 
 # ------------------------------------------------------------------------------- streamed
