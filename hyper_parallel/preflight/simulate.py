@@ -310,18 +310,17 @@ def _micro_batch(build: RoleBuild, warm_up: bool = False, rows: int | None = Non
     batch = {"input_ids": ids, "labels": ids.clone()}
     vision = getattr(build.model_config, "vision_config", None)
     data = build.config.dataloader
-    if getattr(build.model_config, "attn_mask_type", None) != BLOCK_CAUSAL:
-        if vision is not None:
-            batch.update(_images(vision, data, rows, seq))
-        return build._own_part(batch)
-    span = 0 if vision is None else vision.tokens_per_image(
-        data.vl_grid_t, data.vl_grid_h, data.vl_grid_w) + 2
-    with unset_fake_temporarily():  # host data, as the loader makes it
-        batch["position_ids"] = _packed_positions(rows, seq, first=span + 1)
+    packed = None
+    if getattr(build.model_config, "attn_mask_type", None) == BLOCK_CAUSAL:
+        span = 0 if vision is None else vision.tokens_per_image(
+            data.vl_grid_t, data.vl_grid_h, data.vl_grid_w) + 2
+        with unset_fake_temporarily():  # host data, as the loader makes it
+            packed = batch["position_ids"] = _packed_positions(rows, seq, first=span + 1)
     if vision is not None:
-        batch.update(_images(vision, data, rows, seq, batch["position_ids"]))
-    # The host's positions stay real through the engine's split of the batch, so its
-    # documents are made from them (by the split itself under context parallelism).
+        batch.update(_images(vision, data, rows, seq, packed))
+    # The host's tensors stay real through the engine's split of the batch (the images' rows
+    # are dealt by their real counts), and a packed batch's documents are made from its real
+    # positions (by the split itself under context parallelism).
     with unset_fake_temporarily():
         return with_documents(build.model, build._own_part(batch))
 
@@ -355,14 +354,17 @@ def _images(vision: Any, data: Any, rows: int, seq: int,
     tokens = vision.tokens_per_image(*grid)
     if tokens + 2 > seq:
         return {}  # no image fits a row: the data loader refuses the run, not preflight
+    from hyper_parallel.utils.data_types import IMAGES_PER_ROW
+
     with unset_fake_temporarily():
         ids = torch.zeros(rows, seq, dtype=torch.long)
         ids[:, 1:1 + tokens] = vision.image_token_id
         grids = torch.tensor([grid] * rows)
         positions = vision.decoder_positions(ids, grids, packed_positions)
+        per_row = torch.ones(rows, dtype=torch.long)  # what an expert-parallel split deals by
     patches = rows * grid[0] * grid[1] * grid[2]
     return {"input_ids": ids, "pixel_values": torch.zeros(patches, vision.patch_dim),
-            "image_grid_thw": grids, "position_ids": positions}
+            "image_grid_thw": grids, "position_ids": positions, IMAGES_PER_ROW: per_row}
 
 
 def _kinds(snapshot: dict) -> dict[str, int]:

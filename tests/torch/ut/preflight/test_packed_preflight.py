@@ -10,16 +10,21 @@ import pytest
 
 from hyper_parallel.preflight import simulate
 
+#: One period of the debug model's layers (3 Gated DeltaNet, 1 attention): each mixer once.
 DEBUG = ("--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel",
+         "--model.num_hidden_layers=4",
          "--training.local_batch_size=1", "--training.global_batch_size=1",
-         "--training.seq_len=256")
-VL = ("--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel_vl",
-      "--dataloader.dataset=vl_dummy", "--training.local_batch_size=1",
-      "--training.global_batch_size=1", "--training.seq_len=256")
+         "--training.seq_len=128")
+#: The image-text MoE debug model over 2 expert-parallel ranks: each trains one of the
+#: micro-batch's 2 rows and that row's image.
+VL_EP = ("--module", "qwen3_5_moe", "--config", "qwen3_5_moe_debugmodel_ep2",
+         '--model.config_overrides={"flavor": "debugmodel_vl"}', "--model.num_hidden_layers=4",
+         "--dataloader.dataset=vl_dummy",
+         "--training.seq_len=128")
 BLOCK_CAUSAL = "--model.attn_mask_type=block_causal"
 
 
-def _measure(argv, patch):
+def _measure(argv, patch, world=1):
     """One rank's step, measured (its whole depth, in this process), and the documents each
     token mixer was handed: ``(memory, {mixer: [(rows, segments) or None, ...]})``."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -48,7 +53,7 @@ def _measure(argv, patch):
     spy(delta_rule, "chunk_gated_delta_rule", "delta rule",
         lambda a, k: k.get("document_starts"))
     config = ConfigManager(root_type=HyperTrainer.Config).parse_args(list(argv))
-    memory, _ = measure_role(simulate.simulation_config(config), 0, 1, 1.0,
+    memory, _ = measure_role(simulate.simulation_config(config), 0, world, 1.0,
                              extrapolate_depth=False)
     return memory, seen
 
@@ -59,9 +64,9 @@ def test_a_packed_runs_preflight_steps_and_measures_its_documents():
         packed, seen = _measure((*DEBUG, BLOCK_CAUSAL), patch)
     with pytest.MonkeyPatch.context() as patch:
         causal, unseen = _measure(DEBUG, patch)
-    # Rows of 256 tokens packed with documents of 64: every mixer got all four, in the
-    # measured step (the warm-up's short row is one document).
-    documents = [(0, 0, 64), (0, 64, 128), (0, 128, 192), (0, 192, 256)]
+    # Rows of 128 tokens packed with documents of 64: every mixer got both, in the measured
+    # step (the warm-up's short row is one document).
+    documents = [(0, 0, 64), (0, 64, 128)]
     assert documents in seen["attention"] and documents in seen["conv"]
     assert "starts" in seen["delta rule"]
     # The causal model runs no document path (its delta rule is handed no starts).
@@ -75,12 +80,14 @@ def test_a_packed_runs_preflight_steps_and_measures_its_documents():
 
 
 @pytest.mark.slow
-def test_a_packed_image_text_runs_documents_hold_the_image():
+def test_a_packed_image_text_runs_documents_hold_the_image_on_its_expert_parallel_rank():
     with pytest.MonkeyPatch.context() as patch:
-        _, seen = _measure((*VL, BLOCK_CAUSAL), patch)
+        memory, seen = _measure((*VL_EP, BLOCK_CAUSAL), patch, world=2)
     # vl_dummy's image (2 x 2 x 2 patches: 2 tokens and its start and end) opens the row's
-    # first document; the others are of 64 tokens, the last the row's rest.
-    assert [(0, 0, 64), (0, 64, 128), (0, 128, 192), (0, 192, 256)] in seen["attention"]
+    # first document, the second the row's rest. The rank's one
+    # row of the two, with its image (the split deals the images by their rows).
+    assert [(0, 0, 64), (0, 64, 128)] in seen["attention"]
+    assert "starts" in seen["delta rule"] and memory.activations_bytes > 0
 
 
 def test_packed_positions_fit_the_row_and_the_image():
