@@ -318,6 +318,8 @@ def _micro_batch(build: RoleBuild, warm_up: bool = False, rows: int | None = Non
             packed = batch["position_ids"] = _packed_positions(rows, seq, first=span + 1)
     if vision is not None:
         batch.update(_images(vision, data, rows, seq, packed))
+    if packed is None and vision is None:
+        return build._own_part(batch)
     # The host's tensors stay real through the engine's split of the batch (the images' rows
     # are dealt by their real counts), and a packed batch's documents are made from its real
     # positions (by the split itself under context parallelism).
