@@ -72,6 +72,11 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     # Not even the legacy schema (trainer.config): the components read only their own Configs.
     "components": frozenset({"trainer", "codegen"}),
 }
+# The planner (issue 47) sits above preflight and launch, which it imports: nothing below it
+# imports it.
+for _layer in ("utils", "platform", "protocols", "models", "data", "runtime", "components",
+               "trainer", "config", "codegen", "preflight", "launch"):
+    FORBIDDEN[_layer] = FORBIDDEN.get(_layer, frozenset()) | {"plan"}
 
 #: Modules whose layer is not their package's. ``models/<m>/config_registry.py`` are the
 #: generated recipe modules of a model (``--module <m>``): they live in the model's package so

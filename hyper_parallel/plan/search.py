@@ -26,6 +26,7 @@ What the budget leaves undecided is listed with the reason and its estimate (``-
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -49,7 +50,7 @@ from hyper_parallel.utils.errors import ConfigError
 
 #: Preflights a plan runs at most by default (``--budget``): the recipe's own layout and the
 #: most promising candidates, a few rounds on a 2-core machine.
-DEFAULT_BUDGET = 8
+DEFAULT_BUDGET = 4
 #: The extra forward a checkpointing mode recomputes, as a share of a forward+backward
 #: (selective recomputes the element-wise operators between the saved matmul outputs).
 RECOMPUTE = {"none": 0.0, "selective": 0.1 / 3, "full": 1 / 3}
@@ -115,8 +116,7 @@ def estimate(candidate: Candidate, base: Any, facts: ModelFacts, world: int,
     rows = t.global_batch_size // dp  # a data-parallel rank's rows a step
     micro = candidate.pp_microbatches if lay.pp > 1 else rows // candidate.local_batch_size
     compute = facts.flops_per_token * t.global_batch_size * t.seq_len / world
-    compute = compute / hardware.matmul_flops * (1 + 3 * RECOMPUTE[
-        candidate.activation_checkpoint])
+    compute = compute / hardware.matmul_flops * (1 + RECOMPUTE[candidate.activation_checkpoint])
     bubble = 0.0
     if lay.pp > 1:
         bubble = compute * (lay.pp - 1) / (lay.pp_stages_per_rank * micro)
@@ -152,6 +152,48 @@ def estimate(candidate: Candidate, base: Any, facts: ModelFacts, world: int,
     exposed += _seconds("send_recv", activation, first["pp"][:2], 2 * micro *
                         lay.pp_stages_per_rank, gpus_per_node, hardware)
     return compute + bubble + exposed
+
+
+def weight(config: Any, facts: ModelFacts) -> int:
+    """What preflighting ``config`` costs, in preflights of the model's cheapest kind: a role
+    whose depth preflight extrapolates steps one and two periods of layers; a pipeline's
+    stages (and a model without a period) step every layer (``preflight.simulate``)."""
+    from hyper_parallel.preflight.simulate import layer_period
+
+    depth = facts.num_layers
+    period = layer_period(base_of_period(config), facts.model_config)
+    if period is None or depth <= 2 * period:
+        return 1
+    stepped = 3 * period if layer_period(config, facts.model_config) is not None else depth
+    return max(1, math.ceil(stepped / (3 * period)))
+
+
+def base_of_period(config: Any) -> Any:
+    """``config`` as a layout without a pipeline would run it, to read the model's period."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(parallelism=SimpleNamespace(pipeline_parallel_degree=1),
+                           activation_checkpoint=SimpleNamespace(num_layers=None))
+
+
+#: What a checkpointing mode keeps of a layer's activations, relative to none (ordering only:
+#: selective keeps the matmul outputs, full each layer's input; Korthikanti et al. 2022).
+KEPT = {"none": 1.0, "selective": 0.6, "full": 0.15}
+
+
+def tokens_held(c: Candidate, global_batch: int, base: Any) -> float:
+    """Tokens whose activations one rank holds at once (ordering only): a micro-batch's rows
+    split over the expert-parallel ranks, the sequence over the context- and tensor-parallel
+    ones; a pipeline keeps up to ``pp`` micro-batches of its stages in flight (all of them
+    under GPipe and LoopedBFS)."""
+    lay = c.layout
+    seq = base.training.seq_len / (lay.cp * lay.tp)
+    if lay.pp == 1:
+        return c.local_batch_size / lay.ep * seq
+    rows = global_batch / (lay.dp_replicate * lay.dp_shard) / c.pp_microbatches / lay.ep
+    flight = (c.pp_microbatches if lay.pp_schedule in ("GPipe", "LoopedBFS")
+              else min(c.pp_microbatches, lay.pp))
+    return rows * seq * flight / lay.pp
 
 
 # ----------------------------------------------------------------------- monotonicity
@@ -241,30 +283,52 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
     if own is not None and own not in estimates:
         estimates[own] = estimate(own, base, facts, world, gpus_per_node, hardware)
 
-    def choose(n: int) -> list[Candidate]:
+    weights = {c: weight(apply(base, c), facts) for c in estimates}
+
+    def likely_fits(c: Candidate) -> bool:
+        """Whether the preflights so far suggest ``c`` fits (ordering only): its layout's
+        exact floor plus the activations of the preflighted candidate nearest to it, scaled
+        by the tokens a rank holds at once and what its checkpointing keeps."""
+        known = [e for e in evaluated.values() if e.report is not None and e.report.roles]
+        if not known:
+            return True
+        def held(e: Evaluated) -> float:
+            return max(r.memory.activations_bytes + r.memory.buffers_bytes
+                       for r in e.report.roles) / tokens_held(e.candidate, gbs, base)
+        ref = min(known, key=lambda e: (e.candidate.layout != c.layout,
+                                        e.candidate.activation_checkpoint
+                                        != c.activation_checkpoint))
+        scale = KEPT[c.activation_checkpoint] / KEPT[ref.candidate.activation_checkpoint]
+        need = (space.floors.get(c.layout, 0)
+                + held(ref) * scale * tokens_held(c, gbs, base))
+        return need <= gpu.memory_bytes
+
+    def choose(n: int, room: int) -> list[Candidate]:
         picked: list[Candidate] = []
         if own is not None and own not in evaluated and own not in failed:
             picked.append(own)
-        for c in sorted(undecided, key=lambda c: (estimates[c], c)):
+        for c in sorted(undecided, key=lambda c: (not likely_fits(c), estimates[c], c)):
             if len(picked) >= n:
                 break
             # Two of one layout that one's verdict may decide: only the more promising.
             if any(p.layout == c.layout and (_needs_more(p, c, gbs) or _needs_more(c, p, gbs))
                    for p in picked) or c in picked:
                 continue
+            if sum(weights[p] for p in picked) + weights[c] > room:
+                continue  # too dear for what is left: a cheaper one may still fit in
             picked.append(c)
-        return picked[:n]
+        return picked
 
-    batch = max(1, 2 * workers)
+    batch = max(1, workers)
     while result.preflights < budget:
-        picked = choose(min(batch, budget - result.preflights))
+        picked = choose(batch, budget - result.preflights)
         if not picked:
             break
         say(f"plan: preflighting {', '.join(label(c.describe(gbs)) for c in picked)}")
         configs = [apply(base, c) for c in picked]
         results = preflight_many(configs, gpu, worlds=[world] * len(picked), suggest=False,
                                  workers=workers, work=True)
-        result.preflights += len(picked)
+        result.preflights += sum(weights[c] for c in picked)
         for c, config, outcome in zip(picked, configs, results):
             undecided.discard(c)
             item = Evaluated(c, config, estimate=estimates[c], recipe=(c == own))

@@ -35,6 +35,7 @@ import copy
 import dataclasses
 import itertools
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,7 +115,11 @@ class Candidate:
 def label(layout: dict[str, Any]) -> str:
     """``fsdp 8 x ep 16, lbs 16, ac full``: a layout (or a family's part of one) in a line."""
     names = {"dp_replicate": "replicate", "dp_shard": "fsdp"}
-    degrees = [f"{names.get(k, k)} {v}" for k, v in layout.items() if k in DEGREES and v != 1]
+    def shown(v: Any) -> str:
+        return "|".join(map(str, v)) if isinstance(v, list) else str(v)
+
+    degrees = [f"{names.get(k, k)} {shown(v)}" for k, v in layout.items()
+               if k in DEGREES and v != 1]
     rest = []
     short = {"pp_schedule": "", "pp_stages_per_rank": "v", "cp_attention": "attn",
              "cp_linear_attention": "gdn", "local_batch_size": "lbs", "grad_accum": "accum",
@@ -399,15 +404,11 @@ def outside_node(layout: Layout, world: int, gpus_per_node: int) -> str | None:
     return None
 
 
-def memory_floor(layout: Layout, config: Any, facts: ModelFacts, world: int) -> tuple[int, int]:
-    """``(bytes, pipeline rank)``: the least any rank of the fullest pipeline position needs
-    with its allowances (see the module docstring), and that position."""
-    from types import SimpleNamespace
-
+def held_floor(layout: Layout, config: Any, facts: ModelFacts, world: int) -> tuple[int, int]:
+    """``(bytes, pipeline rank)``: the least the fullest rank of the fullest pipeline position
+    holds between steps (parameters, gradients, optimizer state): its position's share over
+    the ranks that split it (see the module docstring), and that position."""
     from hyper_parallel.models.pipelining import plan_stages, stages_of_rank
-    from hyper_parallel.preflight.gpus import overhead_bytes
-    from hyper_parallel.preflight.simulate import process_groups
-    from hyper_parallel.runtime.parallel_dims import ParallelDims
 
     if layout.pp > 1:
         stages = plan_stages(facts.units, facts.num_layers, config.parallelism)
@@ -415,10 +416,31 @@ def memory_floor(layout: Layout, config: Any, facts: ModelFacts, world: int) -> 
                         for u in stages[s]) for r in range(layout.pp)]
     else:
         per_rank = [facts.total_bytes]
-    sharers = world // (layout.pp * layout.dp_replicate)
     held = max(per_rank)
-    rank = per_rank.index(held)
-    allocated = held // sharers
+    return held // sharers(layout, world), per_rank.index(held)
+
+
+def sharers(layout: Layout, world: int) -> int:
+    """The ranks that can split one pipeline position's state: all of them but HSDP's
+    replicas. The replicas hold a copy each only beside a shard axis (``dp_shard``, or ``cp``
+    that FSDP shards over too); alone, FSDP shards over them (the models'
+    ``data_parallel_mesh``), so they count as sharers -- a floor must never count a copy that
+    is not there."""
+    replicas = layout.dp_replicate if (layout.dp_shard > 1 or layout.cp > 1) else 1
+    return world // (layout.pp * replicas)
+
+
+def memory_floor(layout: Layout, config: Any, facts: ModelFacts, world: int) -> tuple[int, int]:
+    """``(bytes, pipeline rank)``: :func:`held_floor` with preflight's allowances on top (the
+    CUDA context, NCCL's buffers for the layout's process groups, fragmentation): at most
+    what preflight would measure for that rank."""
+    from types import SimpleNamespace
+
+    from hyper_parallel.preflight.gpus import overhead_bytes
+    from hyper_parallel.preflight.simulate import process_groups
+    from hyper_parallel.runtime.parallel_dims import ParallelDims
+
+    allocated, rank = held_floor(layout, config, facts, world)
     dims = ParallelDims(dp_replicate=layout.dp_replicate, dp_shard=layout.dp_shard,
                         cp=layout.cp, tp=layout.tp, pp=layout.pp, ep=layout.ep,
                         world_size=world)
@@ -489,8 +511,20 @@ def build_space(base: Any, world: int, gpus_per_node: int, gpu: Any, facts: Mode
 
     gbs = base.training.global_batch_size
     space = Space(world, gpus_per_node, gbs)
-    by_reason: dict[str, list[dict[str, Any]]] = {}
-    modes = AC_MODES
+    # Families: one per problem, whatever numbers its message holds (the degrees), listed
+    # by what its layouts share and the values of the degree the problem is about.
+    families: dict[str, tuple[str, str | None, list[dict[str, Any]]]] = {}
+    floors: dict[int, list[tuple[int, Layout, int]]] = {}
+
+    def drop(key: str, message: str, layout: Layout, degree: str | None) -> None:
+        families.setdefault(key, (message, degree, []))[2].append(layout.describe())
+
+    def degree_of(exc: ConfigError) -> str | None:
+        from hyper_parallel.runtime.parallel_dims import PARALLELISM_FIELDS
+
+        names = {f: d for d, f in PARALLELISM_FIELDS.items()}
+        return {"dp_shard": "dp_shard"}.get(names.get(exc.path or ""), names.get(exc.path or ""))
+
     for layout in _layouts(world, facts):
         space.considered += 1
         points = _batch_points(layout, gbs, base.training.local_batch_size)
@@ -498,54 +532,66 @@ def build_space(base: Any, world: int, gpus_per_node: int, gpu: Any, facts: Mode
         try:
             engine_check(probe, world, facts, training=False)
         except ConfigError as exc:
-            by_reason.setdefault(str(exc), []).append(layout.describe())
+            drop(re.sub(r"\d+", "#", str(exc)), str(exc), layout, degree_of(exc))
             continue
         wide = outside_node(layout, world, gpus_per_node)
         if wide:
-            by_reason.setdefault(wide, []).append(layout.describe())
+            axis = "tp" if wide.startswith("its tensor") else "ep"
+            drop(f"outside a node: {axis} {getattr(layout, axis)}", wide, layout, axis)
             continue
         survivors = []
-        problem = None
+        problem: ConfigError | None = None
         for lbs, m in points:
-            for mode in modes:
+            for mode in AC_MODES:
                 candidate = Candidate(layout, lbs, m, mode)
                 try:
                     engine_check(apply(base, candidate), world, facts)
                 except ConfigError as exc:
-                    problem = problem or str(exc)
+                    problem = problem or exc
                     continue
                 survivors.append(candidate)
         if not survivors:
-            by_reason.setdefault(problem or "no batch split", []).append(layout.describe())
+            assert problem is not None
+            drop(re.sub(r"\d+", "#", str(problem)), str(problem), layout, degree_of(problem))
             continue
         floor, rank = memory_floor(layout, probe, facts, world)
         if floor > gpu.memory_bytes:
-            where = f" (pipeline rank {rank})" if layout.pp > 1 else ""
-            space.dropped.append(Dropped(layout.describe(), (
-                f"{label(layout.describe())}: needs at least {floor / GIB:.1f} GiB a rank"
-                f"{where} before any activation -- its share of the {facts.parameters:,} "
-                "parameters' bytes with their gradients and optimizer state over "
-                f"{world // (layout.pp * layout.dp_replicate)} ranks, and preflight's "
-                f"allowances -- and the {gpu.name} has {gpu.memory_bytes / GIB:.1f} GiB")))
+            floors.setdefault(layout.dp_replicate, []).append((floor, layout, rank))
             continue
         space.floors[layout] = floor
         space.layouts[layout] = survivors
-    for reason, members in by_reason.items():
-        family = common(members)
-        space.dropped.insert(0, Dropped(family, f"{label(family)}: {reason}"))
+    for replicas, found in sorted(floors.items()):
+        floor, layout, rank = min(found, key=lambda item: item[0])
+        where = (f" (pipeline rank {rank} of {label(layout.describe())})" if layout.pp > 1
+                 else "")
+        message = (f"needs at least {floor / GIB:.1f} GiB a rank{where} before any activation: "
+                   f"its share of the {facts.parameters:,} parameters' bytes with their "
+                   "gradients and optimizer state over the ranks that split them (the world "
+                   "over the pipeline degree and HSDP's copies), and preflight's allowances; "
+                   f"the {gpu.name} has {gpu.memory_bytes / GIB:.1f} GiB")
+        families[f"floor {replicas}"] = (message, "dp_replicate" if replicas > 1 else None,
+                                         [item[1].describe() for item in found])
+    for message, degree, members in families.values():
+        family = common(members, degree)
+        many = (f" ({len(members)} layouts, e.g. {label(members[0])})"
+                if len(members) > 1 else "")
+        space.dropped.append(Dropped(family, f"{label(family)}{many}: {message}"))
     return space
 
 
-def common(members: list[dict[str, Any]]) -> dict[str, Any]:
-    """The degrees and modes every member of a family shares (what the family is): the
-    shared values but a shared 1 (no parallelism is not what a family is about)."""
-    keys = [k for k in members[0] if all(m.get(k) == members[0][k] for m in members)]
-    shared = {k: members[0][k] for k in keys}
-    named = {k: v for k, v in shared.items() if not (k in DEGREES and v == 1)}
-    return named or shared
+def common(members: list[dict[str, Any]], degree: str | None = None) -> dict[str, Any]:
+    """What a family of layouts is: the degrees and modes its members share but a shared 1
+    (no parallelism is not what a family is about), and ``degree`` (the one its problem is
+    about): its value, or the sorted list of its members' values."""
+    shared = {k: v for k, v in members[0].items()
+              if all(m.get(k) == v for m in members) and not (k in DEGREES and v == 1)}
+    if degree is not None and degree not in shared:
+        values = sorted({m[degree] for m in members if degree in m})
+        shared = {degree: values[0] if len(values) == 1 else values, **shared}
+    return shared
 
 
 __all__ = ["AC_MODES", "DEGREES", "Candidate", "Dropped", "Layout", "ModelFacts", "Space",
            "apply", "build_space", "candidate_of", "common", "copy_config", "divisors",
-           "engine_check", "factorizations", "group_ranks", "label", "memory_floor",
+           "engine_check", "factorizations", "group_ranks", "held_floor", "label", "memory_floor",
            "model_facts", "optimizer_bytes_per_element", "outside_node"]

@@ -1,0 +1,164 @@
+"""``python -m hyper_parallel.plan``: the JSON object, the ranking, the dropped families'
+reasons, the exit codes, and ``--write`` recipes that load and are the planned layouts.
+
+The plans run in this process on the tiny model at 2 ranks with a budget of 2 preflights
+(one worker: no process is spawned); a plan whose every layout the memory floor drops runs no
+preflight at all. The planned run (one plan, shared by the tests that read it) is marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hyper_parallel.plan import search
+from hyper_parallel.plan.__main__ import main
+
+TINY = ["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel_fsdp2",
+        "--model.config_overrides={\"flavor\": \"tiny\"}"]
+CLUSTER = ["--nodes", "1", "--gpus-per-node", "2", "--gpu", "h100-80gb", "--budget", "2"]
+KEYS = {"layout", "peak_bytes", "fits", "step_seconds", "tokens_per_second_per_gpu", "mfu",
+        "parts"}
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    """One plan of the tiny model on 2 ranks, with --json and --write 2 DIR."""
+    folder = tmp_path_factory.mktemp("plans")
+    mp = pytest.MonkeyPatch()
+    mp.setattr(search.os, "cpu_count", lambda: 1)  # preflights in this process, one by one
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([*TINY, *CLUSTER, "--json", "--write", "2", str(folder)])
+    finally:
+        mp.undo()
+    return code, json.loads(out.getvalue()), err.getvalue(), folder
+
+
+@pytest.mark.slow
+def test_the_json_object_is_the_issues_schema_best_first(planned):
+    code, data, _, _ = planned
+    assert code == 0
+    assert set(data) == {"world_size", "gpu", "candidates", "dropped"}
+    assert data["world_size"] == 2 and data["gpu"] == "h100-80gb"
+    assert data["candidates"]
+    for c in data["candidates"]:
+        assert set(c) == KEYS
+        assert set(c["parts"]) == {"compute", "exposed_comm", "bubble"}
+        assert {"dp_replicate", "dp_shard", "tp", "pp", "cp", "ep"} <= set(c["layout"])
+        assert c["layout"]["dp_replicate"] * c["layout"]["dp_shard"] * c["layout"]["tp"] \
+            * c["layout"]["pp"] * c["layout"]["cp"] * c["layout"]["ep"] == 2
+    fitting = [c for c in data["candidates"] if c["fits"]]
+    assert fitting and data["candidates"][:len(fitting)] == fitting  # those that fit first
+    steps = [c["step_seconds"] for c in fitting]
+    assert steps == sorted(steps)
+    for c in fitting:
+        parts = c["parts"]
+        assert c["step_seconds"] == pytest.approx(
+            parts["compute"] + parts["exposed_comm"] + parts["bubble"])
+        assert c["tokens_per_second_per_gpu"] == pytest.approx(
+            4 * 128 / c["step_seconds"] / 2)  # the recipe's 4 sequences of 128 tokens
+        assert 0 < c["mfu"] < 1
+    # The tiny model's 2 key/value heads and its dense feed-forward: families the engine's
+    # own checks refuse, each with its reason.
+    reasons = [d["reason"] for d in data["dropped"]]
+    assert all(set(d) == {"layout", "reason"} for d in data["dropped"])
+    assert any(d["layout"].get("ep") == 2 and "no experts" in d["reason"]
+               for d in data["dropped"]), reasons
+    # The budget: what it did not preflight is listed as such.
+    assert any("not preflighted" in r for r in reasons)
+
+
+@pytest.mark.slow
+def test_written_recipes_load_and_are_the_planned_layouts(planned):
+    from hyper_parallel.config.recipes import load_recipe
+    from hyper_parallel.plan.space import candidate_of
+    from hyper_parallel.train import parse_run
+
+    code, data, err, folder = planned
+    assert code == 0
+    files = sorted(folder.glob("*.py"))
+    fitting = [c for c in data["candidates"] if c["fits"]][:2]
+    assert len(files) == len(fitting) >= 1
+    base = parse_run(TINY).config
+    for rank, expected in enumerate(fitting, 1):
+        name = f"qwen3_5_v2_debugmodel_fsdp2_plan{rank}"
+        path = folder / f"{name}.py"
+        text = path.read_text()
+        # Derived from the user's recipe: its call, then only the changed fields.
+        assert "config = qwen3_5_v2_debugmodel_fsdp2()" in text
+        assert f"--module {path}" in err
+        loaded = load_recipe(str(path), name)
+        candidate = candidate_of(loaded, 2)
+        assert candidate.describe(loaded.training.global_batch_size) == expected["layout"]
+        # Every other field is the user's run (the tiny flavor the command line chose).
+        assert loaded.model.config_overrides == base.model.config_overrides
+        assert loaded.training.global_batch_size == base.training.global_batch_size
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_exit_1_when_no_layout_fits_and_nothing_is_preflighted(capsys, monkeypatch):
+    """The 9B model on one 80 GB GPU: its parameters, gradients and AdamW state alone are 144
+    GB, so the memory floor drops every layout and no preflight runs."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a layout the floor drops was preflighted")
+
+    monkeypatch.setattr("hyper_parallel.preflight.many.preflight_many", refuse)
+    code, out, _ = _run(["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_9b_fsdp8",
+                         "--nodes", "1", "--gpus-per-node", "1", "--json"], capsys)
+    assert code == 1
+    data = json.loads(out)
+    assert data["candidates"] == []
+    assert any("needs at least" in d["reason"] for d in data["dropped"])
+
+
+@pytest.mark.parametrize("argv, field", [
+    ([*TINY, "--gpus-per-node", "2"], "--nodes"),
+    ([*TINY, "--nodes", "0"], "--nodes"),
+    ([*TINY, "--nodes", "1", "--gpu", "h100"], "--gpu"),
+    ([*TINY, "--nodes", "1", "--budget", "0"], "--budget"),
+    ([*TINY, "--nodes", "1", "--jobs=--scheduler slurm"], "--jobs"),
+    (["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel",
+      "--training.seq_len=abc", "--nodes", "1"], "training.seq_len"),
+])
+def test_exit_2_names_the_field(argv, field, capsys):
+    code, _, err = _run(argv, capsys)
+    assert code == 2
+    assert field in err and err.startswith("error: ")
+
+
+def test_hardware_file_replaces_the_datasheet(tmp_path, capsys, monkeypatch):
+    """``--hardware FILE`` goes to the profile loader: a bad file is a configuration error
+    naming it, a good one prices the plan."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    code, _, err = _run([*TINY, "--nodes", "1", "--gpus-per-node", "2", "--hardware", str(bad)],
+                        capsys)
+    assert code == 2 and "error:" in err
+    from hyper_parallel.plan import hardware
+
+    seen = {}
+    real = hardware.load
+
+    def load(path):
+        seen["path"] = path
+        return real(path)
+
+    good = tmp_path / "good.json"
+    hardware.save(hardware.datasheet("a100-80gb"), str(good))
+    monkeypatch.setattr(hardware, "load", load)
+    monkeypatch.setattr(search, "plan", lambda base, **kw: (_ for _ in ()).throw(
+        SystemExit(kw["hardware"].name)))
+    with pytest.raises(SystemExit) as stopped:
+        main([*TINY, "--nodes", "1", "--gpus-per-node", "2", "--hardware", str(good)])
+    assert seen["path"] == str(good) and stopped.value.code == "a100-80gb"
