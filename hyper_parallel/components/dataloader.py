@@ -188,12 +188,13 @@ class BaseDataLoader(Configurable):
 
         packing: bool = False
         """Pack the data into rows of ``seq_len`` whose documents stay apart (needs the model's
-        ``attn_mask_type: block_causal``). ``hf_datasets`` / ``json_file`` (Alpaca and text
-        records): whole samples, in file order, placed first-fit among the last 64 open rows
-        (each keeps its prompt masking, -100 on its first label; ``max_samples`` counts
-        samples), instead of one padded sample per row. ``jsonl`` / ``text``: the rows (packed
-        already) carry where each document starts. Either way a row's ``position_ids`` restart
-        at 0 at every document. Not with ``streaming``, image-text chat records, ``dummy``,
+        ``attn_mask_type: block_causal``). ``hf_datasets`` / ``json_file`` (Alpaca, text and
+        image-text chat records): whole samples, in file order, placed first-fit among the last
+        64 open rows (each keeps its prompt masking, -100 on its first label; ``max_samples``
+        counts samples; a row carries its samples' images in order), instead of one padded
+        sample per row. ``jsonl`` / ``text``: the rows (packed already) carry where each
+        document starts. Either way a row's ``position_ids`` (and an image-text row's three
+        rows of them) restart at 0 at every document. Not with ``streaming``, ``dummy``,
         ``vl_dummy`` or ``preset_pt`` (whose batches carry their own ``position_ids``)."""
 
         vl_grid_t: int = 2
