@@ -73,6 +73,12 @@ class Hardware:
     compute share the cores."""
     attention_efficiency: float = 0.0
     """Achieved over peak for the attention kernels; 0: :attr:`matmul_efficiency`."""
+    operator_overhead_s: float = 0.0
+    """The host's fixed cost of one operator, paid on top of its work: measured on a CPU,
+    where the same cores dispatch and compute; 0 on a GPU, whose launch queue hides the
+    launches behind kernels longer than they are (the large-model steps a plan is for)."""
+    dtensor_operator_overhead_s: float = 0.0
+    """The extra host cost of one operator on DTensors (sharding propagation); as above."""
 
     def __post_init__(self) -> None:
         for f in ("bf16_flops", "hbm_bytes_per_s", "intra_node_bytes_per_s",
@@ -81,7 +87,8 @@ class Hardware:
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ConfigError(f"{f} is {value!r}; give a positive number",
                                   path=f"hardware.{f}")
-        for f in ("intra_node_latency_s", "inter_node_latency_s"):
+        for f in ("intra_node_latency_s", "inter_node_latency_s", "operator_overhead_s",
+                  "dtensor_operator_overhead_s"):
             value = getattr(self, f)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{f} is {value!r}; give seconds >= 0", path=f"hardware.{f}")

@@ -5,7 +5,9 @@ counted, the bytes of the memory-bound operators, every collective) is priced wi
 :class:`~hyper_parallel.plan.hardware.Hardware` profile:
 
 * **compute**: matmul FLOPs at the achievable matmul rate, attention FLOPs at the attention
-  rate, and the memory-bound operators' bytes at the achievable HBM bandwidth, *summed*: a step
+  rate, the memory-bound operators' bytes at the achievable HBM bandwidth and the operators'
+  fixed host cost (the profile's per-operator overheads: 0 on a GPU's datasheet, measured on a
+  CPU), *summed*: a step
   is a sequence of kernels and each one is bound by one resource, so their times add (the
   ``max`` of a roofline holds inside one kernel, not across a step's);
 * **collectives**: alpha-beta, ``t = alpha + (S / B) x f`` with nccl-tests' bus factors ``f``
@@ -90,6 +92,8 @@ def _compute_parts(work: RoleWork, hardware: Hardware) -> dict[str, float]:
         "compute: attention": work.flops.get("attention", 0.0) / hardware.attention_flops,
         "compute: memory-bound": work.memory_bytes / hardware.memory_bytes_per_s
         + work.flops.get("other", 0.0) / hardware.matmul_flops,
+        "compute: operator overhead": work.operators * hardware.operator_overhead_s
+        + work.dtensor_operators * hardware.dtensor_operator_overhead_s,
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -77,6 +78,12 @@ class RoleWork:
     """The memory-bound bytes by phase."""
     micro_batches: int = 1
     """The micro-batches of the step (gradient accumulation, or a pipeline's)."""
+    operators: float = 0.0
+    """Operators the step dispatches on local tensors: each has a fixed host cost (the
+    framework's dispatch, a kernel's launch) whatever its size."""
+    dtensor_operators: float = 0.0
+    """Operators dispatched on DTensors (tensor parallelism, FSDP's parameters outside its
+    all-gathered units): each also pays DTensor's sharding propagation on the host."""
 
     @property
     def total_flops(self) -> float:
@@ -101,7 +108,8 @@ class RoleWork:
                         self.memory_bytes + factor * other.memory_bytes, collectives,
                         _plus(self.phase_flops, other.phase_flops, factor),
                         _plus(self.phase_memory_bytes, other.phase_memory_bytes, factor),
-                        self.micro_batches)
+                        self.micro_batches, self.operators + factor * other.operators,
+                        self.dtensor_operators + factor * other.dtensor_operators)
 
     def scaled(self, factor: float) -> RoleWork:
         """This work ``factor`` times (a micro-batch repeated)."""
@@ -147,12 +155,10 @@ def extrapolate(one: RoleWork, two: RoleWork, periods: int) -> RoleWork:
             grown.append(Collective(c.kind, nbytes, c.group_ranks, c.count, c.phase, c.axis))
     paired = {c.key for c in one.collectives + two.collectives} - {
         c.key for c in only_one + only_two} - one_keys.symmetric_difference(two_keys)
-    one_rest = RoleWork(one.flops, one.memory_bytes,
-                        [c for c in one.collectives if c.key in paired or c in only_one],
-                        one.phase_flops, one.phase_memory_bytes, one.micro_batches)
-    two_rest = RoleWork(two.flops, two.memory_bytes,
-                        [c for c in two.collectives if c.key in paired or c in only_two],
-                        two.phase_flops, two.phase_memory_bytes, two.micro_batches)
+    one_rest = dataclasses.replace(
+        one, collectives=[c for c in one.collectives if c.key in paired or c in only_one])
+    two_rest = dataclasses.replace(
+        two, collectives=[c for c in two.collectives if c.key in paired or c in only_two])
     try:
         out = one_rest.combined(two_rest.combined(one_rest, -1.0), periods - 1)
     except ValueError as exc:
@@ -349,6 +355,9 @@ class WorkRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         leaves = tree_leaves((args, kwargs))
         if any(isinstance(t, DTensor) for t in leaves):
+            if not any(isinstance(t, FakeTensor) and t.fake_mode is not self.fake_mode
+                       for t in leaves):
+                self._bucket()[0].work.dtensor_operators += 1
             return NotImplemented
         out = func(*args, **kwargs)
         if any(isinstance(t, FakeTensor) and t.fake_mode is not self.fake_mode for t in leaves):
@@ -359,6 +368,7 @@ class WorkRecorder(TorchDispatchMode):
     def _record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         name = func._schema.name
         bucket, phase = self._bucket()
+        bucket.work.operators += 1
         collective = _COLLECTIVES.get(name)
         if collective is not None:
             bucket.collectives.append(self._collective(func, collective, args, kwargs, out, phase))
@@ -446,9 +456,8 @@ def pipeline_step_work(one: RoleWork, sends: list[Collective], optimizer: RoleWo
     once = [c for c in one.collectives
             if c.axis in FSDP_AXES and c.phase == "backward"
             and c.kind in ("reduce_scatter", "all_reduce")]
-    repeated = RoleWork(one.flops, one.memory_bytes,
-                        [c for c in one.collectives if c not in once] + list(sends),
-                        one.phase_flops, one.phase_memory_bytes)
+    repeated = dataclasses.replace(
+        one, collectives=[c for c in one.collectives if c not in once] + list(sends))
     total = repeated.scaled(micro_batches) + RoleWork(collectives=once) + optimizer
     total.micro_batches = micro_batches
     return total

@@ -1,0 +1,318 @@
+"""Measure this machine's rates and write the planner's hardware profile (``--hardware FILE``).
+
+    .venv/bin/python bench/calibrate_hardware.py [--ranks 2 4] [--backend gloo|nccl]
+                                                 [--out-dir bench/results] [--quick]
+
+What it measures, per rank, with every rank of a group busy at once (on a CPU machine the ranks
+share its cores, so a rank's rates depend on how many run: one profile per rank count,
+``hardware_cpu-gloo-<n>.json``; on a GPU node one profile, ``hardware_<gpu>-nccl.json``):
+
+* **matmul throughput by shape**: ``torch.mm`` in the training dtype (fp32 on the CPU, as the
+  CPU runs train; bf16 on a GPU) at square and the debug model's projection shapes, each rank
+  at once; the profile's ``bf16_flops`` is the best shape's rate and ``matmul_efficiency`` the
+  rate at the shapes the small flavors run (their median) over it;
+* **memory bandwidth**: an elementwise ``add`` over 64 MiB tensors (two reads, one write);
+* **the process group's collectives by size and group size**: all-reduce and all-gather of 4 KiB
+  to 16 MiB on all the ranks, timed (median of a few) and fitted to ``t = alpha + S x f / B``
+  with nccl-tests' bus factor ``f`` (least squares): ``intra_node_latency_s`` (alpha) and
+  ``intra_node_bytes_per_s`` (B). A single machine has no network: the inter-node figures are
+  the same, stated in ``sources``;
+* **the host's cost of an operator**: a chain of one-element operators forward and backward,
+  per operator dispatched (counted as preflight counts a step's), and the extra of one on
+  DTensors (their sharding propagation);
+* **overlap**: a collective run asynchronously while the rank multiplies matrices: the share of
+  the shorter of the two that running them at once saved (0: none; on a GPU, NCCL's own stream
+  and SMs make it ~1).
+
+The GPU path (``--backend nccl``) runs the same measurements on CUDA tensors with NCCL, one
+process per GPU of the node; it has not run on this (CPU-only) machine. Results are written
+atomically with the umask's permissions (:func:`hyper_parallel.plan.hardware.save`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+#: (m, k, n) of the timed matmuls: square ones, and the debug / tiny flavors' projections
+#: (a micro-batch's tokens by hidden by the projection's width).
+SHAPES = ((1024, 1024, 1024), (512, 512, 512), (256, 256, 512), (256, 512, 256),
+          (512, 256, 256), (256, 256, 256), (256, 256, 2048))
+#: The shapes the small flavors run (the efficiency's median).
+SMALL_SHAPES = SHAPES[2:]
+SIZES = tuple(4096 << (2 * i) for i in range(6))  # 4 KiB .. 4 MiB ... 16 MiB
+REPEATS = 5
+#: The shortest timed block (see ``barrier_timed``).
+MIN_BLOCK_S = 0.3
+
+
+def _timed(fn, repeats: int = REPEATS) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _sync(device):
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _worker(rank: int, world: int, backend: str, init: str, out: str, quick: bool) -> None:
+    import torch
+    import torch.distributed as dist
+
+    device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world)
+    result: dict = {"matmul": {}, "collectives": {}}
+    repeats = 3 if quick else REPEATS
+
+    def barrier_timed(fn):
+        """Seconds of one ``fn()``, timed over blocks of at least :data:`MIN_BLOCK_S`: ranks
+        that share cores are time-sliced, and a short block would catch one rank running
+        alone."""
+        def once():
+            fn()
+            _sync(device)
+        once()
+        start = time.perf_counter()
+        once()
+        reps = max(1, math.ceil(MIN_BLOCK_S / max(time.perf_counter() - start, 1e-6)))
+        reps = torch.tensor([reps], device=device)
+        dist.all_reduce(reps, op=dist.ReduceOp.MAX)  # every rank the same count of collectives
+        reps = int(reps)
+
+        def block():
+            for _ in range(reps):
+                fn()
+            _sync(device)
+        dist.barrier()
+        return _timed(block, repeats) / reps
+
+    for m, k, n in SHAPES:
+        a = torch.randn(m, k, device=device, dtype=dtype)
+        b = torch.randn(k, n, device=device, dtype=dtype)
+        seconds = barrier_timed(lambda a=a, b=b: torch.mm(a, b))
+        result["matmul"][f"{m}x{k}x{n}"] = 2 * m * k * n / seconds
+    result["operator_overhead_s"], result["dtensor_operator_overhead_s"] = _overheads(
+        device, world, barrier_timed)
+    x = torch.randn(16 << 20, device=device)
+    y = torch.randn(16 << 20, device=device)
+    z = torch.empty_like(x)
+    seconds = barrier_timed(lambda: torch.add(x, y, out=z))
+    result["memory_bytes_per_s"] = 3 * x.numel() * x.element_size() / seconds
+    x = y = z = None  # 192 MiB: gone before the collectives
+    for kind in ("all_reduce", "all_gather"):
+        for size in SIZES[: 4 if quick else None]:
+            t = torch.randn(size // 4, device=device)
+            if kind == "all_reduce":
+                seconds = barrier_timed(lambda t=t: dist.all_reduce(t))
+            else:
+                out_t = torch.empty(world * t.numel(), device=device)
+                # nccl-tests' S of an all-gather is its output.
+                seconds = barrier_timed(
+                    lambda out_t=out_t, t=t: dist.all_gather_into_tensor(out_t, t))
+                size = world * size
+            result["collectives"].setdefault(kind, []).append((size, seconds))
+    # Overlap: a 4 MiB all-reduce issued asynchronously under matmuls of the same duration.
+    a = torch.randn(512, 512, device=device, dtype=dtype)
+    t = torch.randn(1 << 20, device=device)
+    comm = barrier_timed(lambda: dist.all_reduce(t))
+    per_mm = barrier_timed(lambda: torch.mm(a, a))
+    loops = max(1, round(comm / per_mm))
+    compute = barrier_timed(lambda: [torch.mm(a, a) for _ in range(loops)])
+
+    def both():
+        work = dist.all_reduce(t, async_op=True)
+        for _ in range(loops):
+            torch.mm(a, a)
+        work.wait()
+    together = barrier_timed(both)
+    saved = comm + compute - together
+    result["overlap"] = max(0.0, min(1.0, saved / min(comm, compute)))
+    gathered = [None] * world
+    dist.all_gather_object(gathered, result)
+    if rank == 0:
+        Path(out).write_text(json.dumps(gathered))
+    dist.destroy_process_group()
+
+
+class _Count:
+    """Operators dispatched in a block (and those on DTensors), as preflight counts them."""
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counter = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                from torch.distributed.tensor import DTensor
+                from torch.utils._pytree import tree_leaves
+
+                if any(isinstance(t, DTensor) for t in tree_leaves((args, kwargs))):
+                    counter.dtensor += 1
+                    return NotImplemented
+                counter.local += 1
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Mode()
+        self.local = self.dtensor = 0
+
+
+def _overheads(device, world: int, barrier_timed) -> tuple[float, float]:
+    """The host's fixed cost of one operator, forward and backward (a chain of elementwise
+    operators on one-element tensors, its operators counted as preflight counts a step's), and
+    the extra cost of one on DTensors (the same chain on replicated DTensors of a 1-D mesh)."""
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate
+
+    chain = 200
+
+    def step(x):
+        y = x
+        for _ in range(chain):
+            y = y * 1.0001 + 0.5
+        y.sum().backward()
+
+    local = torch.ones(1, device=device, requires_grad=True)
+    mesh = init_device_mesh(device.type, (world,))
+    dt = DTensor.from_local(torch.ones(1, device=device), mesh, [Replicate()]).requires_grad_()
+    counts = []
+    for x in (local, dt):
+        count = _Count()
+        with count.mode:
+            step(x)
+        counts.append(count)
+    t_local = barrier_timed(lambda: step(local))
+    t_dtensor = barrier_timed(lambda: step(dt))
+    per_op = t_local / counts[0].local
+    extra = max(0.0, t_dtensor - per_op * counts[1].local) / max(1, counts[1].dtensor)
+    return per_op, extra
+
+
+def _fit(points: list[tuple[int, float]], factor: float) -> tuple[float, float]:
+    """Least-squares ``t = alpha + S x factor / B``: ``(alpha, B)`` (alpha clipped at 0)."""
+    xs = [s * factor for s, _ in points]
+    ts = [t for _, t in points]
+    mx, mt = statistics.fmean(xs), statistics.fmean(ts)
+    slope = sum((x - mx) * (t - mt) for x, t in zip(xs, ts)) / sum((x - mx) ** 2 for x in xs)
+    alpha = max(0.0, mt - slope * mx)
+    return alpha, 1.0 / slope
+
+
+def measure(world: int, backend: str, quick: bool) -> list[dict]:
+    """Every rank's figures, ``world`` ranks at once."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
+        out = os.path.join(tmp, "result.json")
+        init = "file://" + os.path.join(tmp, "store")
+        mp.start_processes(_worker, args=(world, backend, init, out, quick), nprocs=world,
+                           join=True, start_method="spawn")
+        return json.loads(Path(out).read_text())
+
+
+def profile(world: int, backend: str, name: str, ranks: list[dict]) -> dict:
+    """The profile of one group size from its ranks' figures (each rate: the ranks' median)."""
+    from hyper_parallel.plan.hardware import Hardware, to_dict
+
+    shapes = {s: statistics.median(r["matmul"][s] for r in ranks) for s in ranks[0]["matmul"]}
+    best = max(shapes.values())
+    small = statistics.median(shapes[f"{m}x{k}x{n}"] for m, k, n in SMALL_SHAPES)
+    fits = {}
+    for kind, factor in (("all_reduce", 2 * (world - 1) / world),
+                         ("all_gather", (world - 1) / world)):
+        points = [(s, statistics.median(r["collectives"][kind][i][1] for r in ranks))
+                  for i, (s, _) in enumerate(ranks[0]["collectives"][kind])]
+        fits[kind] = _fit(points, factor)
+    alpha = statistics.fmean(a for a, _ in fits.values())
+    bandwidth = statistics.fmean(b for _, b in fits.values())
+    memory = statistics.median(r["memory_bytes_per_s"] for r in ranks)
+    overlap = statistics.median(r["overlap"] for r in ranks)
+    op_overhead = statistics.median(r["operator_overhead_s"] for r in ranks)
+    dtensor_overhead = statistics.median(r["dtensor_operator_overhead_s"] for r in ranks)
+    hw = Hardware(
+        name=name, bf16_flops=best, hbm_bytes_per_s=memory,
+        intra_node_bytes_per_s=bandwidth, intra_node_latency_s=alpha,
+        inter_node_bytes_per_s=bandwidth, inter_node_latency_s=alpha,
+        matmul_efficiency=min(1.0, small / best), memory_efficiency=1.0, overlap=overlap,
+        operator_overhead_s=op_overhead, dtensor_operator_overhead_s=dtensor_overhead,
+        sources=(
+            f"measured by bench/calibrate_hardware.py, {world} {backend} ranks at once on "
+            f"{os.cpu_count()} CPUs" + ("" if backend == "nccl" else
+                                         " (fp32 matmuls: the CPU runs' dtype)"),
+            ("bf16_flops: the best matmul shape's rate; matmul_efficiency: the small flavors' "
+             "shapes' median rate over it"),
+            "hbm_bytes_per_s: elementwise add of 64 MiB tensors (2 reads + 1 write)",
+            ("operator overheads: a chain of one-element elementwise operators forward and "
+             "backward, local and on replicated DTensors, per operator dispatched"),
+            ("collectives: all_reduce and all_gather of 4 KiB-16 MiB, least squares of "
+             "t = alpha + S f / B (nccl-tests bus factors)"),
+            "inter-node figures: the intra-node ones (one machine, no network)" if backend ==
+            "gloo" else "inter-node figures: the intra-node ones until measured across nodes",
+        ))
+    out = to_dict(hw)
+    out["_measured"] = {"matmul_flops_by_shape": shapes, "collective_fits": {
+        k: {"latency_s": a, "bytes_per_s": b} for k, (a, b) in fits.items()}}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    parser.add_argument("--out-dir", default=str(REPO / "bench" / "results"))
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread a rank, as the bench runs
+    from hyper_parallel.plan.hardware import from_dict, save
+
+    for world in args.ranks:
+        if args.backend == "nccl":
+            import torch
+
+            name = torch.cuda.get_device_name(0).lower().replace(" ", "-") + "-nccl"
+        else:
+            name = f"cpu-gloo-{world}"
+        data = profile(world, args.backend, name, measure(world, args.backend, args.quick))
+        path = Path(args.out_dir) / f"hardware_{name}.json"
+        save(from_dict({k: v for k, v in data.items() if not k.startswith("_")}), str(path))
+        # The per-shape and per-kind figures behind the profile, beside its fields.
+        written = json.loads(path.read_text())
+        written["_measured"] = data["_measured"]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
+        os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+        print(f"{name}: matmul {data['bf16_flops'] / 1e9:.1f} GFLOP/s (x{data['matmul_efficiency']:.2f}"
+              f" at the small shapes), memory {data['hbm_bytes_per_s'] / 1e9:.1f} GB/s, "
+              f"collectives {data['intra_node_latency_s'] * 1e6:.0f} us + "
+              f"{data['intra_node_bytes_per_s'] / 1e9:.2f} GB/s, overlap {data['overlap']:.2f}, "
+              f"{data['operator_overhead_s'] * 1e6:.0f} us an operator "
+              f"(+{data['dtensor_operator_overhead_s'] * 1e6:.0f} on DTensors)"
+              f" -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
