@@ -573,12 +573,17 @@ def _stage_documents(mb: dict, rows: int, images: dict) -> dict:
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     from hyper_parallel.runtime.step import DOCUMENTS
-    from hyper_parallel.utils.documents import Documents
+    from hyper_parallel.utils.documents import Documents, DocumentShard
 
     if DOCUMENTS not in mb:
         return {}
     with unset_fake_temporarily():
-        out = {DOCUMENTS: Documents.from_starts(mb[DOCUMENTS].starts[:rows])}
+        documents = mb[DOCUMENTS]
+        if isinstance(documents, DocumentShard):  # context parallelism: the rows' shard
+            whole = Documents.from_starts(documents.whole.starts[:rows])
+            out = {DOCUMENTS: DocumentShard(whole, documents.rank, documents.parts)}
+        else:
+            out = {DOCUMENTS: Documents.from_starts(documents.starts[:rows])}
         if "position_ids" not in images:
             out["position_ids"] = mb["position_ids"][:rows].clone()
     return out

@@ -124,13 +124,14 @@ def _check_parallelism(degrees: dict[str, int], world_size: int) -> None:
             f"{f['dp_shard']}=-1 to infer it, or launch {others * dp_shard} processes",
             path=f["dp_shard"],
         )
-    for other, what in (("pp", "pipeline"), ("ep", "expert")):
+    # (with pipeline parallelism each stage runs its shard of the rows; the schedule cuts the
+    # shard's rows, runtime/pipeline_step.py)
+    for other, what in (("ep", "expert"),):
         if degrees["cp"] > 1 and degrees[other] > 1:
             raise ConfigError(
                 f"{degrees['cp']} with {f[other]}={degrees[other]}: context parallelism has not "
                 f"been tested with {what} parallelism (the sequence split would have to travel "
-                f"through {'the stages' if other == 'pp' else 'the token dispatch'}); use one "
-                "of the two",
+                "through the token dispatch); use one of the two",
                 path=f["cp"],
             )
     if degrees["ep"] > 1 and degrees["etp"] not in (1, degrees["tp"]):

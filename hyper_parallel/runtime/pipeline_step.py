@@ -19,7 +19,11 @@ The step of :mod:`hyper_parallel.runtime.step` with the forward and backward dri
   them with the rows, so each pipeline micro-batch carries its own
   :class:`~hyper_parallel.utils.documents.Documents`, which every stage's forward reads (a
   keyword argument reaches every stage; a later stage has no ``position_ids`` it could read
-  without asking the device).
+  without asking the device). Under context parallelism too each rank's rows are its shard
+  of the whole rows, whose documents the trainer made before the split
+  (:class:`~hyper_parallel.utils.documents.DocumentShard`): the step concatenates the
+  micro-batches' whole rows' documents and the schedule cuts them along the rows as it cuts
+  the shard's rows, so each pipeline micro-batch carries its rows' shard of their documents.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from hyper_parallel.runtime.optim import clip_grad_norm_
 from hyper_parallel.runtime.step import DOCUMENTS, StepResult, image_inputs, move_to_device
 from hyper_parallel.utils.choices import IGNORE_INDEX
 from hyper_parallel.utils.data_types import IMAGE_KEYS, IMAGES_PER_ROW
-from hyper_parallel.utils.documents import Documents
+from hyper_parallel.utils.documents import Documents, DocumentShard
 
 
 @dataclass
@@ -97,6 +101,9 @@ def concat_micro_batches(micro_batches: Sequence[dict], seq_len: int | None = No
     out = {}
     for key in keys:
         parts = [mb[key] for mb in micro_batches]
+        if isinstance(parts[0], DocumentShard):  # a context-parallel shard's (the trainer's)
+            out[key] = _concat_shards(parts)
+            continue
         if not isinstance(parts[0], torch.Tensor):
             raise TypeError(f"pipeline batches hold tensors only; {key!r} is {type(parts[0])}")
         target = seq_len if seq_len is not None else max(p.shape[1] for p in parts)
@@ -113,6 +120,38 @@ def _pad_columns(tensor: torch.Tensor, length: int, value: int) -> torch.Tensor:
     return torch.cat([tensor, pad], dim=1)
 
 
+def pad_sequence(batch: dict, length: int) -> dict:
+    """``batch`` with every tensor along its rows' positions (``(..., S)``: tokens, labels,
+    positions) padded at the end to ``length`` (token 0, label ``IGNORE_INDEX``, position 0),
+    for a pipeline under context parallelism: the stages fix their shapes, and the whole rows
+    are padded before they are split into shards, so the padding ends each row (padding a
+    shard's end would put it inside the row, before the next shard's tokens)."""
+    seq = batch["input_ids"].shape[1]
+    if seq >= length:
+        return batch
+    out = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[-1] == seq:
+            fill = IGNORE_INDEX if key == "labels" else 0
+            value = torch.nn.functional.pad(value, (0, length - seq), value=fill)
+        out[key] = value
+    return out
+
+
+def _concat_shards(shards: Sequence[DocumentShard]) -> DocumentShard:
+    """The shards of the whole rows' documents of several micro-batches as one shard of their
+    rows (their order kept): the whole rows' starts concatenated, so the schedule's cut along
+    the rows (below) hands each pipeline micro-batch its rows' shard. The trainer pads the
+    whole rows to the run's length before the split, so the whole rows are one length."""
+    first = shards[0]
+    if any((s.rank, s.parts, s.whole.shape[1]) != (first.rank, first.parts, first.whole.shape[1])
+           for s in shards):
+        raise ValueError("the micro-batches' document shards are not of the same rows' split: "
+                         f"{[repr(s) for s in shards]}")
+    starts = torch.cat([s.whole.starts.cpu() for s in shards], dim=0)
+    return DocumentShard(Documents.from_starts(starts), first.rank, first.parts)
+
+
 def _pad_rows(batch: dict, rows: int) -> dict:
     """``batch`` with rows appended up to ``rows`` that contribute nothing (ignored labels)."""
     have = batch["labels"].shape[0]
@@ -120,6 +159,12 @@ def _pad_rows(batch: dict, rows: int) -> dict:
         return batch
     out = {}
     for key, value in batch.items():
+        if isinstance(value, DocumentShard):  # the padded rows: one document each
+            starts = value.whole.starts.cpu()
+            pad = starts.new_zeros(rows - have, starts.shape[1])
+            whole = Documents.from_starts(torch.cat([starts, pad], dim=0))
+            out[key] = DocumentShard(whole, value.rank, value.parts)
+            continue
         fill = IGNORE_INDEX if key == "labels" else 0
         pad = value.new_full((rows - have, *value.shape[1:]), fill)
         if key == "position_ids":
@@ -197,13 +242,44 @@ pytree.register_pytree_node(
 )
 
 
+def _flatten_shard(shard: DocumentShard) -> tuple[list[Any], tuple[int, int]]:
+    return [shard.whole.starts], (shard.rank, shard.parts)
+
+
+def _unflatten_shard(children: list[Any], context: tuple[int, int]) -> DocumentShard:
+    starts = children[0]
+    rank, parts = context
+    if isinstance(starts, torch.Tensor):
+        return DocumentShard(Documents.from_starts(starts), rank, parts)
+    shell = DocumentShard.__new__(DocumentShard)
+    shell.whole = _unflatten_documents([starts], None)
+    shell.rank, shell.parts = rank, parts
+    return shell
+
+
+# Under context parallelism a micro-batch's rows are this rank's shard of the whole rows, and
+# its documents the shard of the whole rows' (made before the split): a node over the whole
+# rows' ``(B, S)`` starts, cut along the rows like the shard's own ``(B, S / cp)`` tokens, so
+# each pipeline micro-batch's shard is rebuilt (on the host) from the same rows' whole starts,
+# the same positions of them as its tokens.
+pytree.register_pytree_node(
+    DocumentShard,
+    _flatten_shard,
+    _unflatten_shard,
+    serialized_type_name="hyper_parallel.utils.documents.DocumentShard",
+)
+
+
 def with_step_documents(pipeline: Any, batch: dict) -> dict:
     """``batch`` (the step's host rows, :func:`with_row_images`) with the documents of its rows
     under :data:`~hyper_parallel.runtime.step.DOCUMENTS` when the stages keep documents apart
     (``reads_documents``: ``attn_mask_type: block_causal``), made here from the host
     ``position_ids`` (an image-text batch's are row-aligned, ``(B, 3, S)``); else ``batch``
-    itself. The schedule gives each micro-batch the documents of its rows (above)."""
-    if not getattr(pipeline.parts[0], "reads_documents", False) or "position_ids" not in batch:
+    itself. The schedule gives each micro-batch the documents of its rows (above). Under
+    context parallelism the batch holds them already: the shard of the whole rows' (a shard's
+    own positions cannot tell where its documents begin), concatenated with the rows."""
+    if (not getattr(pipeline.parts[0], "reads_documents", False) or "position_ids" not in batch
+            or DOCUMENTS in batch):
         return batch
     positions = batch["position_ids"]
     if positions.dim() == 3:  # (B, 3, S), row-aligned for the schedule (with_row_images)
@@ -330,6 +406,7 @@ def _eval_group(pipeline: Any, group: list[dict], rows: int, seq_len: int | None
 __all__ = [
     "PipelineLoss",
     "concat_micro_batches",
+    "pad_sequence",
     "pipeline_evaluate",
     "pipeline_train_step",
     "with_step_documents",

@@ -84,6 +84,10 @@ class BaseTrainer:
         if self.dist.seq_split > 1:
             from hyper_parallel.runtime.step import with_documents
 
+            if self.pipeline is not None:  # the stages' fixed length, padding the rows' ends
+                from hyper_parallel.runtime.pipeline_step import pad_sequence
+
+                batch = pad_sequence(batch, self._pipeline_seq_len() * self.dist.seq_split)
             # A packed batch's documents from the whole rows, before the split: a shard's own
             # positions cannot say whether its first token continues a document.
             batch = with_documents(self.model, batch)
@@ -99,9 +103,12 @@ class BaseTrainer:
         if self.pipeline is not None:
             from hyper_parallel.runtime.pipeline_step import pipeline_evaluate
 
+            batches = self.eval_dataloader
+            if self.dist.seq_split > 1:  # each context-parallel rank evaluates its positions
+                batches = (self._own_part(batch) for batch in batches)
             return pipeline_evaluate(
                 self.pipeline,
-                self.eval_dataloader,
+                batches,
                 loss=self.pipeline_loss,
                 device=self.device,
                 dp_group=self.dist.dp_group,

@@ -519,7 +519,8 @@ class HyperTrainer(BaseTrainer, Configurable):
         return self.config.training.local_batch_size * self.grad_accum // self.dist.batch_split
 
     def _pipeline_seq_len(self) -> int | None:
-        return self.config.training.seq_len
+        # Under context parallelism a stage runs this rank's shard of every row.
+        return self.config.training.seq_len // self.dist.seq_split
 
     def _on_first_step(self) -> None:
         # The first step pays for compilation, lazy initialisation and the first allocations,

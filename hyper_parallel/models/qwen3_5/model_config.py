@@ -226,15 +226,12 @@ BLOCK_CAUSAL_REFUSALS: tuple[tuple[str, str, str], ...] = (
 """The settings a ``block_causal`` model refuses for now, and why (:func:`refuse_block_causal`):
 ``(section, field, why)``, refused above 1."""
 
-#: Refused together under ``block_causal`` (:func:`refuse_block_causal`), each fine alone.
-CONTEXT_AND_PIPELINE = ("context_parallel_degree", "pipeline_parallel_degree")
-
-
 def refuse_block_causal(trainer_config: Any) -> None:
     """A ``ConfigError`` (path ``model.attn_mask_type``) for a run whose layout or compilation
     cannot keep a packed row's documents apart yet: the parallel degrees of
     :data:`BLOCK_CAUSAL_REFUSALS` above 1 (context parallelism keeps them apart: each shard
-    carries its part of the whole rows' boundaries), or compiled decoder layers (their full
+    carries its part of the whole rows' boundaries, which a pipeline cuts with the shard's
+    rows), or compiled decoder layers (their full
     graph cannot hold the per-document work the host's boundaries size). Nothing then mixes
     documents silently."""
     for section, name, why in BLOCK_CAUSAL_REFUSALS:
@@ -245,16 +242,6 @@ def refuse_block_causal(trainer_config: Any) -> None:
                 "or model.attn_mask_type to causal",
                 path="model.attn_mask_type",
             )
-    parallelism = getattr(trainer_config, "parallelism", None)
-    if all((getattr(parallelism, name, 1) or 1) > 1 for name in CONTEXT_AND_PIPELINE):
-        raise ConfigError(
-            "block_causal: context and pipeline parallelism together: the pipeline cuts a "
-            "step's rows into micro-batches with their documents, and a context-parallel "
-            "shard's documents (its part of the whole rows') are not cut with them yet; set "
-            "parallelism.pipeline_parallel_degree or parallelism.context_parallel_degree to 1, "
-            "or model.attn_mask_type to causal",
-            path="model.attn_mask_type",
-        )
     compile_section = getattr(trainer_config, "compile", None)
     components = getattr(compile_section, "components", None)
     if getattr(compile_section, "enable", False) and (components is None

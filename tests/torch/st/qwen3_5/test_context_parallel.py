@@ -31,9 +31,11 @@ documents' losses run alone, its logits and every gradient the one-rank packed m
 **The runs** (the layout harness; the tiny flavor, 3 Gated DeltaNet layers and 1 attention
 layer, at ``max_seq_len`` 512, 4 steps of 4 sequences, warmup and decay, no clipping): CP 2 and
 CP 2 x FSDP 2 (the issue's bar), the all-gather / state-passing / async forms, CP 2 x TP 2
-(heads split both ways), selective activation checkpointing and bf16 mixed precision, each
+(heads split both ways), CP 2 x PP 2 (1F1B, two stages each running its shard of the rows),
+selective activation checkpointing and bf16 mixed precision, each
 against the one-rank run within :data:`CP_RUN_RTOL`; packed rows (``block_causal``,
-``preset_pt``) on CP 2, Ulysses and all-gather with state passing, against the one-rank packed
+``preset_pt``) on CP 2, Ulysses and all-gather with state passing, and on CP 2 x PP 2 (each
+pipeline micro-batch carrying its rows' shard of their documents), against the one-rank packed
 run within the same bound; a legacy CP YAML and the recipe
 ``--from-yaml`` writes for it are one run, bit for bit.
 """
@@ -84,6 +86,8 @@ train:
   debug: {deterministic: true}
 """
 ACC = "--train.accelerator."
+#: The pipeline's two micro-batches a step (one per accumulation micro-batch's rows).
+PP = ACC + "pp_micro_batch_num=2"
 #: name -> (overrides, layout, bound): every case against the one-rank run.
 SAVE_AT_2 = "--train.checkpoint.save_steps=2"
 LAYOUTS = {
@@ -95,13 +99,19 @@ LAYOUTS = {
                     Layout(cp=2, tp=2), CP_RUN_RTOL),
     "CP 2 selective AC": (("--train.gradient_checkpointing.activation_checkpoint=selective",),
                           Layout(cp=2), CP_RUN_RTOL),
+    # Each stage runs its shard of the rows; the schedule cuts the shard's rows (1F1B).
+    "CP 2 x PP 2": ((PP,), Layout(cp=2, pp=2), CP_RUN_RTOL),
 }
 BF16 = "--train.mixed_precision.enabled=true"
 #: The packed runs (``block_causal``; :func:`_write_packed`): Ulysses, and all-gather attention
-#: with state passing, each against the one-rank packed run within :data:`CP_RUN_RTOL`.
+#: with state passing, and Ulysses through pipeline stages (each pipeline micro-batch carries
+#: its rows' shard of their documents), each against the one-rank packed run within
+#: :data:`CP_RUN_RTOL`: name -> (overrides, layout).
 PACKED_LAYOUTS = {
-    "CP 2 packed": (),
-    "CP 2 packed p2p": (ACC + "ulysses_degree=1", ACC + "linear_attention_cp_mode=p2p"),
+    "CP 2 packed": ((), Layout(cp=2)),
+    "CP 2 packed p2p": ((ACC + "ulysses_degree=1", ACC + "linear_attention_cp_mode=p2p"),
+                        Layout(cp=2)),
+    "CP 2 x PP 2 packed": ((PP,), Layout(cp=2, pp=2)),
 }
 
 
@@ -251,8 +261,8 @@ def runs(layouts, run_once) -> dict:
     }
     for name, (overrides, layout, _) in LAYOUTS.items():
         cases[name] = Case((base, *overrides), layout, env=PINNED)
-    for name, overrides in PACKED_LAYOUTS.items():
-        cases[name] = Case((packed, *overrides), Layout(cp=2), env=PINNED)
+    for name, (overrides, layout) in PACKED_LAYOUTS.items():
+        cases[name] = Case((packed, *overrides), layout, env=PINNED)
     return layouts.run_cases(cases, params=False)
 
 
@@ -267,7 +277,9 @@ def test_context_parallel_layouts_train_the_one_rank_run(name, runs):
 def test_packed_runs_under_context_parallelism_train_the_one_rank_packed_run(name, runs):
     """Packed rows whose documents cross, begin at and begin just before the shard boundary,
     through the trainer (its split hands each rank its part of the whole rows' documents):
-    Ulysses, and all-gather attention with state passing, train the one-rank packed run."""
+    Ulysses, and all-gather attention with state passing, train the one-rank packed run; so
+    do pipeline stages of Ulysses, the schedule cutting each shard's documents with its rows
+    into the pipeline's micro-batches."""
     assert runs["1 rank packed"].error is None, runs["1 rank packed"].error
     assert runs[name].error is None, runs[name].error
     worst = assert_same_run(runs[name], runs["1 rank packed"], rtol=CP_RUN_RTOL)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import types
 from itertools import pairwise
 
-import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -35,7 +34,6 @@ from hyper_parallel.models.qwen3_5.kernels import causal_depthwise_conv_silu
 from hyper_parallel.models.qwen3_5.protocol import flavor_config
 from hyper_parallel.runtime.step import DOCUMENTS
 from hyper_parallel.utils.documents import Documents, DocumentShard
-from hyper_parallel.utils.errors import ConfigError
 
 KERNEL = 4  # the convolution's window: a halo of 3 tokens
 
@@ -151,15 +149,14 @@ def test_fla_state_passing_hands_the_state_to_a_continued_document_only():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
-def test_context_parallelism_is_lifted_and_refused_only_with_a_pipeline():
-    """``block_causal`` trains under context parallelism; with a pipeline as well it refuses
-    (the pipeline's micro-batches do not cut a shard's documents yet), naming the field."""
+def test_context_parallelism_is_lifted_with_a_pipeline_too():
+    """``block_causal`` trains under context parallelism, with a pipeline as well (each
+    pipeline micro-batch carries its rows' shard of their documents,
+    ``tests/torch/ut/trainer/test_pipeline_documents.py``)."""
     def trainer(**degrees):
         return types.SimpleNamespace(parallelism=types.SimpleNamespace(**degrees))
 
     config = flavor_config("tiny").replace(attn_mask_type="block_causal")
     config.update_from_config(trainer_config=trainer(context_parallel_degree=2))
-    with pytest.raises(ConfigError, match="context and pipeline parallelism") as caught:
-        config.update_from_config(trainer_config=trainer(context_parallel_degree=2,
-                                                         pipeline_parallel_degree=2))
-    assert caught.value.path == "model.attn_mask_type"
+    config.update_from_config(trainer_config=trainer(context_parallel_degree=2,
+                                                     pipeline_parallel_degree=2))

@@ -149,9 +149,8 @@ def test_mesh_hsdp_2x2_torchrun(tmp_path):
     assert info["aliases"]["dp"] == {"size": 4, "group_of_rank": [0, 1, 2, 3]}
 
 
-@pytest.mark.parametrize("other, field", [("pipeline_parallel_degree", "pipeline"),
-                                          ("expert_parallel_degree", "expert")])
-def test_context_parallelism_with_pipeline_or_expert_parallelism_is_refused(other, field):
+@pytest.mark.parametrize("other, field", [("expert_parallel_degree", "expert")])
+def test_context_parallelism_with_expert_parallelism_is_refused(other, field):
     from hyper_parallel.config.configs import ParallelismConfig
     from hyper_parallel.utils.errors import ConfigError
 
@@ -159,3 +158,13 @@ def test_context_parallelism_with_pipeline_or_expert_parallelism_is_refused(othe
     with pytest.raises(ConfigError, match=f"not been tested with {field} parallelism") as err:
         ParallelDims.from_parallelism(parallelism, world_size=4)
     assert err.value.path == "parallelism.context_parallel_degree"
+
+
+def test_context_parallelism_with_pipeline_parallelism_is_a_layout():
+    """Each pipeline stage runs its context-parallel shard of the rows (the CP x PP runs of
+    tests/torch/st/qwen3_5/test_context_parallel.py)."""
+    from hyper_parallel.config.configs import ParallelismConfig
+
+    parallelism = ParallelismConfig(context_parallel_degree=2, pipeline_parallel_degree=2)
+    dims = ParallelDims.from_parallelism(parallelism, world_size=4)
+    assert (dims.cp, dims.pp, dims.seq_split) == (2, 2, 2)

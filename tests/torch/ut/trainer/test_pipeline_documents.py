@@ -69,6 +69,58 @@ def test_the_schedule_cuts_the_documents_with_the_rows(per_chunk, chunks, layout
         assert (got.max_length, got.max_per_row) == (want.max_length, want.max_per_row)
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([2, 4]), st.integers(1, 2), st.integers(1, 3), st.integers(1, 2),
+       st.lists(st.lists(st.integers(1, 9), max_size=5), min_size=1, max_size=4))
+def test_each_micro_batch_carries_its_rows_shard_under_context_parallelism(
+        parts, per_chunk, chunks, accumulation, layouts):
+    """Context x pipeline parallelism: every context-parallel rank splits each accumulation
+    micro-batch as the trainer does (the whole rows' documents, then ``split_sequence``), the
+    step concatenates them and the schedule cuts them into pipeline micro-batches. Each
+    pipeline micro-batch on rank ``r`` then carries the shard ``r`` of its own rows'
+    documents, at the positions of its own tokens; the ranks' shards reassemble into the
+    micro-batch's documents (documents crossing a shard boundary included)."""
+    import types
+
+    from torch.distributed.pipelining.microbatch import split_args_kwargs_into_chunks
+
+    from hyper_parallel.data import split_sequence
+    from hyper_parallel.runtime.pipeline_step import concat_micro_batches, with_step_documents
+    from hyper_parallel.runtime.step import DOCUMENTS, with_documents
+    from hyper_parallel.utils.documents import DocumentShard
+
+    seq = 12
+    rows = per_chunk * chunks * accumulation
+    positions = _positions(_rows([layouts[i % len(layouts)] for i in range(rows)], seq))
+    ids = torch.arange(positions.numel()).reshape(positions.shape)
+    batches = [{"input_ids": i, "labels": i, "position_ids": p}
+               for i, p in zip(ids.chunk(accumulation), positions.chunk(accumulation))]
+    model = types.SimpleNamespace(reads_documents=True)
+    pipeline = types.SimpleNamespace(parts=[model])
+    length = seq // parts
+    pieces = []  # per rank: the schedule's micro-batches
+    for rank in range(parts):
+        own = [split_sequence(with_documents(model, b), rank, parts) for b in batches]
+        step = with_step_documents(pipeline, concat_micro_batches(own, length))
+        _, kwargs = split_args_kwargs_into_chunks(
+            (), {k: step[k] for k in ("input_ids", DOCUMENTS)}, chunks)
+        pieces.append(kwargs)
+    for c, want_positions in enumerate(torch.tensor_split(positions, chunks)):
+        want = Documents.from_positions(want_positions)
+        shards = [pieces[rank][c][DOCUMENTS] for rank in range(parts)]
+        for rank, shard in enumerate(shards):
+            assert isinstance(shard, DocumentShard)
+            assert (shard.rank, shard.parts) == (rank, parts)
+            assert torch.equal(shard.whole.starts, want.starts)
+            assert shard.whole.cu_seqlens_host.tolist() == want.cu_seqlens_host.tolist()
+            tokens = pieces[rank][c]["input_ids"]
+            assert tuple(shard.starts.shape) == tuple(tokens.shape)
+            rows_ids = torch.tensor_split(ids, chunks)[c]
+            assert torch.equal(tokens, rows_ids[:, rank * length:(rank + 1) * length])
+            assert shard.continues == (~want.starts[:, rank * length]).tolist()
+        assert torch.equal(torch.cat([s.starts for s in shards], dim=1), want.starts)
+
+
 @pytest.fixture
 def one_process_group():
     """A one-rank gloo group in this process (a pipeline stage needs a process group)."""
