@@ -159,9 +159,9 @@ def _pad_rows(batch: dict, rows: int) -> dict:
         return batch
     out = {}
     for key, value in batch.items():
-        if isinstance(value, DocumentShard):  # the padded rows: one document each
+        if isinstance(value, DocumentShard):  # the padded rows' documents: as their positions
             starts = value.whole.starts.cpu()
-            pad = starts.new_zeros(rows - have, starts.shape[1])
+            pad = starts[:1].expand(rows - have, -1)
             whole = Documents.from_starts(torch.cat([starts, pad], dim=0))
             out[key] = DocumentShard(whole, value.rank, value.parts)
             continue

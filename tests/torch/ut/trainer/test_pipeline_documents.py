@@ -234,3 +234,77 @@ def test_block_causal_trains_under_pipeline_parallelism():
     config = flavor_config("tiny").replace(attn_mask_type="block_causal")
     config.update_from_config(trainer_config=trainer_config)
     assert config.attn_mask_type == "block_causal"
+
+
+class _RecordingStage(torch.nn.Module):
+    """A one-stage 'model' that keeps documents apart (``reads_documents``) and records what
+    each forward is handed."""
+
+    reads_documents = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 8)
+        self.head = torch.nn.Linear(8, 64)
+        self.received: list = []
+
+    def forward(self, input_ids, position_ids=None, documents=None):
+        self.received.append((tuple(input_ids.shape), documents))
+        return self.head(self.embed(input_ids))
+
+
+@pytest.mark.parametrize("cp_rank", [0, 1])
+def test_evaluation_under_context_and_pipeline_parallelism_hands_each_stage_its_shard(
+        one_process_group, cp_rank):
+    """The trainer's evaluation under CP x PP: each batch is split as in training (the whole
+    rows padded to the run's length first, their documents made before the split), the group
+    padded with rows to the step's, and every pipeline micro-batch's forward gets this rank's
+    shard of its rows and of their documents."""
+    import types
+
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining.schedules import ScheduleGPipe
+
+    from hyper_parallel.components.loss import CrossEntropyLoss
+    from hyper_parallel.models.pipelining import Pipeline
+    from hyper_parallel.runtime.pipeline_step import PipelineLoss
+    from hyper_parallel.trainer.base import BaseTrainer
+    from hyper_parallel.utils.documents import DocumentShard
+
+    seq, parts = 16, 2
+    model = _RecordingStage()
+    stage = PipelineStage(model, 0, 1, torch.device("cpu"), group=one_process_group)
+    loss = PipelineLoss(CrossEntropyLoss.Config().build())
+    pipeline = Pipeline(
+        schedule=ScheduleGPipe(stage, n_microbatches=2, loss_fn=loss, scale_grads=False),
+        parts=[model], stage_indices=[0], num_stages=1, num_microbatches=2,
+        has_first_stage=True, has_last_stage=True, group=one_process_group)
+
+    def batch(rows):
+        positions = _positions(rows)
+        ids = (positions * 7 + 3) % 64
+        return {"input_ids": ids, "labels": ids.masked_fill(positions == 0, IGNORE),
+                "position_ids": positions}
+
+    # Documents crossing the shard boundary (8); the second batch's rows are 12 tokens long.
+    batches = [batch([(5, 7, 4), (9, 7)]), batch([(3, 9)])]
+
+    class Trainer(BaseTrainer):
+        def _pipeline_rows_per_step(self):
+            return 4
+
+        def _pipeline_seq_len(self):
+            return seq // parts
+
+    trainer = Trainer()
+    trainer.model, trainer.pipeline, trainer.pipeline_loss = model, pipeline, loss
+    trainer.eval_dataloader, trainer.device = batches, torch.device("cpu")
+    trainer.dist = types.SimpleNamespace(batch_split=1, seq_split=parts, cp_rank=cp_rank,
+                                         dp_group=None)
+    assert trainer.evaluate() > 0
+    padded = torch.nn.functional.pad(batches[1]["position_ids"], (0, seq - 12))
+    whole = torch.cat([batches[0]["position_ids"], padded, batches[0]["position_ids"][:1]])
+    for (shape, got), want in zip(model.received[-2:], torch.tensor_split(whole, 2)):
+        assert shape == (2, seq // parts)
+        assert isinstance(got, DocumentShard) and (got.rank, got.parts) == (cp_rank, parts)
+        assert torch.equal(got.whole.starts, Documents.from_positions(want).starts)
