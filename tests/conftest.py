@@ -57,6 +57,15 @@ STARTERS = (
     # Every shipped recipe preflighted at its world size (both cores, ~270 s of CPU).
     _UT + "preflight/test_shipped_recipes.py::test_every_shipped_recipe_fits",
     _ST + "test_faults.py::test_faults_end_fast",
+    # The real steps preflight's figures are held to: one job per world size (1 and 2 ranks),
+    # which the module's other layouts and the preflight bench's smoke run then read.
+    "tests/torch/st/preflight/test_preflight_accuracy.py::test_preflight_matches_a_real_step[FSDP 2]",
+    "tests/torch/st/preflight/test_preflight_accuracy.py::test_preflight_matches_a_real_step[1 rank",
+    _UT + "preflight/test_accumulation.py::test_preflight_peaks_where_the_real_accumulated_step",
+    # The planner's preflighted searches (10-20 s of CPU each).
+    _UT + "plan/test_space.py::test_the_memory_floor_never_exceeds_what_preflight_measures",
+    _UT + "plan/test_plan_cli.py::test_the_json_object_is_the_issues_schema_best_first",
+    _ST + "test_worker_restart.py::test_a_killed_worker_is_restarted",
     # The generated Slurm script run, stopped, requeued and resumed (the reference run first).
     "tests/torch/st/launch/test_launch_jobs.py::test_the_slurm_script",
     "tests/torch/st/launch/test_launch_jobs.py::test_the_kubernetes_pods",
