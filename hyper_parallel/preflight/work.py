@@ -306,7 +306,13 @@ class WorkRecorder(TorchDispatchMode):
 
     A DTensor operator is left to DTensor (``NotImplemented``), whose local operators and
     redistributing collectives then come here; the operators DTensor runs on tensors of
-    another fake mode only to infer its output's shape are not the step's and are skipped."""
+    another fake mode only to infer its output's shape are not the step's and are skipped.
+
+    DTensor operators are counted by DTensor's own sharding-propagation cache, one lookup per
+    operator (:func:`dtensor_operators_dispatched`): torch dispatches most of them in C++
+    straight to their local operators, so a dispatch mode never sees the DTensor one (FSDP2's
+    sharded parameters in the clipping and the optimizer, tensor parallelism's every
+    operator)."""
 
     def __init__(self, fake_mode: Any, axes: dict[str, str] | None = None) -> None:
         super().__init__()
@@ -316,13 +322,23 @@ class WorkRecorder(TorchDispatchMode):
         self.micro: list[_Bucket] = [_Bucket()]
         self.after: _Bucket | None = None
         self.started = False
+        self._dtensor_seen = dtensor_operators_dispatched()
+
+    def flush_dtensor_operators(self) -> None:
+        """File the DTensor operators dispatched since the last call under the stretch of the
+        step running now (each one's lookup comes just before its local operators)."""
+        now = dtensor_operators_dispatched()
+        self._bucket()[0].work.dtensor_operators += now - self._dtensor_seen
+        self._dtensor_seen = now
 
     # -- stretches of the step
     def next_micro_batch(self) -> None:
+        self.flush_dtensor_operators()
         self.micro.append(_Bucket())
 
     def finish_micro_batches(self) -> None:
         """The micro-batches are over: what follows is the optimizer's."""
+        self.flush_dtensor_operators()
         if not self.micro[-1].work.phase_flops and not self.micro[-1].collectives:
             self.micro.pop()
         self.after = _Bucket()
@@ -354,11 +370,9 @@ class WorkRecorder(TorchDispatchMode):
 
         kwargs = kwargs or {}
         leaves = tree_leaves((args, kwargs))
+        self.flush_dtensor_operators()
         if any(isinstance(t, DTensor) for t in leaves):
-            if not any(isinstance(t, FakeTensor) and t.fake_mode is not self.fake_mode
-                       for t in leaves):
-                self._bucket()[0].work.dtensor_operators += 1
-            return NotImplemented
+            return NotImplemented  # DTensor's dispatch counts it (see the class docstring)
         out = func(*args, **kwargs)
         if any(isinstance(t, FakeTensor) and t.fake_mode is not self.fake_mode for t in leaves):
             return out  # DTensor's shape inference on tensors of its own
@@ -422,6 +436,13 @@ class WorkRecorder(TorchDispatchMode):
             total = total + self.after.result()
         total.micro_batches = micro_batches
         return total
+
+
+def dtensor_operators_dispatched() -> int:
+    """DTensor operators dispatched so far in this process: every one looks its sharding up in
+    the propagator's cache once (a hit or a miss)."""
+    hits, misses = torch._C._get_DTensor_sharding_propagator_cache_stats()
+    return hits + misses
 
 
 def stage_sends(build: Any, stage_index: int, received: Any, sent: Any) -> list[Collective]:
@@ -520,6 +541,7 @@ def recording(build: Any) -> Iterator[WorkRecorder]:
     try:
         with recorder:
             yield recorder
+            recorder.flush_dtensor_operators()
     finally:
         _ACTIVE.pop()
         for hook in hooks:
@@ -556,4 +578,5 @@ def _counted_chunks(apply: Any) -> Any:
 
 
 __all__ = ["FSDP_AXES", "KINDS", "PHASES", "Collective", "RoleWork", "WorkRecorder", "active",
-           "extrapolate", "merge", "mesh_axes", "pipeline_step_work", "recording", "stage_sends"]
+           "dtensor_operators_dispatched", "extrapolate", "merge", "mesh_axes", "pipeline_step_work",
+           "recording", "stage_sends"]

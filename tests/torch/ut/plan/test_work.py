@@ -107,3 +107,45 @@ def test_the_work_extrapolated_over_depth_is_the_whole_steps():
     assert a.flops == b.flops and a.memory_bytes == b.memory_bytes
     assert a.phase_flops == b.phase_flops
     assert sorted(a.collectives, key=repr) == sorted(b.collectives, key=repr)
+
+
+def test_a_pipeline_ranks_flops_are_its_stages_share_of_the_models():
+    """Each of 2 pipeline ranks runs every row of the step through its half of the layers:
+    its matmul FLOPs are about half the one-rank step's (the embedding has none, the output
+    projection is the last stage's), and the two stages' sum is the one-rank step's."""
+    common = ("--module", "recipes.train_qwen3_5_debug", "--config", "train_qwen3_5_debug",
+              *SMALL, "--training.global_batch_size=8", "--training.local_batch_size=8")
+    one = preflight(_config(*common), GPUS["h100-80gb"], world=1, work=True)
+    pp = preflight(_config(*common, "--parallelism.pipeline_parallel_degree=2",
+                           "--parallelism.num_pp_microbatches=4"),
+                   GPUS["h100-80gb"], world=2, work=True)
+    whole = one.roles[0].work.flops["matmul"]
+    stages = [role.work.flops["matmul"] for role in pp.roles]
+    assert len(stages) == 2 and sum(stages) == pytest.approx(whole, rel=0.01)
+    assert all(0.3 * whole < s < 0.7 * whole for s in stages)
+    assert all(role.work.micro_batches == 4 for role in pp.roles)
+
+
+def test_the_operators_on_dtensors_are_counted():
+    """torch dispatches a DTensor operator in C++ straight to its local ones: each still
+    costs its sharding propagation on the host, and the step counts them -- FSDP2's sharded
+    parameters in the clipping and the optimizer (after the micro-batches), tensor
+    parallelism's layers in the forward and the backward too."""
+    from hyper_parallel.preflight.simulate import resolved_model_config
+
+    config = _config(*FSDP)
+    parameters = _parameter_count(resolved_model_config(config))
+    fsdp = preflight(config, GPUS["h100-80gb"], world=2, work=True).roles[0].work
+    tp = preflight(_config(*TP), GPUS["h100-80gb"], world=2, work=True).roles[0].work
+    # AdamW's and the clipping's operators on each sharded parameter, at least one each
+    assert fsdp.dtensor_operators >= parameters
+    assert tp.dtensor_operators > fsdp.dtensor_operators
+
+
+def _parameter_count(model_config) -> int:
+    import torch
+
+    from hyper_parallel.models.qwen3_5 import Qwen3_5ForCausalLM
+
+    with torch.device("meta"):
+        return len(list(Qwen3_5ForCausalLM(model_config).parameters()))
