@@ -7,12 +7,15 @@ Options: ``--nodes N`` (required) and ``--gpus-per-node G`` (default 8): the clu
 ``--gpu NAME`` (``a100-80gb``, ``h100-80gb``, ``h100-96gb``, ``h200``, ``b200``; default
 ``h100-80gb``), what each rank's memory is judged against and, without ``--hardware``, whose
 datasheet prices the step; ``--hardware FILE``: a measured profile
-(``bench/calibrate_hardware.py``) instead of the datasheet; ``--budget N``: preflight at most
-N candidates (default 8); ``--json``: one object on stdout; ``--write K DIR``: the best K
-layouts as recipe modules in DIR (only the fields the plan changes, proven to build the
-planned configuration); ``--jobs "LAUNCH OPTIONS"`` with ``--write``: each one's job file in
-DIR too (``python -m hyper_parallel.launch``'s options, e.g. ``--scheduler slurm --time
-24:00:00``; written, never submitted); ``--force``: replace different files in DIR.
+(``bench/calibrate_hardware.py``) instead of the datasheet; ``--budget N``: preflight the N
+most promising candidates (a pipeline counts as the layers it steps; default: the recipe's
+own and the best of each family of model-parallel axes that might be best, within 25 % of the
+best step found, at most 4 preflights and one pipeline's); ``--json``: one object on
+stdout; ``--write K DIR``: the best K layouts as recipe modules in DIR (only the fields the
+plan changes, proven to build the planned configuration); ``--jobs "LAUNCH OPTIONS"`` with
+``--write``: each one's job file in DIR too (``python -m hyper_parallel.launch``'s options,
+e.g. ``--scheduler slurm --time 24:00:00``; written, never submitted); ``--force``: replace
+different files in DIR.
 
 The plan keeps the recipe's global batch, sequence length and everything else, and searches
 the data-parallel shard and replicate degrees, tensor, pipeline (schedule, virtual stages,
@@ -92,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit:
         return 2
     from hyper_parallel.plan.output import to_json, to_text
-    from hyper_parallel.plan.search import DEFAULT_BUDGET, plan
+    from hyper_parallel.plan.search import plan
 
     try:
         count, folder = _check(options)
@@ -101,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress = None if options.json else (lambda text: print(text, file=sys.stderr))
         result = plan(base, nodes=options.nodes, gpus_per_node=options.gpus_per_node, gpu=gpu,
                       hardware=hardware,
-                      budget=DEFAULT_BUDGET if options.budget is None else options.budget,
+                      budget=options.budget,
                       progress=progress)
     except (ConfigError, RecipeError) as exc:
         print(f"error: {_in_yaml_terms(exc, rest)}", file=sys.stderr)

@@ -48,9 +48,14 @@ from hyper_parallel.plan.space import (
 )
 from hyper_parallel.utils.errors import ConfigError
 
-#: Preflights a plan runs at most by default (``--budget``): the recipe's own layout and the
-#: most promising candidates, a few rounds on a 2-core machine.
+#: Preflights a plan runs at most by default (``--budget``), in the cost of the model's
+#: cheapest preflight (:func:`weight`), besides one pipeline's (which steps its whole depth,
+#: 3 to 5 of them; without it no pipeline family could ever be checked): the recipe's own
+#: layout and the best of each family that might be best, a few rounds on a 2-core machine.
 DEFAULT_BUDGET = 4
+#: By default the search preflights only candidates whose calibrated estimate is within this
+#: share of the best step found so far (:class:`Promise`): those that might be best.
+MIGHT_BE_BEST = 0.25
 #: The extra forward a checkpointing mode recomputes, as a share of a forward+backward
 #: (selective recomputes the element-wise operators between the saved matmul outputs).
 RECOMPUTE = {"none": 0.0, "selective": 0.1 / 3, "full": 1 / 3}
@@ -110,6 +115,14 @@ def _seconds(kind: str, nbytes: float, group: tuple[int, ...], count: float,
 def estimate(candidate: Candidate, base: Any, facts: ModelFacts, world: int,
              gpus_per_node: int, hardware: Any) -> float:
     """A step time to order preflights by (see the module docstring); seconds."""
+    return sum(estimate_parts(candidate, base, facts, world, gpus_per_node, hardware))
+
+
+def estimate_parts(candidate: Candidate, base: Any, facts: ModelFacts, world: int,
+                   gpus_per_node: int, hardware: Any) -> tuple[float, float, float]:
+    """``(compute, bubble, exposed communication)`` of :func:`estimate`, in seconds: the
+    compute is the model's FLOPs at the profile's matmul rate with the recomputation, the
+    bubble a share of it (:class:`Promise` scales both by what a preflight measured)."""
     lay = candidate.layout
     t = base.training
     dp = lay.dp_replicate * lay.dp_shard
@@ -151,7 +164,7 @@ def estimate(candidate: Candidate, base: Any, facts: ModelFacts, world: int,
     # The pipeline's activations and their gradients, once per micro-batch and stage.
     exposed += _seconds("send_recv", activation, first["pp"][:2], 2 * micro *
                         lay.pp_stages_per_rank, gpus_per_node, hardware)
-    return compute + bubble + exposed
+    return compute, bubble, exposed
 
 
 def weight(config: Any, facts: ModelFacts) -> int:
@@ -246,33 +259,80 @@ def _evaluate(item: Evaluated, result: Any, nodes: int, gpus_per_node: int,
     return None
 
 
+def family(layout: Layout) -> tuple[str, ...]:
+    """A layout's family: the model-parallel axes it uses (``tp``, ``pp``, ``cp``, ``ep``);
+    data parallelism (FSDP, HSDP) fills the rest of the world in each."""
+    return tuple(axis for axis in ("tp", "pp", "cp", "ep") if getattr(layout, axis) > 1)
+
+
+def family_name(axes: tuple[str, ...]) -> str:
+    return " x ".join(axes) + " family" if axes else "data-parallel family"
+
+
+class Promise:
+    """The ordering estimate of every candidate, calibrated by the preflights so far: a
+    candidate's compute (and its bubble, a share of it) is its analytic figure
+    (:func:`estimate_parts`) times what the nearest preflighted candidate's predicted
+    compute was over its own analytic figure (the same layout, else the same family, else
+    any; the same checkpointing first). The ratio carries what the FLOPs alone do not see
+    (the memory-bound operators, the operators' host cost, the real recomputation): on the
+    9B recipe the preflighted compute is about 3x the FLOPs at the matmul rate, which left
+    the collectives deciding the order. The collectives stay analytic."""
+
+    def __init__(self, parts: dict[Candidate, tuple[float, float, float]]):
+        self.parts = parts
+        self.known: list[Evaluated] = []
+
+    def learn(self, item: Evaluated) -> None:
+        if item.prediction is not None and item.candidate in self.parts:
+            self.known.append(item)
+
+    def ratio(self, c: Candidate) -> float:
+        if not self.known:
+            return 1.0
+        ref = min(self.known, key=lambda e: (
+            e.candidate.layout != c.layout, family(e.candidate.layout) != family(c.layout),
+            e.candidate.activation_checkpoint != c.activation_checkpoint, e.candidate))
+        compute = self.parts[ref.candidate][0]
+        return ref.prediction.compute / compute if compute > 0 else 1.0
+
+    def __call__(self, c: Candidate) -> float:
+        compute, bubble, exposed = self.parts[c]
+        return self.ratio(c) * (compute + bubble) + exposed
+
+
 def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
-         budget: int = DEFAULT_BUDGET, workers: int | None = None,
+         budget: int | None = None, workers: int | None = None,
          progress: Callable[[str], None] | None = None) -> PlanResult:
     """Plan ``base`` (a ``HyperTrainer.Config``) on ``nodes`` x ``gpus_per_node`` GPUs of
-    ``gpu`` priced by ``hardware`` (see the module docstring)."""
+    ``gpu`` priced by ``hardware`` (see the module docstring). ``budget``: preflights at
+    most, spent on the most promising candidates; None: the default search, which stops
+    once no candidate left might be best (within :data:`MIGHT_BE_BEST` of the best step
+    found), at most :data:`DEFAULT_BUDGET` and one pipeline's weight."""
     from hyper_parallel.preflight.many import preflight_many
+    from hyper_parallel.preflight.simulate import simulation_key
 
     start = time.perf_counter()
     say = progress or (lambda text: None)
-    if budget < 1:
+    if budget is not None and budget < 1:
         raise ConfigError(f"{budget}: the plan needs at least one preflight; give --budget >= 1",
                           path="--budget")
+    selective = budget is None
     world = nodes * gpus_per_node
     workers = workers or os.cpu_count() or 1
     facts = model_facts(base)
     space = build_space(base, world, gpus_per_node, gpu, facts)
     gbs = base.training.global_batch_size
     result = PlanResult(world, nodes, gpus_per_node, gpu, hardware, gbs,
-                        base.training.seq_len, budget=budget, considered=space.considered)
-    say(f"plan: {space.considered} layouts on {world} ranks, {len(space.layouts)} pass the "
-        f"rules ({len(space.candidates)} candidates); preflighting at most {budget}")
-    estimates = {c: estimate(c, base, facts, world, gpus_per_node, hardware)
-                 for c in space.candidates}
+                        base.training.seq_len, considered=space.considered)
+    families = {family(lay) for lay in space.layouts}
+    parts = {c: estimate_parts(c, base, facts, world, gpus_per_node, hardware)
+             for c in space.candidates}
     undecided: set[Candidate] = set(space.candidates)
     decided: dict[Candidate, str] = {}  # candidate -> why it was not preflighted
     evaluated: dict[Candidate, Evaluated] = {}
     failed: dict[Candidate, ConfigError] = {}
+    simulated: dict[str, Any] = {}  # simulation key -> its preflight (shared, exact)
 
     own = candidate_of(base, world)
     if own is not None:
@@ -280,10 +340,17 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
             engine_check(apply(base, own), world, facts)
         except ConfigError:
             own = None
-    if own is not None and own not in estimates:
-        estimates[own] = estimate(own, base, facts, world, gpus_per_node, hardware)
+    if own is not None and own not in parts:
+        parts[own] = estimate_parts(own, base, facts, world, gpus_per_node, hardware)
+    promise = Promise(parts)
 
-    weights = {c: weight(apply(base, c), facts) for c in estimates}
+    weights = {c: weight(apply(base, c), facts) for c in parts}
+    pipeline = max((w for c, w in weights.items() if c.layout.pp > 1), default=0)
+    cap = DEFAULT_BUDGET + pipeline if budget is None else budget
+    result.budget = cap
+    say(f"plan: {space.considered} layouts on {world} ranks, {len(space.layouts)} pass the "
+        f"rules ({len(space.candidates)} candidates, {len(families)} families); preflighting "
+        f"at most {cap}")
 
     def likely_fits(c: Candidate) -> bool:
         """Whether the preflights so far suggest ``c`` fits (ordering only): its layout's
@@ -303,16 +370,58 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
                 + held(ref) * scale * tokens_held(c, gbs, base))
         return need <= gpu.memory_bytes
 
+    def best_known() -> float | None:
+        """The best predicted step of a preflighted candidate that fits (None: none yet)."""
+        steps = [e.prediction.step_seconds for e in evaluated.values()
+                 if e.fits and e.prediction is not None]
+        return min(steps) if steps else None
+
+    def bar() -> float:
+        """What a candidate's estimate is held against: the best predicted step found, or
+        the best estimate of a candidate that likely fits, whichever is lower (both in the
+        calibrated estimate's terms once a preflight has calibrated it)."""
+        hopes = [promise(c) for c in undecided if likely_fits(c)]
+        known = best_known()
+        return min([*hopes, *([known] if known is not None else [])], default=math.inf)
+
+    def might_be_best(c: Candidate, against: float) -> bool:
+        return promise(c) <= (1 + MIGHT_BE_BEST) * against
+
     def choose(n: int, room: int) -> list[Candidate]:
         picked: list[Candidate] = []
         if own is not None and own not in evaluated and own not in failed:
             picked.append(own)
-        for c in sorted(undecided, key=lambda c: (not likely_fits(c), estimates[c], c)):
+        order = sorted(undecided, key=lambda c: (not likely_fits(c), promise(c), c))
+        checked = {family(c.layout) for c in [*evaluated, *failed, *([own] if own else [])]}
+        against = bar() if selective else math.inf
+        blind = not evaluated and any(weights[o] == 1 for o in undecided)
+        # After the most promising, the best of each family no preflight has checked, by the
+        # family's promise; then the most promising. Before any verdict nothing says what fits: a family is
+        # first tried with the most recomputation and the fewest rows a micro-batch (likely
+        # to fit, and its activations then calibrate what the family's others likely need).
+        best_of: dict[tuple[str, ...], Candidate] = {}
+        for c in order:
+            best_of.setdefault(family(c.layout), c)
+        heads: dict[tuple[str, ...], Candidate] = {}
+        for c in (sorted(order, key=lambda c: (-c.ac_level, _rows(c, gbs), promise(c), c))
+                  if blind else order):
+            heads.setdefault(family(c.layout), c)
+        first = [c for f, c in heads.items() if f not in checked]
+        # The round's most promising candidate leads (the best guess so far), then the
+        # families not checked yet.
+        for c in [*order[:1], *first, *order]:
             if len(picked) >= n:
                 break
+            # A family's first preflight stands for the family: it is tried when the
+            # family's best might be best.
+            hope = best_of[family(c.layout)] if c in first else c
+            if c in picked or not might_be_best(hope, against):
+                continue
+            if blind and weights[c] > 1:
+                continue  # a dear one waits for the first verdicts: does it likely fit?
             # Two of one layout that one's verdict may decide: only the more promising.
             if any(p.layout == c.layout and (_needs_more(p, c, gbs) or _needs_more(c, p, gbs))
-                   for p in picked) or c in picked:
+                   for p in picked):
                 continue
             if sum(weights[p] for p in picked) + weights[c] > room:
                 continue  # too dear for what is left: a cheaper one may still fit in
@@ -320,23 +429,30 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
         return picked
 
     batch = max(1, workers)
-    while result.preflights < budget:
-        picked = choose(batch, budget - result.preflights)
+    while result.preflights < cap:
+        picked = choose(batch, cap - result.preflights)
         if not picked:
             break
         say(f"plan: preflighting {', '.join(label(c.describe(gbs)) for c in picked)}")
         configs = [apply(base, c) for c in picked]
-        results = preflight_many(configs, gpu, worlds=[world] * len(picked), suggest=False,
-                                 workers=workers, work=True)
-        result.preflights += sum(weights[c] for c in picked)
-        for c, config, outcome in zip(picked, configs, results):
+        # One simulation per distinct simulation key, this round's and every earlier one's:
+        # candidates whose configurations simulate the same run share its figures.
+        keys = [simulation_key(config) for config in configs]
+        fresh = {k: i for i, k in reversed(list(enumerate(keys))) if k not in simulated}
+        jobs = sorted(fresh.values())
+        outcomes = preflight_many([configs[i] for i in jobs], gpu, worlds=[world] * len(jobs),
+                                  suggest=False, workers=workers, work=True)
+        simulated.update({keys[i]: outcome for i, outcome in zip(jobs, outcomes)})
+        result.preflights += sum(weights[picked[i]] for i in jobs)
+        for c, config, key in zip(picked, configs, keys):
             undecided.discard(c)
-            item = Evaluated(c, config, estimate=estimates[c], recipe=(c == own))
-            error = _evaluate(item, outcome, nodes, gpus_per_node, hardware)
+            item = Evaluated(c, config, estimate=promise(c), recipe=(c == own))
+            error = _evaluate(item, simulated[key], nodes, gpus_per_node, hardware)
             if error is not None:
                 failed[c] = error
                 continue
             evaluated[c] = item
+            promise.learn(item)
             for other in list(undecided):
                 if item.fits and _dominated(other, c, gbs):
                     decided[other] = (f"dominated by {label(c.describe(gbs))}, which fits: as "
@@ -364,15 +480,24 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
     left: dict[Layout, list[Candidate]] = {}
     for c in undecided:
         left.setdefault(c.layout, []).append(c)
-    for layout, items in sorted(left.items(), key=lambda kv: min(estimates[c] for c in kv[1])):
-        best = min(items, key=lambda c: (estimates[c], c))
-        result.dropped.append(Dropped(layout.describe(), (
-            f"{label(layout.describe())}: not preflighted ({len(items)} candidate"
-            f"{'s' if len(items) > 1 else ''}, the most promising "
-            f"{label(best.describe(gbs))} estimated at {estimates[best]:.3g} s a step): the "
-            f"budget of {budget} preflights went to more promising ones; --budget raises it")))
+    against = bar()
+    for layout, items in sorted(left.items(), key=lambda kv: min(promise(c) for c in kv[1])):
+        top = min(items, key=lambda c: (promise(c), c))
+        head = (f"{label(layout.describe())}: not preflighted ({len(items)} candidate"
+                f"{'s' if len(items) > 1 else ''}, the most promising "
+                f"{label(top.describe(gbs))} estimated at {promise(top):.3g} s a step): ")
+        if selective and not might_be_best(top, against):
+            why = (f"more than {MIGHT_BE_BEST:.0%} slower than the best found ({against:.3g} "
+                   "s: the best preflighted step, or estimate of a candidate that likely "
+                   "fits), so not among those that might be best; --budget N preflights the N "
+                   "most promising whatever their estimate")
+        else:
+            why = (f"the budget of {cap} preflights went to more promising ones; --budget "
+                   "raises it")
+        result.dropped.append(Dropped(layout.describe(), head + why))
     result.seconds = time.perf_counter() - start
     return result
 
 
-__all__ = ["DEFAULT_BUDGET", "Evaluated", "PlanResult", "estimate", "plan"]
+__all__ = ["DEFAULT_BUDGET", "MIGHT_BE_BEST", "Evaluated", "PlanResult", "Promise", "estimate",
+           "estimate_parts", "family", "plan"]

@@ -8,6 +8,9 @@ recipe's global batch and sequence length. Everything else in the recipe stays a
 
 Families are dropped in this order, each with its reason (``Dropped``):
 
+0. **a different spelling of a layout**: replicas without a shard axis are the FSDP layout of
+   that degree (:func:`same_run`), searched once, as FSDP;
+
 1. **the engine's rules**, by calling the engine's own checks on the candidate's configuration
    (nothing is restated here): ``ParallelDims.from_parallelism`` (degrees against the world,
    context parallelism with pipeline or expert parallelism), the spec's and the model's
@@ -483,6 +486,26 @@ def _layouts(world: int, facts: ModelFacts) -> Iterator[Layout]:
                                       cp_attention=attention, cp_linear=linear)
 
 
+#: Why a replicate-only layout is not a candidate of its own (:func:`same_run`).
+SAME_RUN = ("the same run as the layout with these replicas as its FSDP degree (fsdp N in "
+            "place of replicate N): without a shard axis FSDP shards over the replicas (the "
+            "models' data_parallel_mesh), so the ranks, their shards and every collective are "
+            "the same; it is searched there")
+
+
+def same_run(layout: Layout) -> Layout | None:
+    """The layout that is the same run as ``layout``, when ``layout`` is a different spelling
+    of it (None: it is not). Replicas without a shard axis (no ``dp_shard``, no ``cp``, which
+    FSDP shards over too) are what FSDP shards over (``data_parallel_mesh``): the same ranks
+    in the same mesh position as ``dp_shard`` of that degree (``dp_replicate`` and
+    ``dp_shard`` are adjacent, outermost), the same shards and collectives, only the axis
+    named otherwise; so they are one candidate, spelled as FSDP. Not beside ``ep``: the MoE
+    model's dense mesh is then HSDP ``(dp_replicate, ep)``, a different run."""
+    if layout.dp_replicate > 1 and layout.dp_shard == 1 and layout.cp == 1 and layout.ep == 1:
+        return dataclasses.replace(layout, dp_replicate=1, dp_shard=layout.dp_replicate)
+    return None
+
+
 def _batch_points(layout: Layout, global_batch: int, base_lbs: int
                   ) -> list[tuple[int, int]]:
     """``(local batch, pipeline micro-batches)`` of a layout at the global batch: without a
@@ -527,6 +550,10 @@ def build_space(base: Any, world: int, gpus_per_node: int, gpu: Any, facts: Mode
 
     for layout in _layouts(world, facts):
         space.considered += 1
+        twin = same_run(layout)
+        if twin is not None:
+            drop("same run", SAME_RUN, layout, "dp_replicate")
+            continue
         points = _batch_points(layout, gbs, base.training.local_batch_size)
         probe = apply(base, Candidate(layout, points[-1][0], points[-1][1], "full"))
         try:
@@ -594,4 +621,4 @@ def common(members: list[dict[str, Any]], degree: str | None = None) -> dict[str
 __all__ = ["AC_MODES", "DEGREES", "Candidate", "Dropped", "Layout", "ModelFacts", "Space",
            "apply", "build_space", "candidate_of", "common", "copy_config", "divisors",
            "engine_check", "factorizations", "group_ranks", "held_floor", "label", "memory_floor",
-           "model_facts", "optimizer_bytes_per_element", "outside_node"]
+           "model_facts", "optimizer_bytes_per_element", "outside_node", "same_run"]

@@ -4,11 +4,14 @@ Configurations whose simulations are the same (:func:`~.simulate.simulation_key`
 differ only in data, checkpoints, metrics, paths, learning rate, seed or length) at the same
 world are preflighted once. The distinct ones run side by side, one process each (a process
 holds one process group, and each simulation makes its own), as many as the machine has cores:
-this one and spawned workers.
+this one and spawned workers. The workers are kept while this process lives (:func:`_pool`):
+a fresh interpreter spends seconds importing torch and the engine, and a caller that
+preflights in rounds (the planner, the shipped-recipes test) would pay that every round.
 """
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import multiprocessing
 import os
@@ -63,33 +66,66 @@ def _run_jobs(jobs: list[int], workers: int, arguments: Any) -> dict[int, Any]:
         with lock:
             return pending.pop() if pending else None
 
-    with concurrent.futures.ProcessPoolExecutor(
-            max_workers=workers - 1, mp_context=multiprocessing.get_context("spawn"),
-            initializer=mark_pool_worker) as pool:
+    pool = _pool(workers - 1)
 
-        def submit_next(_: Any = None) -> None:
-            with lock:  # taken and submitted at once: no job is out of both lists
-                if not pending:
-                    return
-                index = pending.pop()
-                try:
-                    future = pool.submit(_one, *arguments(index))
-                except BrokenProcessPool:  # a worker died: this process runs it instead
-                    pending.append(index)
-                    return
-                submitted.append((index, future))
-            future.add_done_callback(submit_next)
+    def submit_next(_: Any = None) -> None:
+        with lock:  # taken and submitted at once: no job is out of both lists
+            if not pending:
+                return
+            index = pending.pop()
+            try:
+                future = pool.submit(_one, *arguments(index))
+            except BrokenProcessPool:  # a worker died: this process runs it instead
+                pending.append(index)
+                return
+            submitted.append((index, future))
+        future.add_done_callback(submit_next)
 
-        for _ in range(workers - 1):
-            submit_next()
-        with as_pool_worker():  # the pool takes the other cores: no helper of its own
-            while (index := next_job()) is not None:
-                done[index] = _one(*arguments(index))
-        with lock:
-            listed = list(submitted)  # every job the pool took: none is left to take
-        for index, future in listed:
-            done[index] = future.result()
+    for _ in range(workers - 1):
+        submit_next()
+    with as_pool_worker():  # the pool takes the other cores: no helper of its own
+        while (index := next_job()) is not None:
+            done[index] = _one(*arguments(index))
+    with lock:
+        listed = list(submitted)  # every job the pool took: none is left to take
+    for index, future in listed:
+        done[index] = future.result()
     return done
+
+
+#: The spawned workers, kept across calls (``(size, executor)``; None before the first).
+_POOL: tuple[int, concurrent.futures.ProcessPoolExecutor] | None = None
+
+
+def _pool(size: int) -> concurrent.futures.ProcessPoolExecutor:
+    """A pool of at least ``size`` spawned workers: the one of the last call when it is as
+    large and alive (one whose worker died, or a smaller one, is shut down and replaced; a
+    larger one starts no more workers than a call keeps busy); shut down when this process
+    exits. A worker keeps what it imported and the roles it measured (``run._measured``) for
+    the next call's jobs."""
+    global _POOL
+    if _POOL is not None:
+        held, executor = _POOL
+        if held >= size and not getattr(executor, "_broken", False):
+            return executor
+        executor.shutdown(wait=True, cancel_futures=True)
+        _POOL = None
+    executor = concurrent.futures.ProcessPoolExecutor(
+        max_workers=size, mp_context=multiprocessing.get_context("spawn"),
+        initializer=mark_pool_worker)
+    _POOL = (size, executor)
+    return executor
+
+
+def _shutdown() -> None:
+    """Stop the kept workers (at exit; also for a caller that wants them gone now)."""
+    global _POOL
+    if _POOL is not None:
+        _POOL[1].shutdown(wait=True, cancel_futures=True)
+        _POOL = None
+
+
+atexit.register(_shutdown)
 
 
 def _one(config: Any, world: int | None, gpu: Gpu, imbalance: float | None, suggest: bool,

@@ -162,3 +162,128 @@ def test_hardware_file_replaces_the_datasheet(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit) as stopped:
         main([*TINY, "--nodes", "1", "--gpus-per-node", "2", "--hardware", str(good)])
     assert seen["path"] == str(good) and stopped.value.code == "a100-80gb"
+
+
+# ----------------------------------------------------------------------- the search's order
+# These plans run on the debug model's space at 4 ranks with preflight replaced by a stand-in
+# (every candidate fits, its step as the test says): they hold what the search chooses to
+# preflight, not preflight's figures.
+DEBUG = ["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel"]
+
+
+@pytest.fixture(scope="module")
+def debug_base():
+    from hyper_parallel.train import parse_run
+
+    return parse_run(DEBUG).config
+
+
+def _fake_plan(monkeypatch, base, *, budget, step=lambda c: 1.0, key=None):
+    """``(result, the configurations handed to preflight_many)`` of a plan whose preflights
+    are stand-ins; ``key``: a simulation key of the configuration's to use instead."""
+    from types import SimpleNamespace
+
+    from hyper_parallel.plan import hardware
+    from hyper_parallel.preflight import many, simulate
+    from hyper_parallel.preflight.gpus import GPUS
+
+    handed, rounds = [], []
+
+    def fake_many(configs, gpu, **kw):
+        handed.extend(configs)
+        rounds.append(list(configs))
+        return [SimpleNamespace(roles=[]) for _ in configs]
+
+    def fake_evaluate(item, outcome, nodes, gpus_per_node, profile):
+        item.report, item.fits, item.peak_bytes = outcome, True, 1
+        item.prediction = SimpleNamespace(step_seconds=step(item.candidate), compute=1.0)
+
+    monkeypatch.setattr(many, "preflight_many", fake_many)
+    monkeypatch.setattr(search, "_evaluate", fake_evaluate)
+    if key is not None:
+        monkeypatch.setattr(simulate, "simulation_key", key)
+    result = search.plan(base, nodes=1, gpus_per_node=4, gpu=GPUS["h100-80gb"],
+                         hardware=hardware.datasheet("h100-80gb"), budget=budget, workers=2)
+    _fake_plan.rounds = rounds
+    return result, handed
+
+
+def test_every_round_checks_a_new_family_while_one_is_left(monkeypatch, debug_base):
+    """Families (the model-parallel axes a layout uses) are covered early: a round leads with
+    the most promising candidate, and while some family has no preflight, the round also
+    checks one that had none; so every family is checked."""
+    from hyper_parallel.plan.space import build_space, model_facts
+    from hyper_parallel.preflight.gpus import GPUS
+
+    facts = model_facts(debug_base)
+    families = {search.family(lay) for lay in build_space(
+        debug_base, 4, 4, GPUS["h100-80gb"], facts).layouts}
+    assert len(families) >= 3
+
+    def family_of(config):
+        return tuple(axis for axis, field in (
+            ("tp", "tensor_parallel_degree"), ("pp", "pipeline_parallel_degree"),
+            ("cp", "context_parallel_degree"), ("ep", "expert_parallel_degree"))
+            if getattr(config.parallelism, field) > 1)
+
+    _fake_plan(monkeypatch, debug_base, budget=3 * len(families) + 4)
+    seen: set = set()
+    for configs in _fake_plan.rounds:
+        new = {family_of(c) for c in configs} - seen
+        assert new or seen == families
+        seen |= new
+    assert seen == families
+
+
+def test_candidates_that_simulate_the_same_run_share_one_preflight(monkeypatch, debug_base):
+    """Candidates whose configurations have one simulation key are preflighted once, in any
+    round, and cost the budget once."""
+    def by_pipeline(config):  # a stand-in key: one simulation per pipeline degree
+        return repr(config.parallelism.pipeline_parallel_degree)
+
+    result, handed = _fake_plan(monkeypatch, debug_base, budget=6, key=by_pipeline)
+    keys = [by_pipeline(c) for c in handed]
+    assert len(keys) == len(set(keys))  # never the same simulation twice
+    assert result.preflights <= 6
+    assert len(result.evaluated) > len(handed)  # the others shared one
+
+
+def test_the_default_search_stops_when_nothing_left_might_be_best(monkeypatch, debug_base):
+    """Without --budget the search preflights only what might be best: once a preflighted
+    step beats every other estimate by more than the margin, it stops, and the rest are
+    listed as not among those that might be best."""
+    result, handed = _fake_plan(monkeypatch, debug_base, budget=None, step=lambda c: 1e-9)
+    assert 0 < len(handed) <= 2  # the first round only
+    assert any("might be best" in d.reason for d in result.dropped)
+
+
+def test_the_estimate_is_calibrated_by_a_preflighted_neighbour():
+    """A candidate's estimated compute (and bubble) is scaled by what the nearest preflighted
+    candidate's predicted compute was over its own analytic compute; the collectives stay."""
+    from types import SimpleNamespace
+
+    from hyper_parallel.plan.space import Candidate, Layout
+
+    a, b = Candidate(Layout(dp_shard=4), 1), Candidate(Layout(tp=2, dp_shard=2), 2)
+    promise = search.Promise({a: (2.0, 0.0, 0.5), b: (1.0, 0.25, 0.125)})
+    assert promise(b) == 1.375
+    promise.learn(search.Evaluated(a, None, prediction=SimpleNamespace(compute=6.0)))
+    assert promise(b) == 3 * 1.25 + 0.125
+    assert promise(a) == 6.0 + 0.5
+
+
+def test_preflight_workers_outlive_a_call():
+    """preflight_many's spawned workers are kept for the next call (a fresh one spends
+    seconds importing torch and the engine): the same pool, the same process."""
+    import os
+
+    from hyper_parallel.preflight import many
+
+    try:
+        first = many._pool(1)
+        pid = first.submit(os.getpid).result()
+        again = many._pool(1)
+        assert again is first and again.submit(os.getpid).result() == pid != os.getpid()
+    finally:
+        many._shutdown()
+    assert many._POOL is None

@@ -212,3 +212,58 @@ def test_the_memory_floor_never_exceeds_what_preflight_measures(layout, lbs, mic
     assert 0 < held < floor <= max(r.total_bytes for r in report.roles)
     assert held <= max(r.memory.params_bytes + r.memory.grads_bytes + r.memory.optimizer_bytes
                        for r in report.roles)
+
+
+@given(layouts(max_world=64))
+@settings(max_examples=40, deadline=None)
+def test_replicas_without_a_shard_axis_are_searched_once_as_fsdp(drawn):
+    """A layout whose replicas have no shard axis beside them (no dp_shard, cp or ep) is the
+    FSDP layout of that degree spelled otherwise: the same groups on the engine's mesh, and
+    the space keeps only the FSDP spelling."""
+    layout, world = drawn
+    twin = space.same_run(layout)
+    plain = layout.dp_replicate > 1 and layout.dp_shard == layout.cp == layout.ep == 1
+    assert (twin is not None) == plain
+    if twin is not None:
+        assert twin.dp_replicate == 1 and twin.dp_shard == layout.dp_replicate
+        assert space.same_run(twin) is None
+        assert space.group_ranks(layout, world, "dp_replicate") == space.group_ranks(
+            twin, world, "dp_shard")
+        for axis in ("tp", "pp"):
+            assert space.group_ranks(layout, world, axis) == space.group_ranks(twin, world, axis)
+
+
+def test_the_space_holds_no_replicate_only_layout(debug):
+    config, facts = debug
+    from hyper_parallel.preflight.gpus import GPUS
+
+    found = space.build_space(config, 4, 4, GPUS["h100-80gb"], facts)
+    assert Layout(dp_shard=4) in found.layouts
+    assert not any(space.same_run(lay) for lay in found.layouts)
+    assert any("the same run as" in d.reason and d.layout.get("dp_replicate")
+               for d in found.dropped)
+
+
+@pytest.mark.slow
+def test_replicate_only_preflights_as_its_fsdp_twin():
+    """The premise of dropping replicate-only layouts, checked on the engine: replicate 2 and
+    fsdp 2 build the same shards and record the same work, collective by collective (only
+    the mesh axis is named otherwise)."""
+    import dataclasses
+
+    from hyper_parallel.preflight.check import preflight_config
+    from hyper_parallel.preflight.gpus import GPUS
+
+    base = _config(TINY)
+    replicas = Layout(dp_replicate=2)
+    reports = [preflight_config(space.apply(base, Candidate(layout, 1, 1, "none")),
+                                GPUS["h100-80gb"], world=2, suggest=False, work=True)
+               for layout in (replicas, space.same_run(replicas))]
+    (one,), (two,) = (r.roles for r in reports)
+    assert one.total_bytes == two.total_bytes
+    assert one.memory.detail == two.memory.detail
+    renamed = [dataclasses.replace(c, axis="dp_shard" if c.axis == "dp_replicate" else c.axis)
+               for c in one.work.collectives]
+    assert renamed == list(two.work.collectives)
+    assert (one.work.flops, one.work.memory_bytes, one.work.operators) == (
+        two.work.flops, two.work.memory_bytes, two.work.operators)
