@@ -1,7 +1,7 @@
 """How right the planner's step times are: predicted against measured, layout by layout.
 
-    .venv/bin/python bench/bench_plan_accuracy.py [--steps 5] [--seq-len 64] [--smoke]
-                                                  [--out bench/results/plan_accuracy.json]
+    .venv/bin/python bench/bench_plan_accuracy.py [--steps 6] [--rounds 2] [--seq-len 64]
+                                                  [--smoke] [--out bench/results/plan_accuracy.json]
 
 On this machine, priced with its own calibrated profiles (``bench/results/
 hardware_cpu-gloo-<n>.json``, one per rank count: the ranks share the cores), each layout of
@@ -10,8 +10,12 @@ parallelism) on synthetic tokens, ``ROWS`` sequences a step -- is
 
 1. preflighted with ``work=True`` in this process and its step predicted
    (:func:`hyper_parallel.plan.timing.predict` on one node of ``n`` ranks), then
-2. trained for real (``torchrun``, ``--steps`` steps, one thread a rank), its step time the
-   median ``step_time`` of the trainer's ``metrics.jsonl`` past the first ``WARMUP`` steps.
+2. trained for real (``torchrun``, ``--steps`` steps, one thread a rank) ``--rounds`` times,
+   the layouts' runs interleaved (round 1 runs each layout once, then round 2, ...), its step
+   time the fastest ``step_time`` of the trainer's ``metrics.jsonl`` past the first
+   ``WARMUP`` steps of all its runs: the machine is shared, and other jobs on its cores only
+   ever add time. The spread (the median steady step over the fastest, minus 1) says how
+   much they added.
 
 It prints and writes each layout's predicted and measured seconds and the error
 ``predicted / measured - 1``, the mean absolute error, whether the layout predicted fastest is
@@ -100,14 +104,26 @@ def predict_layout(ranks: int, argv: list[str]) -> dict:
             "largest_cost": p.largest_cost, "preflight_s": round(time.perf_counter() - start, 1)}
 
 
-def measure_layout(ranks: int, argv: list[str]) -> dict:
+def run_layout(ranks: int, argv: list[str]) -> dict:
+    """One training run of a layout: its steady steps' times (past :data:`WARMUP`)."""
     with tempfile.TemporaryDirectory(prefix="bench-plan-") as out:
         run = run_trainer([*argv, "--checkpoint.folder", out, "--dump_folder", out], ranks,
                           Path(out) / "metrics.jsonl")
         if "error" in run:  # the MoE recipes write under dump_folder
             return {"error": run["error"]}
-    timed = [r["step_time"] for r in run["rows"] if r["step"] > WARMUP]
-    return {"measured_s": statistics.median(timed), "process_wall_s": run["process_wall_s"]}
+    return {"step_times": [r["step_time"] for r in run["rows"] if r["step"] > WARMUP],
+            "process_wall_s": run["process_wall_s"]}
+
+
+def measured(runs: list[dict]) -> dict:
+    """A layout's step from its runs: the fastest steady step of all of them (other jobs on
+    the cores only ever add time), with the spread -- the median step over the fastest,
+    minus 1 -- and each run's median."""
+    times = [t for run in runs for t in run["step_times"]]
+    fastest = min(times)
+    return {"measured_s": fastest, "spread": statistics.median(times) / fastest - 1,
+            "run_medians_s": [round(statistics.median(run["step_times"]), 4) for run in runs],
+            "process_wall_s": round(sum(run["process_wall_s"] for run in runs), 1)}
 
 
 def _spearman(a: list[float], b: list[float]) -> float:
@@ -144,7 +160,10 @@ def figure(rows: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="runs of each layout, interleaved: round 1 runs every layout, "
+                        "then round 2, ...")
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("--out", default=None)
@@ -157,27 +176,39 @@ def main(argv: list[str] | None = None) -> int:
     steps = WARMUP + 1 if args.smoke else args.steps
     wall = time.perf_counter()
     load_start = os.getloadavg()  # other work on the cores moves the measured side
-    rows = []
+    rows, argvs = [], {}
     for name in names:
         ranks, recipe, overrides = LAYOUTS[name]
-        run_argv = _argv(recipe, overrides, args.seq_len, steps)
+        argvs[name] = _argv(recipe, overrides, args.seq_len, steps)
         row = {"layout": name, "ranks": ranks}
         try:
-            row.update(predict_layout(ranks, run_argv))
+            row.update(predict_layout(ranks, argvs[name]))
         except Exception as exc:  # noqa: BLE001 - reported, the others still run
             row["error"] = f"predict: {type(exc).__name__}: {exc}"[:300]
-        if "error" not in row:
-            row.update(measure_layout(ranks, run_argv))
-        if "error" not in row:
-            row["error_rel"] = row["predicted_s"] / row["measured_s"] - 1
         rows.append(row)
-        print(f"{name:16s} " + (f"predicted {row['predicted_s']:.3f} s  measured "
-                                f"{row['measured_s']:.3f} s  error {row['error_rel']:+.1%}  "
-                                f"({row['largest_cost']})" if "error_rel" in row
-                                else row["error"]), flush=True)
+    # The layouts' runs interleaved, round after round: a stretch of load on the shared cores
+    # falls on every layout alike, not on the few that ran during it.
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    for _ in range(1 if args.smoke else args.rounds):
+        for row in rows:
+            if "error" in row:
+                continue
+            run = run_layout(row["ranks"], argvs[row["layout"]])
+            if "error" in run:
+                row["error"] = run["error"]
+            else:
+                runs[row["layout"]].append(run)
+    for row in rows:
+        if "error" not in row:
+            row.update(measured(runs[row["layout"]]))
+            row["error_rel"] = row["predicted_s"] / row["measured_s"] - 1
+        print(f"{row['layout']:16s} " + (
+            f"predicted {row['predicted_s']:.3f} s  measured {row['measured_s']:.3f} s "
+            f"(spread {row['spread']:.0%})  error {row['error_rel']:+.1%}  "
+            f"({row['largest_cost']})" if "error_rel" in row else row["error"]), flush=True)
     good = [r for r in rows if "error_rel" in r]
     summary: dict = {"layouts": rows, "rows_per_step": ROWS, "seq_len": args.seq_len,
-                     "steps": steps, "wall_s": round(time.perf_counter() - wall, 1),
+                     "steps": steps, "rounds": 1 if args.smoke else args.rounds, "wall_s": round(time.perf_counter() - wall, 1),
                      "cpus": os.cpu_count(), "load_average_start": load_start,
                      "load_average_end": os.getloadavg()}
     if len(good) >= 2:
@@ -189,9 +220,13 @@ def main(argv: list[str] | None = None) -> int:
             "best_predicted_best": best_predicted == best_measured,
             "spearman": _spearman([r["predicted_s"] for r in good],
                                   [r["measured_s"] for r in good]),
+            "spread_median": statistics.median(r["spread"] for r in good),
+            "spread_max": max(r["spread"] for r in good),
         })
         print(f"mean |error| {summary['mean_abs_error']:.1%}; best predicted {best_predicted}, "
-              f"best measured {best_measured}; Spearman {summary['spearman']:.2f}")
+              f"best measured {best_measured}; Spearman {summary['spearman']:.2f}; "
+              f"spread of the measured steps (median over fastest - 1): median "
+              f"{summary['spread_median']:.0%}, largest {summary['spread_max']:.0%}")
     out = Path(args.out) if args.out else (None if args.smoke else
                                            RESULTS / "plan_accuracy.json")
     print(write_results(out, summary))

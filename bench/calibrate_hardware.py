@@ -13,16 +13,25 @@ share its cores, so a rank's rates depend on how many run: one profile per rank 
   rate at the shapes the small flavors run (their median) over it;
 * **memory bandwidth**: an elementwise ``add`` over 64 MiB tensors (two reads, one write);
 * **the process group's collectives by size and group size**: all-reduce and all-gather of 4 KiB
-  to 16 MiB on all the ranks, timed (median of a few) and fitted to ``t = alpha + S x f / B``
-  with nccl-tests' bus factor ``f`` (least squares): ``intra_node_latency_s`` (alpha) and
-  ``intra_node_bytes_per_s`` (B). A single machine has no network: the inter-node figures are
-  the same, stated in ``sources``;
+  to 16 MiB on all the ranks, timed and fitted to ``t = alpha + S x f / B`` with nccl-tests'
+  bus factor ``f`` (least squares): ``intra_node_latency_s`` (alpha) and
+  ``intra_node_bytes_per_s`` (B). Alpha is the larger of the fit's and what a 4 KiB
+  all-reduce adds between stretches of compute: in a step the ranks meet after computing, each
+  time-sliced with the others, and the last one's arrival is the wait. A single machine has no
+  network: the inter-node figures are the same, stated in ``sources``;
 * **the host's cost of an operator**: a chain of one-element operators forward and backward,
   per operator dispatched (counted as preflight counts a step's), and the extra of one on
   DTensors (their sharding propagation);
 * **overlap**: a collective run asynchronously while the rank multiplies matrices: the share of
   the shorter of the two that running them at once saved (0: none; on a GPU, NCCL's own stream
-  and SMs make it ~1).
+  and SMs make it ~1);
+* on a CPU, **the per-operator cost and the memory-bound bandwidth fitted to real steps**
+  (:func:`fit_step_costs`): one-rank training steps of the debug model, as many at once as the
+  profile has ranks, least squares over their recorded work; these replace the two
+  microbenchmarks' figures (kept under ``_measured``).
+
+Every timed figure is the fastest of its repeats: on a shared machine other jobs only ever add
+time (the median over the fastest of each, the spread, is written under ``_measured``).
 
 The GPU path (``--backend nccl``) runs the same measurements on CUDA tensors with NCCL, one
 process per GPU of the node; it has not run on this (CPU-only) machine. Results are written
@@ -54,16 +63,30 @@ SIZES = tuple(4096 << (2 * i) for i in range(6))  # 4 KiB .. 4 MiB ... 16 MiB
 REPEATS = 5
 #: The shortest timed block (see ``barrier_timed``).
 MIN_BLOCK_S = 0.3
+#: The one-rank training runs the host's per-operator cost and the memory-bound operators'
+#: bandwidth are fitted from (:func:`fit_step_costs`): the debug model's step of ``rows`` rows
+#: of ``FIT_SEQ_LEN`` tokens in ``micro-batches`` (gradient accumulation: the same tokens, as
+#: many times the operators), ``FIT_STEPS`` steps (the first ``FIT_WARMUP`` untimed).
+FIT_SHAPES = ((1, 1), (8, 1), (8, 4))
+FIT_SEQ_LEN = 64
+FIT_STEPS = 7
+FIT_WARMUP = 2
+FIT_ROUNDS = 2
 
 
-def _timed(fn, repeats: int = REPEATS) -> float:
+def _timed(fn, repeats: int = REPEATS, spreads: list | None = None) -> float:
+    """The fastest of ``repeats`` timed calls: other work on a shared machine only ever adds
+    time, so the minimum is the machine's own rate (the median / minimum - 1 of each
+    measurement is appended to ``spreads``)."""
     fn()  # warm-up
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    if spreads is not None:
+        spreads.append(statistics.median(times) / min(times) - 1)
+    return min(times)
 
 
 def _sync(device):
@@ -82,7 +105,7 @@ def _worker(rank: int, world: int, backend: str, init: str, out: str, quick: boo
         torch.cuda.set_device(device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     dist.init_process_group(backend, init_method=init, rank=rank, world_size=world)
-    result: dict = {"matmul": {}, "collectives": {}}
+    result: dict = {"matmul": {}, "collectives": {}, "spreads": []}
     repeats = 3 if quick else REPEATS
 
     def barrier_timed(fn):
@@ -105,7 +128,7 @@ def _worker(rank: int, world: int, backend: str, init: str, out: str, quick: boo
                 fn()
             _sync(device)
         dist.barrier()
-        return _timed(block, repeats) / reps
+        return _timed(block, repeats, result["spreads"]) / reps
 
     for m, k, n in SHAPES:
         a = torch.randn(m, k, device=device, dtype=dtype)
@@ -148,6 +171,20 @@ def _worker(rank: int, world: int, backend: str, init: str, out: str, quick: boo
     together = barrier_timed(both)
     saved = comm + compute - together
     result["overlap"] = max(0.0, min(1.0, saved / min(comm, compute)))
+    # A collective inside a step: the ranks meet between stretches of compute, each of them
+    # time-sliced with the others (and, on a shared machine, other work), so a small one
+    # costs the wait for the last rank to arrive, not the idle loop's alpha.
+    small = torch.zeros(1024, device=device)
+    meetings = 8
+
+    def stretches(collective: bool) -> None:
+        for _ in range(meetings):
+            torch.mm(a, a)
+            if collective:
+                dist.all_reduce(small)
+    apart = barrier_timed(lambda: stretches(False))
+    met = barrier_timed(lambda: stretches(True))
+    result["latency_in_step_s"] = max(0.0, (met - apart) / meetings)
     gathered = [None] * world
     dist.all_gather_object(gathered, result)
     if rank == 0:
@@ -156,7 +193,9 @@ def _worker(rank: int, world: int, backend: str, init: str, out: str, quick: boo
 
 
 class _Count:
-    """Operators dispatched in a block (and those on DTensors), as preflight counts them."""
+    """Operators dispatched in a block (and those on DTensors), as preflight counts them
+    (``hyper_parallel.preflight.work.WorkRecorder``: local ones by a dispatch mode, DTensor
+    ones by DTensor's sharding-propagation cache lookups)."""
 
     def __init__(self) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -164,18 +203,31 @@ class _Count:
         counter = self
 
         class Mode(TorchDispatchMode):
+            def __enter__(self):
+                counter._start = _dtensor_lookups()
+                return super().__enter__()
+
+            def __exit__(self, *exc):
+                counter.dtensor = _dtensor_lookups() - counter._start
+                return super().__exit__(*exc)
+
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 from torch.distributed.tensor import DTensor
                 from torch.utils._pytree import tree_leaves
 
                 if any(isinstance(t, DTensor) for t in tree_leaves((args, kwargs))):
-                    counter.dtensor += 1
                     return NotImplemented
                 counter.local += 1
                 return func(*args, **(kwargs or {}))
 
         self.mode = Mode()
-        self.local = self.dtensor = 0
+        self.local = self.dtensor = self._start = 0
+
+
+def _dtensor_lookups() -> int:
+    from hyper_parallel.preflight.work import dtensor_operators_dispatched
+
+    return dtensor_operators_dispatched()
 
 
 def _overheads(device, world: int, barrier_timed) -> tuple[float, float]:
@@ -220,6 +272,104 @@ def _fit(points: list[tuple[int, float]], factor: float) -> tuple[float, float]:
     return alpha, 1.0 / slope
 
 
+def _fit_run(shape: tuple[int, int], steps: int) -> tuple[list[str], float | None, str | None]:
+    """One one-rank training run of the debug model of ``shape`` (rows, micro-batches):
+    ``(its arguments, its fastest step past the warm-up, or None and the reason it
+    failed)``."""
+    from _launch import run_trainer
+    from bench_plan_accuracy import DENSE
+
+    rows, micro_batches = shape
+    argv = [*DENSE, f"--training.global_batch_size={rows}",
+            f"--training.local_batch_size={rows // micro_batches}",
+            f"--training.seq_len={FIT_SEQ_LEN}",
+            f"--training.steps={steps}"]
+    with tempfile.TemporaryDirectory(prefix="calibrate-fit-") as out:
+        run = run_trainer([*argv, "--checkpoint.folder", out, "--dump_folder", out], 1,
+                          Path(out) / "metrics.jsonl")
+    if "error" in run:
+        return argv, None, run["error"]
+    return argv, min(r["step_time"] for r in run["rows"] if r["step"] > FIT_WARMUP), None
+
+
+def fit_step_costs(world: int, hardware, quick: bool) -> dict:
+    """The host's cost of an operator and the memory-bound operators' bandwidth, fitted to
+    real training steps: ``world`` one-rank runs of the debug model at once (every core as
+    busy as under a ``world``-rank job) of each of :data:`FIT_SHAPES`, :data:`FIT_ROUNDS`
+    times, each shape's work recorded by preflight (``work=True``) and its fastest steady
+    step of all its runs the measurement. With
+    the matmuls and attention priced at the measured matmul rate, the rest of each step is
+    ``operators x c + memory-bound bytes / B``: least squares over the runs, each
+    coefficient at least 0.
+
+    Why not the microbenchmarks alone: a small flavor's CPU step is mostly the operators'
+    fixed host cost (autograd's bookkeeping, the dispatcher, an allocation per output) and
+    elementwise operators on tensors the caches hold, which a chain of one-element operators
+    and an add over 64 MiB (DRAM) misjudge in opposite directions."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hyper_parallel.config.manager import ConfigManager
+    from hyper_parallel.preflight.gpus import GPUS
+    from hyper_parallel.preflight.run import preflight
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
+
+    sys.path.insert(0, str(REPO / "bench"))
+    steps = FIT_WARMUP + (2 if quick else FIT_STEPS - FIT_WARMUP)
+    shapes = FIT_SHAPES
+    fastest: dict[tuple[int, int], float] = {}
+    argvs: dict[tuple[int, int], list[str]] = {}
+    # The shapes' runs interleaved, round after round: a stretch of other jobs' load falls on
+    # every shape alike, and each shape's fastest step of all its rounds is kept.
+    for _ in range(1 if quick else FIT_ROUNDS):
+        for shape in shapes:
+            with ThreadPoolExecutor(world) as pool:
+                runs = list(pool.map(_fit_run, [shape] * world, [steps] * world))
+            failed = [why for _, t, why in runs if t is None]
+            if failed:
+                raise RuntimeError(f"the calibration's training run of {shape[0]} rows in "
+                                   f"{shape[1]} micro-batches failed: {failed[0]}")
+            argvs[shape] = runs[0][0]
+            fastest[shape] = min([fastest.get(shape, math.inf), *(t for _, t, _ in runs)])
+    points = []
+    for shape in shapes:
+        config = ConfigManager(root_type=HyperTrainer.Config).parse_args(argvs[shape])
+        work = preflight(config, GPUS["h100-80gb"], world=1, work=True).roles[0].work
+        flops = work.flops
+        rest = fastest[shape] - ((flops.get("matmul", 0.0) + flops.get("other", 0.0))
+                                / hardware.matmul_flops
+                                + flops.get("attention", 0.0) / hardware.attention_flops)
+        points.append({"rows": shape[0], "micro_batches": shape[1],
+                       "step_s": fastest[shape], "rest_s": rest,
+                       "operators": work.operators, "memory_bytes": work.memory_bytes,
+                       "flops": work.total_flops})
+    per_op, per_byte = _nonnegative_fit([(p["operators"], p["memory_bytes"], p["rest_s"])
+                                         for p in points])
+    return {"operator_overhead_s": per_op,
+            "memory_bytes_per_s": 1.0 / per_byte if per_byte > 0 else math.inf,
+            "runs": points}
+
+
+def _nonnegative_fit(points: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """Least squares ``y = a x1 + b x2`` (no intercept) with ``a, b >= 0``: the
+    unconstrained solution, else the better of the two one-variable fits."""
+    sxx = sum(x1 * x1 for x1, _, _ in points)
+    syy = sum(x2 * x2 for _, x2, _ in points)
+    sxy = sum(x1 * x2 for x1, x2, _ in points)
+    sx = sum(x1 * y for x1, _, y in points)
+    sy = sum(x2 * y for _, x2, y in points)
+    det = sxx * syy - sxy * sxy
+    if det > 0:
+        a, b = (sx * syy - sy * sxy) / det, (sy * sxx - sx * sxy) / det
+        if a >= 0 and b >= 0:
+            return a, b
+
+    def loss(a: float, b: float) -> float:
+        return sum((y - a * x1 - b * x2) ** 2 for x1, x2, y in points)
+    only_a = (max(0.0, sx / sxx) if sxx else 0.0, 0.0)
+    only_b = (0.0, max(0.0, sy / syy) if syy else 0.0)
+    return min(only_a, only_b, key=lambda ab: loss(*ab))
+
+
 def measure(world: int, backend: str, quick: bool) -> list[dict]:
     """Every rank's figures, ``world`` ranks at once."""
     import torch.multiprocessing as mp
@@ -232,8 +382,13 @@ def measure(world: int, backend: str, quick: bool) -> list[dict]:
         return json.loads(Path(out).read_text())
 
 
-def profile(world: int, backend: str, name: str, ranks: list[dict]) -> dict:
-    """The profile of one group size from its ranks' figures (each rate: the ranks' median)."""
+def profile(world: int, backend: str, name: str, ranks: list[dict], fit: bool = False,
+            quick: bool = False) -> dict:
+    """The profile of one group size from its ranks' figures (each rate: the ranks' median);
+    ``fit``: the per-operator cost and the memory-bound bandwidth fitted to real training
+    steps (:func:`fit_step_costs`) instead of the microbenchmarks'."""
+    import dataclasses
+
     from hyper_parallel.plan.hardware import Hardware, to_dict
 
     shapes = {s: statistics.median(r["matmul"][s] for r in ranks) for s in ranks[0]["matmul"]}
@@ -245,7 +400,9 @@ def profile(world: int, backend: str, name: str, ranks: list[dict]) -> dict:
         points = [(s, statistics.median(r["collectives"][kind][i][1] for r in ranks))
                   for i, (s, _) in enumerate(ranks[0]["collectives"][kind])]
         fits[kind] = _fit(points, factor)
-    alpha = statistics.fmean(a for a, _ in fits.values())
+    idle_alpha = statistics.fmean(a for a, _ in fits.values())
+    in_step = statistics.median(r["latency_in_step_s"] for r in ranks)
+    alpha = max(idle_alpha, in_step)
     bandwidth = statistics.fmean(b for _, b in fits.values())
     memory = statistics.median(r["memory_bytes_per_s"] for r in ranks)
     overlap = statistics.median(r["overlap"] for r in ranks)
@@ -264,16 +421,38 @@ def profile(world: int, backend: str, name: str, ranks: list[dict]) -> dict:
             ("bf16_flops: the best matmul shape's rate; matmul_efficiency: the small flavors' "
              "shapes' median rate over it"),
             "hbm_bytes_per_s: elementwise add of 64 MiB tensors (2 reads + 1 write)",
-            ("operator overheads: a chain of one-element elementwise operators forward and "
-             "backward, local and on replicated DTensors, per operator dispatched"),
+            ("operator_overhead_s and hbm_bytes_per_s: least squares over one-rank training "
+             f"steps of the debug model of {FIT_SHAPES} (rows, micro-batches), {world} at once "
+             "(fitted: see "
+             "_measured.step_fit)" if fit else
+             "operator overhead: a chain of one-element elementwise operators forward and "
+             "backward, per operator dispatched"),
+            ("dtensor_operator_overhead_s: the same chain on replicated DTensors, the extra "
+             "per DTensor operator"),
+            "every figure: the fastest of its repeats (other work on the machine only adds)",
             ("collectives: all_reduce and all_gather of 4 KiB-16 MiB, least squares of "
-             "t = alpha + S f / B (nccl-tests bus factors)"),
+             "t = alpha + S f / B (nccl-tests bus factors); alpha: the larger of the fit's and "
+             "a 4 KiB all_reduce's cost between stretches of compute (the ranks' meeting)"),
             "inter-node figures: the intra-node ones (one machine, no network)" if backend ==
             "gloo" else "inter-node figures: the intra-node ones until measured across nodes",
         ))
+    spreads = sorted(x for r in ranks for x in r["spreads"])
+    measured: dict = {
+        "matmul_flops_by_shape": shapes,
+        "collective_fits": {k: {"latency_s": a, "bytes_per_s": b} for k, (a, b) in fits.items()},
+        "idle_latency_s": idle_alpha, "latency_in_step_s": in_step,
+        "microbenchmark_memory_bytes_per_s": memory,
+        "microbenchmark_operator_overhead_s": op_overhead,
+        "spread_median_over_min": {"median": statistics.median(spreads), "max": spreads[-1]}}
+    if fit:
+        step_fit = fit_step_costs(world, hw, quick)
+        measured["step_fit"] = step_fit
+        hw = dataclasses.replace(
+            hw, operator_overhead_s=step_fit["operator_overhead_s"],
+            # no memory-bound term fitted: the elementwise operators' time is their host cost
+            hbm_bytes_per_s=min(step_fit["memory_bytes_per_s"], 1e15))
     out = to_dict(hw)
-    out["_measured"] = {"matmul_flops_by_shape": shapes, "collective_fits": {
-        k: {"latency_s": a, "bytes_per_s": b} for k, (a, b) in fits.items()}}
+    out["_measured"] = measured
     return out
 
 
@@ -294,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
             name = torch.cuda.get_device_name(0).lower().replace(" ", "-") + "-nccl"
         else:
             name = f"cpu-gloo-{world}"
-        data = profile(world, args.backend, name, measure(world, args.backend, args.quick))
+        data = profile(world, args.backend, name, measure(world, args.backend, args.quick),
+                       fit=args.backend == "gloo", quick=args.quick)
         path = Path(args.out_dir) / f"hardware_{name}.json"
         save(from_dict({k: v for k, v in data.items() if not k.startswith("_")}), str(path))
         # The per-shape and per-kind figures behind the profile, beside its fields.
