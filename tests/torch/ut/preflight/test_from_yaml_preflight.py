@@ -144,7 +144,7 @@ def test_the_preflighting_process_is_one_of_the_fleets_workers(monkeypatch, work
     ran: list[tuple[int, bool]] = []
     started = threading.Event()  # the pool's first waits for this process's: both take one
 
-    def one(config, world, gpu, imbalance, suggest):
+    def one(config, world, gpu, imbalance, suggest, work=False):
         here = threading.current_thread() is main
         if here:
             started.set()
@@ -161,11 +161,17 @@ def test_the_preflighting_process_is_one_of_the_fleets_workers(monkeypatch, work
     main = threading.current_thread()
     monkeypatch.setattr(many, "_one", one)
     monkeypatch.setattr(many.concurrent.futures, "ProcessPoolExecutor", Pool)
+    # The process keeps its pool between calls: an earlier test's spawned workers would take
+    # the jobs here (and run the real ``_one``). This test's pool is its own, shut down after.
+    monkeypatch.setattr(many, "_POOL", None)
     base = qwen3_5_v2_debugmodel()
     lengths = [64, 128, 64, 256, 512, 128, 1024]
     configs = [dataclasses.replace(base, training=dataclasses.replace(base.training, seq_len=n))
                for n in lengths]
-    results = many.preflight_many(configs, GPUS["h100-80gb"], workers=workers)
+    try:
+        results = many.preflight_many(configs, GPUS["h100-80gb"], workers=workers)
+    finally:
+        many._shutdown()
     assert results == lengths
     assert sorted(n for n, _ in ran) == sorted(set(lengths))
     in_this_process = sum(here for _, here in ran)
