@@ -77,6 +77,9 @@ BENCHES = {
                        r"long_tailed: packed / padded real tokens/s \d+\.\d{3}",
                        r"pretraining rows of 128: block_causal / causal step \d+\.\d{3}"],
                       ("fine_tuning", "block_causal_cost"), ()),
+    "bench_plan_accuracy": ([r"fsdp2\s+predicted \d+\.\d{3} s\s+measured \d+\.\d{3} s",
+                             r"mean \|error\| \d+\.\d%; best predicted \w+, best measured \w+"],
+                            ("layouts", "mean_abs_error", "best_predicted_best"), ()),
 }
 
 #: The benches whose figures time a fresh interpreter (``whole process``): the processes they
