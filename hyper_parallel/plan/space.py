@@ -13,7 +13,7 @@ Families are dropped in this order, each with its reason (``Dropped``):
 
 1. **the engine's rules**, by calling the engine's own checks on the candidate's configuration
    (nothing is restated here): ``ParallelDims.from_parallelism`` (degrees against the world,
-   context parallelism with pipeline or expert parallelism), the spec's and the model's
+   context parallelism with expert parallelism), the spec's and the model's
    ``update_from_config`` through preflight's ``resolved_model_config`` (tensor parallelism
    against every head count it shards, experts over EP, what a model refuses),
    ``ParallelDims.validate_against_model`` and ``validate_training`` (the global batch over the
