@@ -384,8 +384,11 @@ def _peak_only(tracker_class: type) -> type:
     """``tracker_class`` keeping the step's peak only. torch's trackers also keep every
     module's own peak, which walks all modules after every operator (most of a small model's
     preflight time); preflight reads the step's peak alone (the same instant, the same
-    composition)."""
+    composition). A fake tensor's device is answered without the fake mode
+    (:func:`~.fake_world.device_query`)."""
     from torch.distributed._tools.mem_tracker import _TOTAL_KEY
+
+    from hyper_parallel.preflight.fake_world import device_query
 
     def _update_peak_stats(self, peak_state: Any) -> None:
         for device, snapshot in self._curr_mem_snap.items():
@@ -393,8 +396,16 @@ def _peak_only(tracker_class: type) -> type:
                 self._peak_mem[device] = snapshot[_TOTAL_KEY]
                 self._peak_mem_snap[device] = dict(snapshot)
 
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        device = device_query(func, args)  # tracks nothing: answered here, at once
+        if device is not None:
+            return device
+        return tracker_class.__torch_dispatch__(self, func, types, args, kwargs)
+
     return type(f"PeakOnly{tracker_class.__name__}", (tracker_class,),
-                {"_update_peak_stats": _update_peak_stats})
+                {"_update_peak_stats": _update_peak_stats,
+                 "__torch_dispatch__": __torch_dispatch__})
 
 
 def memory_tracker(*parts: Any) -> Any:

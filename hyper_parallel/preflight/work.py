@@ -368,6 +368,11 @@ class WorkRecorder(TorchDispatchMode):
         from torch._subclasses.fake_tensor import FakeTensor
         from torch.distributed.tensor import DTensor
 
+        from hyper_parallel.preflight.fake_world import device_query
+
+        device = device_query(func, args)  # no operator: a fake tensor's device, read
+        if device is not None:
+            return device
         kwargs = kwargs or {}
         leaves = tree_leaves((args, kwargs))
         self.flush_dtensor_operators()
