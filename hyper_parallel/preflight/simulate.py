@@ -417,18 +417,26 @@ def memory_tracker(*parts: Any) -> Any:
     return tracker
 
 
-def _tracker(build: RoleBuild):
-    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+def _fsdp_tracked(build: RoleBuild) -> bool:
+    """Whether the role is one FSDP root with one optimizer, which torch's FSDP tracker files
+    by FSDP's own kinds."""
     from torch.distributed.fsdp import FSDPModule
 
     parts = build.model_parts
-    optimizers = _inner_optimizers(build.optimizer)
-    if len(parts) == 1 and isinstance(parts[0], FSDPModule) and len(optimizers) == 1:
+    return (len(parts) == 1 and isinstance(parts[0], FSDPModule)
+            and len(_inner_optimizers(build.optimizer)) == 1)
+
+
+def _tracker(build: RoleBuild):
+    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+
+    parts = build.model_parts
+    if _fsdp_tracked(build):
         # FSDP sets up its parameter groups at the first forward; the tracker hooks them on
         # entry, so they must exist by then (as after a warm-up step).
         parts[0]._get_fsdp_state()._lazy_init()
-        return _peak_only(FSDPMemTracker)(parts[0], optimizers[0])
-    return memory_tracker(*parts, *optimizers)
+        return _peak_only(FSDPMemTracker)(parts[0], _inner_optimizers(build.optimizer)[0])
+    return memory_tracker(*parts, *_inner_optimizers(build.optimizer))
 
 
 def defers_gradient_sync(build: RoleBuild) -> bool:
@@ -461,6 +469,37 @@ def micro_batches_to_step(build: RoleBuild) -> int:
     Fewer when the run has fewer. (``tests/torch/ut/preflight/test_accumulation.py``: one
     more micro-batch does not move the peak.)"""
     return min(build.grad_accum, 3 if defers_gradient_sync(build) else 2)
+
+
+def warm_up_is_first_micro_batch(build: RoleBuild) -> bool:
+    """Whether the warm-up step, keeping its gradients, leaves what a step's first micro-batch
+    leaves, so the second is stepped right after it: when the run is one FSDP root that
+    reduce-scatters every micro-batch and steps two. A first micro-batch then leaves only the
+    sharded gradients, FSDP's reduce-scatter outputs, of the same shapes and in the same
+    buffers whatever the rows (activations and temporaries die with it), and the second
+    starts from all of them where the first started from none: at every instant the second
+    holds at least what the first did, so the step's peak is the second's (or the
+    optimizer's) either way, in the same composition. Not when FSDP holds its gradients
+    unsharded (the first micro-batch's state is then FSDP's accumulation buffers, which a
+    step that syncs does not make), nor for gradients autograd accumulates itself (tensor
+    parallelism without FSDP, one rank) or that expert parallelism routes: their layout, and
+    so whether the second micro-batch adds into them in place, can follow the rows that made
+    them (measured: a mixture of experts' backward temporaries moved 0.4 MB under EP 2).
+
+    What the step holds for all its micro-batches at once, one 8-byte token count each, is
+    then one fewer (it was already fewer than a run of more micro-batches holds)."""
+    return (micro_batches_to_step(build) == 2 and not defers_gradient_sync(build)
+            and _fsdp_tracked(build) and not build.parallel_dims.ep_enabled)
+
+
+@contextlib.contextmanager
+def _gradients_kept(build: RoleBuild) -> Iterator[None]:
+    """The step's closing ``zero_grad`` leaves the gradients where they are."""
+    build.optimizer.zero_grad = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        del build.optimizer.zero_grad
 
 
 def _accumulation_dtype(policy: Any, stored: torch.dtype) -> torch.dtype:
@@ -525,9 +564,10 @@ def step_peak(build: RoleBuild, work: list | None = None) -> dict[str, int]:
     with :func:`micro_batches_to_step` of its micro-batches. A warm-up step first, on one
     short row: it makes the optimizer's state and what FSDP allocates once (its unsharded
     parameters' storage), at a fraction of a full step's time (one short row per rank that
-    splits the rows). ``work``: a list the whole optimizer step's
-    :class:`~.work.RoleWork` is appended to, recorded from the same stepped micro-batches
-    (:mod:`.work`); None records nothing."""
+    splits the rows); when it can, it is also the step's first micro-batch
+    (:func:`warm_up_is_first_micro_batch`). ``work``: a list the whole optimizer step's
+    :class:`~.work.RoleWork` is appended to, recorded from the micro-batches stepped after the
+    warm-up (:mod:`.work`; the first stands for any not recorded); None records nothing."""
     from hyper_parallel.preflight.work import recording
     from hyper_parallel.runtime.callbacks import Callback
 
@@ -541,19 +581,23 @@ def step_peak(build: RoleBuild, work: list | None = None) -> dict[str, int]:
             _file_held_gradients(build, tracker)
             if recorder is not None:
                 self.done = getattr(self, "done", 0) + 1
-                (recorder.finish_micro_batches if self.done == stepped
+                (recorder.finish_micro_batches if self.done == measured
                  else recorder.next_micro_batch)()
 
-    build.train_step([_micro_batch(build, warm_up=True)])
-    build.optimizer.zero_grad(set_to_none=True)
+    stepped = micro_batches_to_step(build)
+    first_is_warm_up = warm_up_is_first_micro_batch(build)
+    with _gradients_kept(build) if first_is_warm_up else contextlib.nullcontext():
+        build.train_step([_micro_batch(build, warm_up=True)])
+    if not first_is_warm_up:
+        build.optimizer.zero_grad(set_to_none=True)
+    measured = stepped - 1 if first_is_warm_up else stepped
     micro_batch = _micro_batch(build)
     tracker = _tracker(build)
     build.add_callback(NextMicroBatch(build))
-    stepped = micro_batches_to_step(build)
     with (recording(build) if work is not None else contextlib.nullcontext()) as recorder, \
             tracker:
         # One batch object stepped again: its inputs are the host's, not the accelerator's.
-        build.train_step([micro_batch] * stepped)
+        build.train_step([micro_batch] * measured)
     if recorder is not None:
         work.append(recorder.work(build.grad_accum, "repeat_middle"
                                   if defers_gradient_sync(build) else "repeat_last"))
