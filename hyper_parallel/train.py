@@ -120,19 +120,33 @@ def parse_run(args: Sequence[str]):
 def _converted(legacy, args: Sequence[str]):
     """``legacy`` (read from the YAML and overrides of ``args``) as a ``HyperTrainer.Config``;
     a key it refuses is located at its line or override, as ``--from-yaml`` locates it."""
-    from pathlib import Path
-
-    from hyper_parallel.codegen.migration.yaml_source import located_in_file
     from hyper_parallel.config.legacy_adapter import legacy_to_trainer_config
     from hyper_parallel.trainer.config import ConfigError
 
     try:
         return legacy_to_trainer_config(legacy)
     except ConfigError as exc:
-        found = located_in_file(exc, Path(args[0]), args[1:])
+        found = in_entry_terms(exc, args)
         if found is exc:
             raise
         raise found from None
+
+
+def in_entry_terms(exc: Exception, args: Sequence[str]) -> Exception:
+    """A configuration error of the run ``args`` describes (:func:`parse_run`'s command line),
+    in the entry's own terms: a legacy YAML's problems in its keys, each at its ``file:line``
+    or override, as ``--from-yaml`` names them; a recipe's, and an error that names a tool's
+    own option (``--nodes``), as they are."""
+    from hyper_parallel.trainer.config import ConfigError
+
+    if (not isinstance(exc, ConfigError) or not args or args[0].startswith("-")
+            or (exc.path or "").startswith("-")):
+        return exc
+    from pathlib import Path
+
+    from hyper_parallel.codegen.migration.yaml_source import located_in_file
+
+    return located_in_file(exc, Path(args[0]), list(args[1:]))
 
 
 def build(source):

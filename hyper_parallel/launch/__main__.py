@@ -48,19 +48,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_recipe,
     )
     from hyper_parallel.utils.errors import ConfigError
+    from hyper_parallel.utils.tool_options import tool_options
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
-        groups = options().format_help()
-        print(__doc__.strip() + "\n\n" + groups[groups.index("\n\n") + 2:].rstrip(),
-              file=sys.stdout if args else sys.stderr)
-        return 0 if args else 2
+    groups = options().format_help()
+    split = tool_options(options(), __doc__.strip() + "\n\n"
+                         + groups[groups.index("\n\n") + 2:].rstrip(), argv)
+    if isinstance(split, int):
+        return split
+    parsed, rest = split
     try:
-        parsed, rest = options().parse_known_args(args)
-    except SystemExit as exc:
-        return 2 if exc.code else 0
-    try:
-        command = " ".join(quote(word) for word in ["python", "-m", "hyper_parallel.launch", *args])
+        command = " ".join(quote(word) for word in ["python", "-m", "hyper_parallel.launch",
+                                                 *(sys.argv[1:] if argv is None else argv)])
         plan = plan_job(rest, request_of(parsed, command))
         text = render(plan.job)
     except (ConfigError, RecipeError, CodegenError) as exc:

@@ -84,16 +84,14 @@ def _check(options: argparse.Namespace) -> tuple[int, Path | None]:
 def main(argv: Sequence[str] | None = None) -> int:
     from hyper_parallel.codegen.errors import CodegenError
     from hyper_parallel.config.recipes import RecipeError
+    from hyper_parallel.train import in_entry_terms
     from hyper_parallel.utils.errors import ConfigError
+    from hyper_parallel.utils.tool_options import tool_options
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(__doc__.strip(), file=sys.stdout if args else sys.stderr)
-        return 0 if args else 2
-    try:
-        options, rest = _options().parse_known_args(args)
-    except SystemExit:
-        return 2
+    parsed = tool_options(_options(), __doc__, argv)
+    if isinstance(parsed, int):
+        return parsed
+    options, rest = parsed
     from hyper_parallel.plan.output import to_json, to_text
     from hyper_parallel.plan.search import plan
 
@@ -107,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       budget=options.budget,
                       progress=progress)
     except (ConfigError, RecipeError) as exc:
-        print(f"error: {_in_yaml_terms(exc, rest)}", file=sys.stderr)
+        print(f"error: {in_entry_terms(exc, rest)}", file=sys.stderr)
         return 2
     if options.json:
         print(json.dumps(to_json(result), indent=2))
@@ -117,7 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from hyper_parallel.launch.job import quote
         from hyper_parallel.plan.write import write_jobs, write_recipes
 
-        command = " ".join(quote(w) for w in ["python", "-m", "hyper_parallel.plan", *args])
+        command = " ".join(quote(w) for w in ["python", "-m", "hyper_parallel.plan",
+                                              *(sys.argv[1:] if argv is None else argv)])
         try:
             written = write_recipes(result, rest, source, count, folder, command,
                                     force=options.force)
@@ -159,20 +158,6 @@ def _profile(options: argparse.Namespace):
     if options.hardware is not None:
         return profiles.load(options.hardware), gpu
     return profiles.datasheet(gpu.name), gpu
-
-
-def _in_yaml_terms(exc: Exception, rest: list[str]) -> Exception:
-    """A legacy YAML's configuration error in its keys, at their ``file:line`` (as preflight
-    names them)."""
-    from hyper_parallel.config.manager import is_recipe_command_line
-    from hyper_parallel.utils.errors import ConfigError
-
-    if (not isinstance(exc, ConfigError) or not rest or is_recipe_command_line(rest)
-            or (exc.path or "").startswith("-")):
-        return exc
-    from hyper_parallel.codegen.migration.yaml_source import located_in_file
-
-    return located_in_file(exc, Path(rest[0]), rest[1:])
 
 
 if __name__ == "__main__":

@@ -441,7 +441,7 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
         fresh = {k: i for i, k in reversed(list(enumerate(keys))) if k not in simulated}
         jobs = sorted(fresh.values())
         outcomes = preflight_many([configs[i] for i in jobs], gpu, worlds=[world] * len(jobs),
-                                  suggest=False, workers=workers, work=True)
+                                  suggest=False, workers=workers, work=True, quiet=True)
         simulated.update({keys[i]: outcome for i, outcome in zip(jobs, outcomes)})
         result.preflights += sum(weights[picked[i]] for i in jobs)
         for c, config, key in zip(picked, configs, keys):

@@ -41,15 +41,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hyper_parallel.config.recipes import RecipeError
     from hyper_parallel.preflight.check import run_preflight
     from hyper_parallel.utils.errors import ConfigError
+    from hyper_parallel.utils.tool_options import tool_options
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(__doc__.strip(), file=sys.stdout if args else sys.stderr)
-        return 0 if args else 2
-    try:
-        options, rest = _options().parse_known_args(args)
-    except SystemExit:
-        return 2
+    parsed = tool_options(_options(), __doc__, argv)
+    if isinstance(parsed, int):
+        return parsed
+    options, rest = parsed
     try:
         result = run_preflight(rest, gpu=options.gpu, gpu_memory=options.gpu_memory,
                                world=options.world, imbalance=options.imbalance,

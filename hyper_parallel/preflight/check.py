@@ -75,14 +75,13 @@ def run_preflight(argv: Sequence[str], *, gpu: str | None = None,
         report = preflight_config(source.config, chosen, world=world, imbalance=imbalance,
                                   suggest=suggest)
     except ConfigError as exc:
-        if not source.origin.startswith("YAML"):
-            raise
-        from pathlib import Path
-
-        from hyper_parallel.codegen.migration.yaml_source import located_in_file
+        from hyper_parallel.train import in_entry_terms
 
         # As --from-yaml --preflight reports it: the YAML's keys, each at its file:line.
-        raise located_in_file(exc, Path(argv[0]), argv[1:]) from None
+        located = in_entry_terms(exc, argv)
+        if located is exc:
+            raise
+        raise located from None
     code = 0 if report.fits else 1
     return Result(report, to_text(report, source.origin), to_json(report, source.origin), code)
 

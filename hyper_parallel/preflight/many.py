@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
+import logging
 import multiprocessing
 import os
 import threading
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -29,12 +32,13 @@ from hyper_parallel.utils.errors import ConfigError
 
 def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | None] = (),
                    imbalance: float | None = None, suggest: bool = True,
-                   workers: int | None = None, work: bool = False
+                   workers: int | None = None, work: bool = False, quiet: bool = False
                    ) -> list[Preflight | ConfigError]:
     """The preflight of each ``HyperTrainer.Config`` of ``configs``, in order, at its world in
     ``worlds`` (None or missing: its degrees'); a configuration error is that configuration's
     result (the others still run: every problem at once). ``work``: each role also records
-    its step's work (``Role.work``, for the planner)."""
+    its step's work (``Role.work``, for the planner). ``quiet``: the engine's and torch's
+    warnings while they simulate are not printed (:func:`quiet`)."""
     worlds = list(worlds) + [None] * (len(configs) - len(worlds))
     keys = [(simulation_key(config), world) for config, world in zip(configs, worlds)]
     distinct: dict[tuple[str, int | None], int] = {}
@@ -43,7 +47,7 @@ def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | N
     jobs = list(distinct.values())
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
     done = _run_jobs(jobs, workers, lambda index: (configs[index], worlds[index], gpu,
-                                                   imbalance, suggest, work))
+                                                   imbalance, suggest, work, quiet))
     return [done[distinct[key]] for key in keys]
 
 
@@ -129,12 +133,32 @@ atexit.register(_shutdown)
 
 
 def _one(config: Any, world: int | None, gpu: Gpu, imbalance: float | None, suggest: bool,
-         work: bool = False) -> Preflight | ConfigError:
+         work: bool = False, silent: bool = False) -> Preflight | ConfigError:
     try:
-        return preflight_config(config, gpu, world=world, imbalance=imbalance, suggest=suggest,
-                                work=work)
+        with quiet() if silent else contextlib.nullcontext():
+            return preflight_config(config, gpu, world=world, imbalance=imbalance,
+                                    suggest=suggest, work=work)
     except ConfigError as exc:
         return exc
 
 
-__all__ = ["preflight_many"]
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Until the block ends, the engine's and torch's warnings are not printed, errors still
+    are: for a caller that reports each simulated configuration in its own terms (the
+    planner: a candidate's "3 pipeline micro-batches for 4 stages" is its priced bubble,
+    not the user's run's problem)."""
+    loggers = [logging.getLogger(name) for name in ("hyper_parallel", "torch")]
+    levels = [logger.level for logger in loggers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
+
+
+__all__ = ["preflight_many", "quiet"]

@@ -190,6 +190,8 @@ def _fake_plan(monkeypatch, base, *, budget, step=lambda c: 1.0, key=None):
     handed, rounds = [], []
 
     def fake_many(configs, gpu, **kw):
+        # The candidates' own warnings are not the user's run's: the plan prices them.
+        assert kw.get("quiet") is True
         handed.extend(configs)
         rounds.append(list(configs))
         return [SimpleNamespace(roles=[]) for _ in configs]

@@ -144,7 +144,7 @@ def test_the_preflighting_process_is_one_of_the_fleets_workers(monkeypatch, work
     ran: list[tuple[int, bool]] = []
     started = threading.Event()  # the pool's first waits for this process's: both take one
 
-    def one(config, world, gpu, imbalance, suggest, work=False):
+    def one(config, world, gpu, imbalance, suggest, work=False, silent=False):
         here = threading.current_thread() is main
         if here:
             started.set()
@@ -212,3 +212,36 @@ def test_a_launch_command_gives_the_world_of_every_rank_degree(tmp_path, capsys)
                                    "--preflight", "-q"])
     assert code == 0, out + err
     assert _row(out, "train_qwen3_5_tp2")[1] == "2", out
+
+
+def test_quiet_simulations_print_no_warning_but_every_error():
+    """``preflight_many(quiet=True)`` (the planner's candidates): the engine's and torch's
+    warnings about a simulated configuration are not printed, its errors are, and the levels
+    are restored after."""
+    import io
+    import logging
+    import warnings
+
+    from hyper_parallel.preflight import many
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    engine = logging.getLogger("hyper_parallel.models.pipelining")
+    torch_logger = logging.getLogger("torch.distributed.tensor._redistribute")
+    for logger in (engine, torch_logger):
+        logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # what quiet() must override
+            with many.quiet():
+                engine.warning("3 pipeline micro-batches for 4 stages")
+                torch_logger.warning("2 sequential all_reduce operations")
+                warnings.warn("a UserWarning", stacklevel=1)
+                engine.error("the simulation failed")
+        assert stream.getvalue() == "the simulation failed\n"
+        assert not caught
+        engine.warning("after")
+        assert stream.getvalue().endswith("after\n")
+    finally:
+        for logger in (engine, torch_logger):
+            logger.removeHandler(handler)
