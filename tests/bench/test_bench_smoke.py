@@ -77,6 +77,9 @@ BENCHES = {
                        r"long_tailed: packed / padded real tokens/s \d+\.\d{3}",
                        r"pretraining rows of 128: block_causal / causal step \d+\.\d{3}"],
                       ("fine_tuning", "block_causal_cost"), ()),
+    "bench_preflight_speed": ([(r"tiny, FSDP 2, 2 micro-batches\s+torch's paths\s+\d+\.\d\d s"
+                                r"\s+preflight's\s+\d+\.\d\d s\s+\d+\.\d\dx\s+same figures")],
+                              ("roles", "total"), ()),
     "bench_plan_accuracy": ([r"fsdp2\s+predicted \d+\.\d{3} s\s+measured \d+\.\d{3} s",
                              r"mean \|error\| \d+\.\d%; best predicted \w+, best measured \w+"],
                             ("layouts", "mean_abs_error", "best_predicted_best"), ()),
