@@ -126,13 +126,13 @@ class ContextParallel:
     def gather_sequence(self, x: torch.Tensor) -> torch.Tensor:
         """All-gather ``(B, s, ...)`` shards into ``(B, S, ...)`` (gradients reduce-scattered)."""
         self.collectives += 1
-        out = funcol.all_gather_tensor_autograd(x.contiguous(), 1, self.group)
+        out = funcol.all_gather_single_autograd(x.contiguous(), 1, self.group)
         return _waited(out)
 
     def gather_ranks(self, x: torch.Tensor) -> torch.Tensor:
         """Every rank's ``x`` stacked on a new leading dim (``(cp, *x.shape)``), in rank order."""
         self.collectives += 1
-        out = funcol.all_gather_tensor_autograd(x.unsqueeze(0).contiguous(), 0, self.group)
+        out = funcol.all_gather_single_autograd(x.unsqueeze(0).contiguous(), 0, self.group)
         return _waited(out)
 
     # ------------------------------------------------------------------ positions

@@ -172,7 +172,7 @@ def run(build, steps: int, workdir: Path, *, keep_group: bool = False) -> dict:
 
 #: The functional collectives ``collectives`` counts (context parallelism's exchanges go through
 #: the autograd ones; the others are counted so that a form using them is seen too).
-FUNCTIONAL_COLLECTIVES = ("all_to_all_single_autograd", "all_gather_tensor_autograd",
+FUNCTIONAL_COLLECTIVES = ("all_to_all_single_autograd", "all_gather_single_autograd",
                           "all_to_all_single", "all_gather_tensor", "reduce_scatter_tensor",
                           "all_reduce")
 
