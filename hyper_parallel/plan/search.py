@@ -309,7 +309,7 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
     most, spent on the most promising candidates; None: the default search, which stops
     once no candidate left might be best (within :data:`MIGHT_BE_BEST` of the best step
     found), at most :data:`DEFAULT_BUDGET` and one pipeline's weight."""
-    from hyper_parallel.preflight.many import preflight_many
+    from hyper_parallel.preflight.many import preflight_many, start_workers
     from hyper_parallel.preflight.simulate import simulation_key
 
     start = time.perf_counter()
@@ -320,6 +320,7 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
     selective = budget is None
     world = nodes * gpus_per_node
     workers = workers or os.cpu_count() or 1
+    start_workers(workers)  # their imports while the space is built
     facts = model_facts(base)
     space = build_space(base, world, gpus_per_node, gpu, facts)
     gbs = base.training.global_batch_size

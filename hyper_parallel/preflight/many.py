@@ -25,7 +25,12 @@ from typing import Any
 
 from hyper_parallel.preflight.check import preflight_config
 from hyper_parallel.preflight.gpus import Gpu
-from hyper_parallel.preflight.run import Preflight, as_pool_worker, mark_pool_worker
+from hyper_parallel.preflight.run import (
+    Preflight,
+    as_pool_worker,
+    mark_pool_worker,
+    share_helper,
+)
 from hyper_parallel.preflight.simulate import simulation_key
 from hyper_parallel.utils.errors import ConfigError
 
@@ -118,13 +123,33 @@ def _pool(size: int) -> concurrent.futures.ProcessPoolExecutor:
         max_workers=size, mp_context=multiprocessing.get_context("spawn"),
         initializer=mark_pool_worker)
     _POOL = (size, executor)
+    share_helper(executor)  # a lone simulation's deeper short build runs in a warm worker
     return executor
+
+
+def start_workers(workers: int | None = None) -> None:
+    """Start the pool :func:`preflight_many` will use with ``workers`` (default: every core)
+    now, each worker importing what a simulation imports, while this process does other
+    work (the planner builds its space meanwhile): a spawned worker spends seconds on its
+    imports before its first simulation."""
+    size = (workers or os.cpu_count() or 1) - 1
+    if size < 1:
+        return
+    pool = _pool(size)
+    for _ in range(size):
+        pool.submit(_import_simulation)
+
+
+def _import_simulation() -> None:
+    import hyper_parallel.preflight.run
+    import hyper_parallel.preflight.simulate  # noqa: F401 - the engine, torch, the fake world
 
 
 def _shutdown() -> None:
     """Stop the kept workers (at exit; also for a caller that wants them gone now)."""
     global _POOL
     if _POOL is not None:
+        share_helper(None)
         _POOL[1].shutdown(wait=True, cancel_futures=True)
         _POOL = None
 
@@ -161,4 +186,4 @@ def quiet() -> Iterator[None]:
                 logger.setLevel(level)
 
 
-__all__ = ["preflight_many", "quiet"]
+__all__ = ["preflight_many", "quiet", "start_workers"]

@@ -240,6 +240,15 @@ def as_pool_worker() -> Iterator[None]:
 _HELPER: Any = None
 
 
+def share_helper(executor: Any) -> None:
+    """Run the deeper short builds in ``executor`` (:func:`~.many.preflight_many`'s kept
+    workers, warm and idle while a round has fewer simulations than cores) instead of a
+    helper of this process's own, which would spend seconds on its imports first; None: back
+    to an own one."""
+    global _HELPER
+    _HELPER = executor
+
+
 def _spawn(fn: Any, *args: Any) -> Any:
     """``fn(*args)`` in another process (its own fake process group and fake mode) when this
     machine has a core to spare (not in a pool that fills them already); else later, here.
@@ -253,8 +262,8 @@ def _spawn(fn: Any, *args: Any) -> Any:
     if _HELPER is not None:
         try:
             return _HELPER.submit(fn, *args)
-        except BrokenProcessPool:
-            pass  # it died (killed, out of memory): a new one
+        except (BrokenProcessPool, RuntimeError):
+            pass  # it died (killed, out of memory) or was shut down: a new one
     _HELPER = ProcessPoolExecutor(
         max_workers=1, mp_context=multiprocessing.get_context("spawn"))
     return _HELPER.submit(fn, *args)
@@ -334,4 +343,4 @@ def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
 
 
 __all__ = ["DEFAULT_IMBALANCE", "GPUS_PER_NODE", "Preflight", "Role", "measure_role", "preflight", "role_ranks",
-           "world_size_of"]
+           "share_helper", "world_size_of"]

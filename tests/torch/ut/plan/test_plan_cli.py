@@ -276,16 +276,19 @@ def test_the_estimate_is_calibrated_by_a_preflighted_neighbour():
 
 def test_preflight_workers_outlive_a_call():
     """preflight_many's spawned workers are kept for the next call (a fresh one spends
-    seconds importing torch and the engine): the same pool, the same process."""
+    seconds importing torch and the engine): the same pool, the same process; and a lone
+    simulation's deeper short build (``run._spawn``) runs in that warm worker, not in a
+    helper process of its own, until the pool is gone."""
     import os
 
-    from hyper_parallel.preflight import many
+    from hyper_parallel.preflight import many, run
 
     try:
         first = many._pool(1)
         pid = first.submit(os.getpid).result()
         again = many._pool(1)
         assert again is first and again.submit(os.getpid).result() == pid != os.getpid()
+        assert run._spawn(os.getpid).result() == pid
     finally:
         many._shutdown()
-    assert many._POOL is None
+    assert many._POOL is None and run._HELPER is None
