@@ -228,6 +228,9 @@ def test_quiet_simulations_print_no_warning_but_every_error():
     handler = logging.StreamHandler(stream)
     engine = logging.getLogger("hyper_parallel.models.pipelining")
     torch_logger = logging.getLogger("torch.distributed.tensor._redistribute")
+    package = logging.getLogger("hyper_parallel")
+    saved = package.level
+    package.setLevel(logging.WARNING)  # whatever an earlier test of this worker left
     for logger in (engine, torch_logger):
         logger.addHandler(handler)
     try:
@@ -243,5 +246,6 @@ def test_quiet_simulations_print_no_warning_but_every_error():
         engine.warning("after")
         assert stream.getvalue().endswith("after\n")
     finally:
+        package.setLevel(saved)
         for logger in (engine, torch_logger):
             logger.removeHandler(handler)
