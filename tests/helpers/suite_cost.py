@@ -8,7 +8,9 @@ from its setup to its teardown, in
 * the pytest worker itself and every process it waited for (``subprocess.run``, torchrun and
   its ranks: ``RUSAGE_CHILDREN``), and
 * the worker's fork server (:mod:`tests.helpers.torchrun`) and the ranks it forked and reaped
-  (its own and its reaped children's times, read from ``/proc/<pid>/stat``).
+  (its own and its reaped children's times, read from ``/proc/<pid>/stat``), and
+* the preflight processes the worker keeps from one test to the next (``preflight_many``'s
+  pool, preflight's helper), read the same way: a test is charged what they spent for it.
 
 Under pytest-xdist the figures travel to the controller on each test's teardown report
 (``user_properties``), so the summary covers every worker.
@@ -34,15 +36,8 @@ BUDGET_SECONDS = 420
 JSON_ENV = "HYPER_PARALLEL_SUITE_COST_JSON"
 
 
-def _forkserver_seconds() -> float:
-    """CPU seconds of the worker's fork server and of the ranks it has reaped (0 before it
-    starts). The fork server is not this process's child as far as rusage goes: its ranks are
-    reaped by it, not by us."""
-    from multiprocessing import forkserver
-
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
-    if not pid:
-        return 0.0
+def _stat_seconds(pid: int) -> float:
+    """CPU seconds of a live process and of the children it has reaped (0 once it is gone)."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             # The command name (field 2) may hold spaces: the fields after its ')' are fixed.
@@ -53,13 +48,40 @@ def _forkserver_seconds() -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _forkserver_seconds() -> float:
+    """CPU seconds of the worker's fork server and of the ranks it has reaped (0 before it
+    starts). The fork server is not this process's child as far as rusage goes: its ranks are
+    reaped by it, not by us."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    return _stat_seconds(pid) if pid else 0.0
+
+
+def _kept_workers_seconds() -> float:
+    """CPU seconds of the preflight processes this worker keeps across tests (the pool of
+    ``preflight.many``, preflight's helper of ``preflight.run``): its children, but reaped only
+    when they end, so rusage alone would count their work at the session's end or in
+    whichever test ends them. A process reaped during a test moves from here to
+    ``RUSAGE_CHILDREN`` with the same seconds: the test is charged what it spent."""
+    import sys
+
+    pids: set[int] = set()
+    many = sys.modules.get("hyper_parallel.preflight.many")
+    run = sys.modules.get("hyper_parallel.preflight.run")
+    pool = getattr(many, "_POOL", None)
+    for executor in (pool[1] if pool else None, getattr(run, "_HELPER", None)):
+        pids.update(getattr(executor, "_processes", None) or {})
+    return sum(_stat_seconds(pid) for pid in pids)
+
+
 def process_tree_seconds() -> float:
-    """CPU seconds spent so far by this process, its waited-for children, and its fork
-    server's tree."""
+    """CPU seconds spent so far by this process, its waited-for children, its fork server's
+    tree and the preflight processes it keeps."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-            + _forkserver_seconds())
+            + _forkserver_seconds() + _kept_workers_seconds())
 
 
 @pytest.hookimpl(hookwrapper=True)
