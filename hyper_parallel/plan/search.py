@@ -320,9 +320,13 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
     selective = budget is None
     world = nodes * gpus_per_node
     workers = workers or os.cpu_count() or 1
-    start_workers(workers)  # their imports while the space is built
     facts = model_facts(base)
     space = build_space(base, world, gpus_per_node, gpu, facts)
+    if space.candidates:
+        # The pool's imports while the candidates are estimated (not before the space: a
+        # plan that ends at a configuration error or with nothing to preflight would wait
+        # for them at exit).
+        start_workers(workers)
     gbs = base.training.global_batch_size
     result = PlanResult(world, nodes, gpus_per_node, gpu, hardware, gbs,
                         base.training.seq_len, considered=space.considered)
