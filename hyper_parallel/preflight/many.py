@@ -14,12 +14,10 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
-import logging
 import multiprocessing
 import os
 import threading
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -29,6 +27,7 @@ from hyper_parallel.preflight.run import (
     Preflight,
     as_pool_worker,
     mark_pool_worker,
+    quiet,
     share_helper,
 )
 from hyper_parallel.preflight.simulate import simulation_key
@@ -43,7 +42,7 @@ def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | N
     ``worlds`` (None or missing: its degrees'); a configuration error is that configuration's
     result (the others still run: every problem at once). ``work``: each role also records
     its step's work (``Role.work``, for the planner). ``quiet``: the engine's and torch's
-    warnings while they simulate are not printed (:func:`quiet`)."""
+    warnings while they simulate are not printed (:func:`~.run.quiet`)."""
     worlds = list(worlds) + [None] * (len(configs) - len(worlds))
     keys = [(simulation_key(config), world) for config, world in zip(configs, worlds)]
     distinct: dict[tuple[str, int | None], int] = {}
@@ -165,25 +164,6 @@ def _one(config: Any, world: int | None, gpu: Gpu, imbalance: float | None, sugg
                                     suggest=suggest, work=work)
     except ConfigError as exc:
         return exc
-
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """Until the block ends, the engine's and torch's warnings are not printed, errors still
-    are: for a caller that reports each simulated configuration in its own terms (the
-    planner: a candidate's "3 pipeline micro-batches for 4 stages" is its priced bubble,
-    not the user's run's problem)."""
-    loggers = [logging.getLogger(name) for name in ("hyper_parallel", "torch")]
-    levels = [logger.level for logger in loggers]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for logger in loggers:
-            logger.setLevel(logging.ERROR)
-        try:
-            yield
-        finally:
-            for logger, level in zip(loggers, levels):
-                logger.setLevel(level)
 
 
 __all__ = ["preflight_many", "quiet", "start_workers"]

@@ -13,8 +13,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
+import logging
 import os
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -236,35 +238,76 @@ def as_pool_worker() -> Iterator[None]:
 
 #: The process :func:`_spawn` runs in, started on its first use and kept for the next (a
 #: preflight's suggestions, a planner's candidates): a fresh interpreter spends seconds
-#: importing torch and the engine before its first simulation.
+#: importing torch and the engine before its first simulation. Either this process's own
+#: (:data:`_OWN_HELPER`) or :func:`~.many.preflight_many`'s pool (:func:`share_helper`).
 _HELPER: Any = None
+_OWN_HELPER: Any = None
 
 
 def share_helper(executor: Any) -> None:
     """Run the deeper short builds in ``executor`` (:func:`~.many.preflight_many`'s kept
     workers, warm and idle while a round has fewer simulations than cores) instead of a
-    helper of this process's own, which would spend seconds on its imports first; None: back
-    to an own one."""
-    global _HELPER
+    helper of this process's own, which would spend seconds on its imports first (an own
+    one is shut down: two idle interpreters are one too many); None: back to an own one."""
+    global _HELPER, _OWN_HELPER
+    if executor is not None and _OWN_HELPER is not None:
+        _OWN_HELPER.shutdown(wait=False, cancel_futures=True)
+        _OWN_HELPER = None
     _HELPER = executor
+
+
+#: Whether this process is inside :func:`quiet`.
+_QUIET = False
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Until the block ends, the engine's and torch's warnings are not printed, errors still
+    are, here and in the short builds :func:`_spawn` hands another process: for a caller
+    that reports each simulated configuration in its own terms (the planner: a candidate's
+    "3 pipeline micro-batches for 4 stages" is its priced bubble, not the user's run's
+    problem)."""
+    global _QUIET
+    loggers = [logging.getLogger(name) for name in ("hyper_parallel", "torch")]
+    levels = [logger.level for logger in loggers]
+    was = _QUIET
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        _QUIET = True
+        try:
+            yield
+        finally:
+            _QUIET = was
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
+
+
+def _quietly(fn: Any, *args: Any) -> Any:
+    with quiet():
+        return fn(*args)
 
 
 def _spawn(fn: Any, *args: Any) -> Any:
     """``fn(*args)`` in another process (its own fake process group and fake mode) when this
     machine has a core to spare (not in a pool that fills them already); else later, here.
-    The process is this one's helper, kept for the next call (a dead one is replaced)."""
-    global _HELPER
+    The process is this one's helper, kept for the next call (a dead one is replaced); under
+    :func:`quiet`, ``fn`` runs quietly there too."""
+    global _HELPER, _OWN_HELPER
     if (os.cpu_count() or 1) < 2 or _POOL_WORKER:
         return None
     import multiprocessing
     from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 
+    if _QUIET:
+        fn, args = _quietly, (fn, *args)
     if _HELPER is not None:
         try:
             return _HELPER.submit(fn, *args)
         except (BrokenProcessPool, RuntimeError):
             pass  # it died (killed, out of memory) or was shut down: a new one
-    _HELPER = ProcessPoolExecutor(
+    _HELPER = _OWN_HELPER = ProcessPoolExecutor(
         max_workers=1, mp_context=multiprocessing.get_context("spawn"))
     return _HELPER.submit(fn, *args)
 
@@ -342,5 +385,15 @@ def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
     return report
 
 
-__all__ = ["DEFAULT_IMBALANCE", "GPUS_PER_NODE", "Preflight", "Role", "measure_role", "preflight", "role_ranks",
-           "share_helper", "world_size_of"]
+__all__ = [
+    "DEFAULT_IMBALANCE",
+    "GPUS_PER_NODE",
+    "Preflight",
+    "Role",
+    "measure_role",
+    "preflight",
+    "quiet",
+    "role_ranks",
+    "share_helper",
+    "world_size_of",
+]

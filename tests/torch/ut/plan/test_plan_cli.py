@@ -279,6 +279,7 @@ def test_preflight_workers_outlive_a_call():
     seconds importing torch and the engine): the same pool, the same process; and a lone
     simulation's deeper short build (``run._spawn``) runs in that warm worker, not in a
     helper process of its own, until the pool is gone."""
+    import logging
     import os
 
     from hyper_parallel.preflight import many, run
@@ -289,6 +290,12 @@ def test_preflight_workers_outlive_a_call():
         again = many._pool(1)
         assert again is first and again.submit(os.getpid).result() == pid != os.getpid()
         assert run._spawn(os.getpid).result() == pid
+        # Under quiet() the build handed over runs quietly there too.
+        package = logging.getLogger("hyper_parallel")
+        assert run._spawn(logging.Logger.getEffectiveLevel, package).result() < logging.ERROR
+        with run.quiet():
+            level = run._spawn(logging.Logger.getEffectiveLevel, package).result()
+        assert level == logging.ERROR
     finally:
         many._shutdown()
     assert many._POOL is None and run._HELPER is None
