@@ -48,17 +48,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_recipe,
     )
     from hyper_parallel.utils.errors import ConfigError
-    from hyper_parallel.utils.tool_options import tool_options
+    from hyper_parallel.utils.tool_options import tool_args, tool_options
 
-    groups = options().format_help()
-    split = tool_options(options(), __doc__.strip() + "\n\n"
-                         + groups[groups.index("\n\n") + 2:].rstrip(), argv)
+    args = tool_args(argv)
+    parser = options()
+    groups = parser.format_help()
+    split = tool_options(parser, __doc__.strip() + "\n\n"
+                         + groups[groups.index("\n\n") + 2:].rstrip(), args)
     if isinstance(split, int):
         return split
     parsed, rest = split
     try:
         command = " ".join(quote(word) for word in ["python", "-m", "hyper_parallel.launch",
-                                                 *(sys.argv[1:] if argv is None else argv)])
+                                                 *args])
         plan = plan_job(rest, request_of(parsed, command))
         text = render(plan.job)
     except (ConfigError, RecipeError, CodegenError) as exc:

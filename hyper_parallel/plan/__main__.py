@@ -86,9 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hyper_parallel.config.recipes import RecipeError
     from hyper_parallel.train import in_entry_terms
     from hyper_parallel.utils.errors import ConfigError
-    from hyper_parallel.utils.tool_options import tool_options
+    from hyper_parallel.utils.tool_options import tool_args, tool_options
 
-    parsed = tool_options(_options(), __doc__, argv)
+    args = tool_args(argv)
+    parsed = tool_options(_options(), __doc__, args)
     if isinstance(parsed, int):
         return parsed
     options, rest = parsed
@@ -115,8 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from hyper_parallel.launch.job import quote
         from hyper_parallel.plan.write import write_jobs, write_recipes
 
-        command = " ".join(quote(w) for w in ["python", "-m", "hyper_parallel.plan",
-                                              *(sys.argv[1:] if argv is None else argv)])
+        command = " ".join(quote(w) for w in ["python", "-m", "hyper_parallel.plan", *args])
         try:
             written = write_recipes(result, rest, source, count, folder, command,
                                     force=options.force)

@@ -41,9 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hyper_parallel.config.recipes import RecipeError
     from hyper_parallel.preflight.check import run_preflight
     from hyper_parallel.utils.errors import ConfigError
-    from hyper_parallel.utils.tool_options import tool_options
+    from hyper_parallel.utils.tool_options import tool_args, tool_options
 
-    parsed = tool_options(_options(), __doc__, argv)
+    parsed = tool_options(_options(), __doc__, tool_args(argv))
     if isinstance(parsed, int):
         return parsed
     options, rest = parsed

@@ -21,6 +21,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from hyper_parallel.preflight.fake_world import device_query
+
 #: The collective kinds a step can issue (nccl-tests' names).
 KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv", "broadcast")
 #: The mesh dimensions FSDP's collectives run on (its shard axis under the names the mesh
@@ -367,8 +369,6 @@ class WorkRecorder(TorchDispatchMode):
                            kwargs: dict | None = None) -> Any:
         from torch._subclasses.fake_tensor import FakeTensor
         from torch.distributed.tensor import DTensor
-
-        from hyper_parallel.preflight.fake_world import device_query
 
         device = device_query(func, args)  # no operator: a fake tensor's device, read
         if device is not None:

@@ -9,13 +9,17 @@ import sys
 from collections.abc import Sequence
 
 
-def tool_options(parser: argparse.ArgumentParser, help_text: str, argv: Sequence[str] | None
+def tool_args(argv: Sequence[str] | None) -> list[str]:
+    """The tool's command line: ``argv``, or ``sys.argv[1:]`` when None (a ``main(argv)``)."""
+    return list(sys.argv[1:] if argv is None else argv)
+
+
+def tool_options(parser: argparse.ArgumentParser, help_text: str, args: list[str]
                  ) -> tuple[argparse.Namespace, list[str]] | int:
-    """``(the tool's options, the training command line)`` of ``argv`` (``sys.argv[1:]`` when
-    None), or the exit status to end with at once: 0 after ``-h`` / ``--help`` printed
+    """``(the tool's options, the training command line)`` of ``args`` (:func:`tool_args`),
+    or the exit status to end with at once: 0 after ``-h`` / ``--help`` printed
     ``help_text`` on stdout, 2 after no arguments (the help on stderr) or an option argparse
     refused (its message on stderr)."""
-    args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(help_text.strip(), file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
@@ -25,4 +29,4 @@ def tool_options(parser: argparse.ArgumentParser, help_text: str, argv: Sequence
         return 2 if exc.code else 0
 
 
-__all__ = ["tool_options"]
+__all__ = ["tool_args", "tool_options"]
