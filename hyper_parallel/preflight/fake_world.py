@@ -239,7 +239,15 @@ def scalar_answers() -> Iterator[None]:
 
 @contextlib.contextmanager
 def fake_process_group(rank: int, world_size: int) -> Iterator[None]:
-    """Be ``rank`` of a ``world_size``-rank job on torch's fake backend until the block ends."""
+    """Be ``rank`` of a ``world_size``-rank job on torch's fake backend until the block ends.
+
+    DTensor's caches (sharding propagation, its C++ fast path, the redistribution planner)
+    hand back the specs of earlier operators, meshes included, and a mesh compares equal to
+    another of the same ranks and names: after the group is gone, a later build of another
+    rank (a pipeline's next role) got a mesh whose process group no longer exists. They are
+    emptied with the group: a simulated rank's DTensors are its own mesh's."""
+    from torch.distributed.tensor._redistribute import clear_redistribute_planner_cache
+    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     if dist.is_initialized():
@@ -252,6 +260,8 @@ def fake_process_group(rank: int, world_size: int) -> Iterator[None]:
             yield
     finally:
         dist.destroy_process_group()
+        _clear_sharding_prop_cache()
+        clear_redistribute_planner_cache()
 
 
 @contextlib.contextmanager

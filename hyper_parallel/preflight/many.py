@@ -24,11 +24,16 @@ from typing import Any
 from hyper_parallel.preflight.check import preflight_config
 from hyper_parallel.preflight.gpus import Gpu
 from hyper_parallel.preflight.run import (
+    DEFAULT_IMBALANCE,
     Preflight,
     as_pool_worker,
     mark_pool_worker,
+    measure_one_role,
     quiet,
+    remember,
+    role_ranks,
     share_helper,
+    world_size_of,
 )
 from hyper_parallel.preflight.simulate import simulation_key
 from hyper_parallel.utils.errors import ConfigError
@@ -42,47 +47,91 @@ def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | N
     ``worlds`` (None or missing: its degrees'); a configuration error is that configuration's
     result (the others still run: every problem at once). ``work``: each role also records
     its step's work (``Role.work``, for the planner). ``quiet``: the engine's and torch's
-    warnings while they simulate are not printed (:func:`~.run.quiet`)."""
+    warnings while they simulate are not printed (:func:`~.run.quiet`).
+
+    The grain is the rank role: a pipeline's roles (one per stage position, each stepped at
+    its whole depth) are measured side by side, one process each, and its preflight is then
+    put together here from their measurements."""
     worlds = list(worlds) + [None] * (len(configs) - len(worlds))
     keys = [(simulation_key(config), world) for config, world in zip(configs, worlds)]
     distinct: dict[tuple[str, int | None], int] = {}
     for index, key in enumerate(keys):
         distinct.setdefault(key, index)
     jobs = list(distinct.values())
-    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
-    done = _run_jobs(jobs, workers, lambda index: (configs[index], worlds[index], gpu,
-                                                   imbalance, suggest, work, quiet))
+    cores = max(1, workers or os.cpu_count() or 1)
+    level = DEFAULT_IMBALANCE if imbalance is None else imbalance
+
+    def whole(index: int) -> tuple:
+        return (_one, configs[index], worlds[index], gpu, imbalance, suggest, work, quiet)
+
+    tasks: list[tuple] = []
+    whole_task: dict[int, int] = {}  # task -> the job it preflights whole
+    split: list[int] = []  # the jobs measured a role a task, put together afterwards
+    for index in jobs:
+        ranks = _role_representatives(configs[index], worlds[index]) if cores > 1 else []
+        if len(ranks) > 1 and level >= 1:
+            split.append(index)
+            tasks += [(_role, configs[index], worlds[index], rank, level, work, quiet)
+                      for rank in ranks]
+        else:
+            whole_task[len(tasks)] = index
+            tasks.append(whole(index))
+    results = _run_tasks(tasks, min(cores, len(tasks)))
+    done = {index: results[task] for task, index in whole_task.items()}
+    for task, measured in enumerate(results):
+        if task not in whole_task and measured is not None:
+            _, config, world, rank, _, _, _ = tasks[task]
+            remember(config, rank, world, level, *measured)
+    for index in split:  # every role is measured here now (a failed one: measured again)
+        done[index] = _one(*whole(index)[1:])
     return [done[distinct[key]] for key in keys]
 
 
-def _run_jobs(jobs: list[int], workers: int, arguments: Any) -> dict[int, Any]:
-    """``{job: _one(*arguments(job))}``, ``workers`` at a time: this process is one of them
-    (it has imported everything already; a spawned worker spends seconds importing torch and
-    the engine), the others a pool of spawned processes, each taking the next job as it ends
-    one."""
-    pending = list(reversed(jobs))
+def _role_representatives(config: Any, world: int | None) -> list[int]:
+    """The representative rank of each of ``config``'s roles at ``world`` (none when its
+    world is not valid: its preflight reports that)."""
+    try:
+        return [ranks[0] for ranks in role_ranks(config, world_size_of(config, world))]
+    except ConfigError:
+        return []
+
+
+def _role(config: Any, world: int | None, rank: int, imbalance: float, work: bool,
+          silent: bool) -> tuple | None:
+    """One role of a preflight, measured (:func:`~.run.measure_one_role`); None when it
+    fails: the preflight put together from it measures it again and reports why."""
+    try:
+        with quiet() if silent else contextlib.nullcontext():
+            return measure_one_role(config, rank, world, imbalance, work)
+    except Exception:  # noqa: BLE001 - reported by the preflight that measures it again
+        return None
+
+
+def _run_tasks(tasks: list[tuple], workers: int) -> list[Any]:
+    """``[fn(*args) for fn, *args in tasks]``, ``workers`` at a time: this process is one of
+    them (it has imported everything already; a spawned worker spends seconds importing torch
+    and the engine), the others a pool of spawned processes, each taking the next task as it
+    ends one."""
+    pending = list(reversed(range(len(tasks))))
     done: dict[int, Any] = {}
-    if workers == 1:
-        while pending:
-            index = pending.pop()
-            done[index] = _one(*arguments(index))
-        return done
+    if workers <= 1:
+        return [fn(*args) for fn, *args in tasks]
     lock = threading.Lock()
     submitted: list[tuple[int, concurrent.futures.Future]] = []
 
-    def next_job() -> int | None:
+    def next_task() -> int | None:
         with lock:
             return pending.pop() if pending else None
 
     pool = _pool(workers - 1)
 
     def submit_next(_: Any = None) -> None:
-        with lock:  # taken and submitted at once: no job is out of both lists
+        with lock:  # taken and submitted at once: no task is out of both lists
             if not pending:
                 return
             index = pending.pop()
             try:
-                future = pool.submit(_one, *arguments(index))
+                future = pool.submit(*tasks[index])
             except BrokenProcessPool:  # a worker died: this process runs it instead
                 pending.append(index)
                 return
@@ -92,13 +141,14 @@ def _run_jobs(jobs: list[int], workers: int, arguments: Any) -> dict[int, Any]:
     for _ in range(workers - 1):
         submit_next()
     with as_pool_worker():  # the pool takes the other cores: no helper of its own
-        while (index := next_job()) is not None:
-            done[index] = _one(*arguments(index))
+        while (index := next_task()) is not None:
+            fn, *args = tasks[index]
+            done[index] = fn(*args)
     with lock:
-        listed = list(submitted)  # every job the pool took: none is left to take
+        listed = list(submitted)  # every task the pool took: none is left to take
     for index, future in listed:
         done[index] = future.result()
-    return done
+    return [done[index] for index in range(len(tasks))]
 
 
 #: The spawned workers, kept across calls (``(size, executor)``; None before the first).

@@ -359,6 +359,33 @@ def _measured(key: str, sim: Any, rank: int, world: int, imbalance: float, work:
     return copy.deepcopy(memory), flops, copy.deepcopy(_WORK[entry]) if work else None
 
 
+def measure_one_role(config: Any, rank: int, world: int | None, imbalance: float,
+                     work: bool = False) -> tuple[tuple[RoleMemory, float], RoleWork | None]:
+    """One role of :func:`preflight`'s (``rank``: its representative), measured as preflight
+    measures it: ``((memory, FLOPs per token), work or None)``, for :func:`remember` in
+    another process (:func:`~.many.preflight_many` measures a pipeline's roles side by side,
+    each in a process of its own)."""
+    resolved_model_config(config)
+    key = simulation_key(config)
+    memory, flops, role_work = _measured(key, simulation_config(config), rank,
+                                         world_size_of(config, world), imbalance, work)
+    return (memory, flops), role_work
+
+
+def remember(config: Any, rank: int, world: int | None, imbalance: float,
+             measured: tuple[RoleMemory, float], role_work: RoleWork | None) -> None:
+    """Keep a role :func:`measure_one_role` measured in another process as if measured here:
+    the next :func:`preflight` of ``config`` reads it instead of simulating it. (The entry is
+    made here: a simulation key is the same only within one process.)"""
+    entry = (simulation_key(config), rank, world_size_of(config, world), imbalance)
+    _MEASURED[entry] = measured
+    _MEASURED.move_to_end(entry)
+    if role_work is not None:
+        _WORK[entry] = role_work
+    while len(_MEASURED) > MEASURED_KEPT:
+        _WORK.pop(_MEASURED.popitem(last=False)[0], None)
+
+
 def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
               imbalance: float = DEFAULT_IMBALANCE, work: bool = False) -> Preflight:
     """Preflight ``config`` (a ``HyperTrainer.Config``) at its world size on ``gpu``.
@@ -390,9 +417,11 @@ __all__ = [
     "GPUS_PER_NODE",
     "Preflight",
     "Role",
+    "measure_one_role",
     "measure_role",
     "preflight",
     "quiet",
+    "remember",
     "role_ranks",
     "share_helper",
     "world_size_of",

@@ -24,7 +24,10 @@ pattern with no period.
 
 **Pipeline stages** run their parts' forward and backward directly (the schedule's shape
 inference would exchange metadata with peers that do not exist here) and hold as many
-micro-batches' saved activations as their schedule keeps in flight (:func:`in_flight`).
+micro-batches' saved activations as their schedule keeps in flight (:func:`in_flight`). A rank's
+stages that are alike (:func:`stage_shape`: neither the first nor the last, the same modules
+and parameters: an interleaved schedule's middle stages) step once: each holds what the
+stepped one holds, and its work is the stepped one's.
 """
 
 from __future__ import annotations
@@ -658,6 +661,31 @@ def in_flight(schedule: str, n_micro: int, pp: int, pp_rank: int, stages_per_ran
     return max(1, math.ceil(chunks / v))
 
 
+def _as_if_stepped(part: Any) -> None:
+    """A stage that was not stepped (an alike one was), left as a step leaves it: an FSDP
+    root initialises its parameters' sharded state on its first forward, which the
+    optimizer's step then reads."""
+    from torch.distributed.fsdp import FSDPModule
+
+    if isinstance(part, FSDPModule):
+        part._get_fsdp_state()._lazy_init()
+
+
+def stage_shape(part: Any, stage_index: int, num_stages: int) -> tuple:
+    """What a pipeline stage's step depends on: whether it is the first or the last stage
+    (the embedding, the head and the loss), its modules' types in order (the layer kinds,
+    checkpoint wrappers, FSDP units) and its parameters' and buffers' shapes, dtypes and
+    placements. Two stages of a rank with the same shape step alike (the layers' indices name
+    nothing they compute)."""
+    def tensor(t: Any) -> tuple:
+        return (type(t).__name__, tuple(t.shape), t.dtype, t.requires_grad,
+                tuple(map(repr, getattr(t, "placements", ()))))
+
+    return (stage_index == 0, stage_index == num_stages - 1,
+            tuple(type(m).__qualname__ for m in part.modules()),
+            tuple(map(tensor, part.parameters())), tuple(map(tensor, part.buffers())))
+
+
 def _live_bytes(tracker) -> int:
     return sum(_kinds(tracker.get_tracker_snapshot("current")).get(k, 0)
                for k in ACTIVATION_KINDS)
@@ -690,32 +718,45 @@ def stage_peak(build: RoleBuild, work: list | None = None) -> tuple[dict[str, in
     dtype = _compute_dtype(c)
     held_extra = 0
     peak_kinds: dict[str, int] = {}
-    sends: list = []
+    transfers: dict[int, tuple[int | None, int | None]] = {}  # stage -> bytes received, sent
+    # The rank's stages by shape: each shape's first stage is stepped and stands for the rest.
+    alike: dict[tuple, list[int]] = {}
+    for part, stage_index in zip(pipeline.parts, pipeline.stage_indices):
+        alike.setdefault(stage_shape(part, stage_index, pipeline.num_stages),
+                         []).append(stage_index)
+    parts = dict(zip(pipeline.stage_indices, pipeline.parts))
     with recording(build) if work is not None else contextlib.nullcontext() as recorder:
-        for part, stage_index in zip(pipeline.parts, pipeline.stage_indices):
+        for stage_indices in alike.values():
+            stage_index = stage_indices[0]
             first, last = stage_index == 0, stage_index == pipeline.num_stages - 1
-            tracker = memory_tracker(part)
+            tracker = memory_tracker(parts[stage_index])
             with tracker:
                 x = ids if first else torch.zeros(
                     ids.shape[0], ids.shape[1], hidden, dtype=dtype, requires_grad=True)
-                out = part(x, **images)
+                out = parts[stage_index](x, **images)
                 saved = _live_bytes(tracker)
                 loss = build.loss_fn(out, labels) if last else out.float().sum()
                 loss = loss if loss.dim() == 0 else loss.sum()
                 loss.backward()
                 kinds = _kinds(tracker.get_tracker_snapshot("peak"))
             if recorder is not None:
-                sends += stage_sends(build, stage_index, x if not first else None,
-                                     out if not last else None)
+                recorder.next_micro_batch()  # each shape's work in a bucket of its own
+            for index in stage_indices:  # an alike stage sends the same shapes
+                transfers[index] = (None if first else x.numel() * x.element_size(),
+                                    None if last else out.numel() * out.element_size())
             del out, loss, x
-            held_extra += (n_flight - 1) * saved
+            held_extra += len(stage_indices) * (n_flight - 1) * saved
             if sum(kinds.values()) > sum(peak_kinds.values()):
                 peak_kinds = kinds
         if recorder is not None:
             recorder.finish_micro_batches()
+    for indices in alike.values():
+        for index in indices[1:]:
+            _as_if_stepped(parts[index])
     if recorder is not None:
-        work.append(recorder.work(1))
-        work.append(sends)
+        work.append(recorder.stages_work([len(indices) for indices in alike.values()]))
+        work.append([send for index in pipeline.stage_indices
+                     for send in stage_sends(build, index, *transfers[index])])
     for p in _unique_parameters(pipeline.parts):
         p.grad = None
     peak_kinds["ACT"] = peak_kinds.get("ACT", 0) + held_extra
@@ -800,6 +841,7 @@ __all__ = [
     "simulation_config",
     "simulation_key",
     "stage_peak",
+    "stage_shape",
     "step_added_bytes",
     "step_peak",
     "truncated",

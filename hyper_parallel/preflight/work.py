@@ -308,7 +308,8 @@ class WorkRecorder(TorchDispatchMode):
 
     A DTensor operator is left to DTensor (``NotImplemented``), whose local operators and
     redistributing collectives then come here; the operators DTensor runs on tensors of
-    another fake mode only to infer its output's shape are not the step's and are skipped.
+    another fake mode only to infer its output's shape (and the tensors it makes there) are not
+    the step's and are skipped.
 
     DTensor operators are counted by DTensor's own sharding-propagation cache, one lookup per
     operator (:func:`dtensor_operators_dispatched`): torch dispatches most of them in C++
@@ -379,8 +380,9 @@ class WorkRecorder(TorchDispatchMode):
         if any(isinstance(t, DTensor) for t in leaves):
             return NotImplemented  # DTensor's dispatch counts it (see the class docstring)
         out = func(*args, **kwargs)
-        if any(isinstance(t, FakeTensor) and t.fake_mode is not self.fake_mode for t in leaves):
-            return out  # DTensor's shape inference on tensors of its own
+        if any(isinstance(t, FakeTensor) and t.fake_mode is not self.fake_mode
+               for t in (*leaves, *tree_leaves(out))):
+            return out  # DTensor's shape inference on tensors of its own (made ones too)
         self._record(func, args, kwargs, out)
         return out
 
@@ -443,6 +445,23 @@ class WorkRecorder(TorchDispatchMode):
         return total
 
 
+    def stages_work(self, counts: list[int]) -> RoleWork:
+        """One pipeline micro-batch through a rank's stages, each recorded bucket (one per
+        stage shape, :meth:`next_micro_batch` between them) standing for ``counts[i]`` alike
+        stages."""
+        recorded = [b.result() for b in self.micro]
+        if len(recorded) != len(counts):
+            raise RuntimeError(f"preflight recorded {len(recorded)} stage shapes of "
+                               f"{len(counts)}")
+        total = self.before.result()
+        for w, count in zip(recorded, counts):
+            total = total.combined(w, count)
+        if self.after is not None:
+            total = total + self.after.result()
+        total.micro_batches = 1
+        return total
+
+
 def dtensor_operators_dispatched() -> int:
     """DTensor operators dispatched so far in this process: every one looks its sharding up in
     the propagator's cache once (a hit or a miss)."""
@@ -450,10 +469,13 @@ def dtensor_operators_dispatched() -> int:
     return hits + misses
 
 
-def stage_sends(build: Any, stage_index: int, received: Any, sent: Any) -> list[Collective]:
+def stage_sends(build: Any, stage_index: int, received: int | None, sent: int | None
+                ) -> list[Collective]:
     """The sends of one pipeline stage per micro-batch, as the schedule issues them: its output
-    to the next stage's rank in the forward, the gradient of its input to the previous one's in
-    the backward (each transfer counted once, by its sender)."""
+    (``sent`` bytes) to the next stage's rank in the forward, the gradient of its input
+    (``received`` bytes) to the previous one's in the backward (each transfer counted once, by
+    its sender; None: the stage has no such neighbour). Called outside :func:`recording`: the
+    mesh lookups run tensor operators of their own, which are not the step's."""
     import torch.distributed as dist
 
     from hyper_parallel.models.pipelining import stages_of_rank
@@ -465,10 +487,10 @@ def stage_sends(build: Any, stage_index: int, received: Any, sent: Any) -> list[
     me = dist.get_rank()
     out = []
     if sent is not None:
-        out.append(Collective("send_recv", _bytes(sent), (me, ranks[owner[stage_index + 1]]),
+        out.append(Collective("send_recv", sent, (me, ranks[owner[stage_index + 1]]),
                               1, "forward", "pp"))
     if received is not None:
-        out.append(Collective("send_recv", _bytes(received),
+        out.append(Collective("send_recv", received,
                               (me, ranks[owner[stage_index - 1]]), 1, "backward", "pp"))
     return out
 

@@ -1,0 +1,53 @@
+"""``preflight_many`` measures a pipeline's rank roles side by side, one process each, and puts
+its preflight together from them: the same report as one process measuring every role, and
+each role measured once, in one process."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hyper_parallel.config.manager import ConfigManager
+from hyper_parallel.preflight import many, run
+from hyper_parallel.preflight.gpus import GPUS
+from hyper_parallel.trainer.hyper_trainer import HyperTrainer
+
+pytestmark = pytest.mark.slow  # a spawned worker: seconds of imports
+
+PIPELINE = ["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel",
+            "--parallelism.pipeline_parallel_degree=2", "--parallelism.num_pp_microbatches=2",
+            "--training.local_batch_size=2", "--training.global_batch_size=2",
+            # A length of this test's own: no worker kept from another test has measured it.
+            "--training.seq_len=192"]
+
+
+def measured_ranks(config) -> list[int]:
+    """The representative ranks of ``config`` this process has measured (run in the pool's
+    worker too: a simulation key is the same only within one process)."""
+    from hyper_parallel.preflight.simulate import simulation_key
+
+    key = simulation_key(config)
+    return sorted(entry[1] for entry in run._MEASURED if entry[0] == key)
+
+
+def _figures(report) -> list:
+    return [dataclasses.replace(role, seconds=0.0) for role in report.roles]
+
+
+def test_a_pipelines_roles_are_measured_side_by_side_and_put_together():
+    config = ConfigManager(root_type=HyperTrainer.Config).parse_args(PIPELINE)
+    gpu = GPUS["h100-80gb"]
+    run._MEASURED.clear()
+    run._WORK.clear()
+    (report,) = many.preflight_many([config], gpu, workers=2, work=True, suggest=False)
+    elsewhere = many._pool(1).submit(measured_ranks, config).result()
+    here = measured_ranks(config)
+    # One role in the worker, the other here, and both kept here.
+    assert len(elsewhere) == 1 and here == [0, 1], (elsewhere, here)
+    run._MEASURED.clear()
+    run._WORK.clear()
+    alone = run.preflight(config, gpu, work=True)
+    assert len(report.roles) == 2 and report.fits
+    assert _figures(report) == _figures(alone)
+    assert all(role.work is not None for role in report.roles)
