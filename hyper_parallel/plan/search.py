@@ -170,7 +170,8 @@ def estimate_parts(candidate: Candidate, base: Any, facts: ModelFacts, world: in
 def weight(config: Any, facts: ModelFacts) -> int:
     """What preflighting ``config`` costs, in preflights of the model's cheapest kind: a role
     whose depth preflight extrapolates steps one and two periods of layers; a pipeline's
-    stages (and a model without a period) step every layer (``preflight.simulate``)."""
+    stages (and a model without a period) step every layer (``preflight.simulate``; a
+    rank's alike stages step once, so a pipeline's weight is an upper bound)."""
     from hyper_parallel.preflight.simulate import layer_period
 
     depth = facts.num_layers
@@ -349,7 +350,14 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
         parts[own] = estimate_parts(own, base, facts, world, gpus_per_node, hardware)
     promise = Promise(parts)
 
-    weights = {c: weight(apply(base, c), facts) for c in parts}
+    # A candidate's weight follows from its pipeline degree and checkpointing alone: one
+    # configuration built per pair, not one per candidate (thousands).
+    by_kind: dict[tuple[int, str], int] = {}
+    for c in parts:
+        kind = (c.layout.pp, c.activation_checkpoint)
+        if kind not in by_kind:
+            by_kind[kind] = weight(apply(base, c), facts)
+    weights = {c: by_kind[(c.layout.pp, c.activation_checkpoint)] for c in parts}
     pipeline = max((w for c, w in weights.items() if c.layout.pp > 1), default=0)
     cap = DEFAULT_BUDGET + pipeline if budget is None else budget
     result.budget = cap
