@@ -661,16 +661,6 @@ def in_flight(schedule: str, n_micro: int, pp: int, pp_rank: int, stages_per_ran
     return max(1, math.ceil(chunks / v))
 
 
-def _as_if_stepped(part: Any) -> None:
-    """A stage that was not stepped (an alike one was), left as a step leaves it: an FSDP
-    root initialises its parameters' sharded state on its first forward, which the
-    optimizer's step then reads."""
-    from torch.distributed.fsdp import FSDPModule
-
-    if isinstance(part, FSDPModule):
-        part._get_fsdp_state()._lazy_init()
-
-
 def stage_shape(part: Any, stage_index: int, num_stages: int) -> tuple:
     """What a pipeline stage's step depends on: whether it is the first or the last stage
     (the embedding, the head and the loss), its modules' types in order (the layer kinds,
@@ -750,9 +740,6 @@ def stage_peak(build: RoleBuild, work: list | None = None) -> tuple[dict[str, in
                 peak_kinds = kinds
         if recorder is not None:
             recorder.finish_micro_batches()
-    for indices in alike.values():
-        for index in indices[1:]:
-            _as_if_stepped(parts[index])
     if recorder is not None:
         work.append(recorder.stages_work([len(indices) for indices in alike.values()]))
         work.append([send for index in pipeline.stage_indices
