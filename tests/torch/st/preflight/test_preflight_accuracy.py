@@ -13,7 +13,8 @@ against each other:
   0.98-1.03, ``bench/bench_preflight.py``; ``_preflight_truth.step_peak_of_trace``).
 
 One launch per world size measures all its layouts (the truth worker takes ``--next``); the
-suite runs :data:`IN_SUITE`, the bench all of :data:`LAYOUTS`.
+suite runs :data:`IN_SUITE`, each model a layer period deep (:data:`SUITE_SIZE`; measured
+0.998-1.020), the bench all of :data:`LAYOUTS` on the whole debug models.
 """
 
 from __future__ import annotations
@@ -59,13 +60,26 @@ PEAK_RTOL = 0.10
 IN_SUITE = [n for n, (world, _) in LAYOUTS.items() if world <= 2 and n != "EP 2, full AC"]
 
 
+#: The suite's models, a layer period each (every layer kind, and so every collective and
+#: saved tensor a layer makes, at half the debug models' CPU): the dense debug recipe on the
+#: tiny flavor, the MoE debug model's first 4 layers. The bench measures the debug models.
+SUITE_SIZE = {"qwen3_5_v2": "--model.config_overrides={flavor: tiny}",
+              "qwen3_5_moe": "--model.config_overrides={num_hidden_layers: 4}"}
+
+
+def _suite_args(name: str) -> list[str]:
+    """The command line of layout ``name`` as the suite runs it (:data:`SUITE_SIZE`)."""
+    args = list(LAYOUTS[name][1])
+    return [*args, SUITE_SIZE[args[args.index("--module") + 1]]]
+
+
 def _measure(world: int, folder: Path) -> dict[str, dict]:
     """Rank 0's real figures for the suite's layouts of ``world`` ranks: one job."""
     folder.mkdir(parents=True)
     names = [n for n in IN_SUITE if LAYOUTS[n][0] == world]
     args: list[str] = []
     for name in names:
-        args += [*(["--next"] if args else []), *LAYOUTS[name][1]]
+        args += [*(["--next"] if args else []), *_suite_args(name)]
     result = folder / f"world{world}.json"
     spawn_ranks(TRUTH, [str(result), *args], nproc=world, timeout=600)
     return {name: ranks[0] for name, ranks in zip(names, json.loads(result.read_text()))}
@@ -77,7 +91,7 @@ def truth(request, tmp_path_factory, name) -> dict:
     session and shared by its xdist workers."""
     cache = session_cache(request.config, tmp_path_factory, "preflight_truth")
     world = LAYOUTS[name][0]
-    layouts = tuple((n, LAYOUTS[n]) for n in IN_SUITE if LAYOUTS[n][0] == world)
+    layouts = tuple((n, tuple(_suite_args(n))) for n in IN_SUITE if LAYOUTS[n][0] == world)
     return cache.get(("preflight truth", world, layouts),
                      lambda folder: _measure(world, folder))[name]
 
@@ -88,8 +102,8 @@ def _predicted(name: str):
     from hyper_parallel.preflight.simulate import simulation_config, step_added_bytes
     from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
-    world, args = LAYOUTS[name]
-    config = ConfigManager(root_type=HyperTrainer.Config).parse_args(list(args))
+    world = LAYOUTS[name][0]
+    config = ConfigManager(root_type=HyperTrainer.Config).parse_args(_suite_args(name))
     # Balanced routing (the real step's random tokens route about evenly; no hot rank).
     memory, _ = measure_role(simulation_config(config), 0, world, imbalance=1.0)
     return memory, step_added_bytes(memory)
@@ -102,6 +116,7 @@ def test_preflight_matches_a_real_step(name, truth):
     assert (memory.params_bytes, memory.grads_bytes, memory.optimizer_bytes) == (
         real["params_bytes"], real["grads_bytes"], real["optimizer_bytes"]), name
     ratio = added / real["step_peak_bytes"]
+    print(f"{name}: preflight's step peak / the real step's {ratio:.3f}")
     assert abs(ratio - 1) <= PEAK_RTOL, (
         f"{name}: preflight's step peak {added} B is {ratio:.3f}x the profiler's "
         f"{real['step_peak_bytes']} B")
