@@ -444,7 +444,6 @@ class WorkRecorder(TorchDispatchMode):
         total.micro_batches = micro_batches
         return total
 
-
     def stages_work(self, counts: list[int]) -> RoleWork:
         """One pipeline micro-batch through a rank's stages, each recorded bucket (one per
         stage shape, :meth:`next_micro_batch` between them) standing for ``counts[i]`` alike
