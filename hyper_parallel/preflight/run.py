@@ -348,12 +348,9 @@ def _measured(key: str, sim: Any, rank: int, world: int, imbalance: float, work:
     if entry not in _MEASURED or (work and entry not in _WORK):
         if work:
             recorded: list = []
-            _MEASURED[entry] = measure_role(sim, rank, world, imbalance, work=recorded)
-            _WORK[entry] = recorded[0]
+            _keep(entry, measure_role(sim, rank, world, imbalance, work=recorded), recorded[0])
         else:
-            _MEASURED[entry] = measure_role(sim, rank, world, imbalance)
-        while len(_MEASURED) > MEASURED_KEPT:
-            _WORK.pop(_MEASURED.popitem(last=False)[0], None)
+            _keep(entry, measure_role(sim, rank, world, imbalance), None)
     _MEASURED.move_to_end(entry)
     memory, flops = _MEASURED[entry]
     return copy.deepcopy(memory), flops, copy.deepcopy(_WORK[entry]) if work else None
@@ -377,7 +374,14 @@ def remember(config: Any, rank: int, world: int | None, imbalance: float,
     """Keep a role :func:`measure_one_role` measured in another process as if measured here:
     the next :func:`preflight` of ``config`` reads it instead of simulating it. (The entry is
     made here: a simulation key is the same only within one process.)"""
-    entry = (simulation_key(config), rank, world_size_of(config, world), imbalance)
+    _keep((simulation_key(config), rank, world_size_of(config, world), imbalance), measured,
+          role_work)
+
+
+def _keep(entry: tuple, measured: tuple[RoleMemory, float], role_work: RoleWork | None
+          ) -> None:
+    """Keep a role's measurement (and its work, when recorded) as the newest entry, the
+    oldest dropped beyond :data:`MEASURED_KEPT`."""
     _MEASURED[entry] = measured
     _MEASURED.move_to_end(entry)
     if role_work is not None:
