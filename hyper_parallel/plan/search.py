@@ -494,7 +494,9 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
     for c in undecided:
         left.setdefault(c.layout, []).append(c)
     against = bar()
-    for layout, items in sorted(left.items(), key=lambda kv: min(promise(c) for c in kv[1])):
+    # By promise, then by layout: ``undecided`` is a set (its order is the process's hash seed).
+    for layout, items in sorted(left.items(),
+                                key=lambda kv: (min(promise(c) for c in kv[1]), kv[0])):
         top = min(items, key=lambda c: (promise(c), c))
         head = (f"{label(layout.describe())}: not preflighted ({len(items)} candidate"
                 f"{'s' if len(items) > 1 else ''}, the most promising "

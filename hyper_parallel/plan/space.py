@@ -168,7 +168,25 @@ def _set(section: Any, name: str, value: Any) -> None:
 def apply(base: Any, candidate: Candidate) -> Any:
     """``base`` (a ``HyperTrainer.Config``) with the candidate's layout, batch split and
     checkpointing: a copy; everything else is the recipe's."""
-    config = copy_config(base)
+    return _set_candidate(copy_config(base), base, candidate)
+
+
+#: The sections :func:`apply` sets; the others are the recipe's.
+CANDIDATE_SECTIONS = ("parallelism", "training", "activation_checkpoint")
+
+
+def checked_view(base: Any, candidate: Candidate) -> Any:
+    """What :func:`apply` makes, for the engine's checks only (:func:`engine_check`, which
+    reads): the sections a candidate sets are copies, the others ``base``'s own. The space
+    checks thousands of candidates; a deep copy of the whole recipe each was most of its
+    time."""
+    sections = {name: copy.copy(getattr(base, name)) for name in CANDIDATE_SECTIONS}
+    return _set_candidate(dataclasses.replace(base, **sections), base, candidate)
+
+
+def _set_candidate(config: Any, base: Any, candidate: Candidate) -> Any:
+    """``config`` (a copy of ``base`` in :data:`CANDIDATE_SECTIONS` at least) with the
+    candidate's settings."""
     p, lay = config.parallelism, candidate.layout
     _set(p, "data_parallel_replicate_degree", lay.dp_replicate)
     _set(p, "data_parallel_shard_degree", lay.dp_shard)
@@ -555,7 +573,7 @@ def build_space(base: Any, world: int, gpus_per_node: int, gpu: Any, facts: Mode
             drop("same run", SAME_RUN, layout, "dp_replicate")
             continue
         points = _batch_points(layout, gbs, base.training.local_batch_size)
-        probe = apply(base, Candidate(layout, points[-1][0], points[-1][1], "full"))
+        probe = checked_view(base, Candidate(layout, points[-1][0], points[-1][1], "full"))
         try:
             engine_check(probe, world, facts, training=False)
         except ConfigError as exc:
@@ -572,7 +590,7 @@ def build_space(base: Any, world: int, gpus_per_node: int, gpu: Any, facts: Mode
             for mode in AC_MODES:
                 candidate = Candidate(layout, lbs, m, mode)
                 try:
-                    engine_check(apply(base, candidate), world, facts)
+                    engine_check(checked_view(base, candidate), world, facts)
                 except ConfigError as exc:
                     problem = problem or exc
                     continue

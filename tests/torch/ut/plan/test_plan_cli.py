@@ -259,6 +259,22 @@ def test_the_default_search_stops_when_nothing_left_might_be_best(monkeypatch, d
     assert any("might be best" in d.reason for d in result.dropped)
 
 
+def test_the_plan_is_the_same_whatever_the_order_of_its_sets(monkeypatch, debug_base):
+    """The search keeps candidates in sets, whose order follows the process's hash seed: the
+    plan (what it preflights, its table, what it leaves and why, in order) must not."""
+    from hyper_parallel.plan.space import Candidate
+
+    def plan_text():
+        result, handed = _fake_plan(monkeypatch, debug_base, budget=3)
+        return ([repr(h.parallelism) for h in handed],
+                [e.candidate for e in result.evaluated], [d.reason for d in result.dropped])
+
+    first = plan_text()
+    seeded = Candidate.__hash__
+    monkeypatch.setattr(Candidate, "__hash__", lambda self: -seeded(self) // 7)
+    assert plan_text() == first
+
+
 def test_the_estimate_is_calibrated_by_a_preflighted_neighbour():
     """A candidate's estimated compute (and bubble) is scaled by what the nearest preflighted
     candidate's predicted compute was over its own analytic compute; the collectives stay."""

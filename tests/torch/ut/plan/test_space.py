@@ -167,6 +167,26 @@ def test_a_candidate_written_into_the_recipe_reads_back_as_itself(debug, data):
     assert config.parallelism.tensor_parallel_degree == 1  # the base is untouched
 
 
+@given(st.data())
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+def test_the_checked_view_is_the_applied_candidate_and_leaves_the_recipe_as_it_was(debug, data):
+    """The space checks each candidate on a view that copies only the sections a candidate
+    sets: it equals ``apply``'s deep copy field for field, and building a space (thousands
+    of checks on views) leaves the recipe exactly as it was: the engine's checks only read."""
+    config, facts = debug
+    before = space.copy_config(config)
+    world = data.draw(st.sampled_from([2, 4]))
+    found = _space_of(config, facts, world)
+    candidate = data.draw(st.sampled_from(found.candidates))
+    view = space.checked_view(config, candidate)
+    assert view == space.apply(config, candidate)
+    space.engine_check(view, world, facts)
+    assert config == before
+    for name in space.CANDIDATE_SECTIONS:  # the view's own copies, not the recipe's
+        assert getattr(view, name) is not getattr(config, name)
+
+
 _SPACES: dict = {}
 
 
