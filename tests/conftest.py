@@ -40,6 +40,13 @@ if "WANDB_CACHE_DIR" not in os.environ:
                        ("WANDB_DATA_DIR", "data")):
         os.environ[_var] = os.path.join(_wandb_home, _sub)
 
+# Under pytest-xdist the session already runs one test a core: a test's preflight spreading its
+# simulations over the cores (preflight/run.py: processes()) would only take them from the other
+# worker's test, and pay a spawned interpreter's imports. The tests of that spreading ask for
+# their processes themselves.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("HYPER_PARALLEL_PREFLIGHT_PROCESSES", "1")
+
 #: The layout harness's session fixture (``layouts``), for every test that compares layouts;
 #: the suite's cost, printed at its end.
 pytest_plugins = ["tests.helpers.layout", "tests.helpers.suite_cost"]

@@ -27,7 +27,6 @@ What the budget leaves undecided is listed with the reason and its estimate (``-
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -311,6 +310,7 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
     once no candidate left might be best (within :data:`MIGHT_BE_BEST` of the best step
     found), at most :data:`DEFAULT_BUDGET` and one pipeline's weight."""
     from hyper_parallel.preflight.many import preflight_many, start_workers
+    from hyper_parallel.preflight.run import processes
     from hyper_parallel.preflight.simulate import simulation_key
 
     start = time.perf_counter()
@@ -320,7 +320,7 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
                           path="--budget")
     selective = budget is None
     world = nodes * gpus_per_node
-    workers = workers or os.cpu_count() or 1
+    workers = workers or processes()
     facts = model_facts(base)
     space = build_space(base, world, gpus_per_node, gpu, facts)
     if space.candidates:

@@ -3,8 +3,9 @@
 Configurations whose simulations are the same (:func:`~.simulate.simulation_key`: variants that
 differ only in data, checkpoints, metrics, paths, learning rate, seed or length) at the same
 world are preflighted once. The distinct ones run side by side, one process each (a process
-holds one process group, and each simulation makes its own), as many as the machine has cores:
-this one and spawned workers. The workers are kept while this process lives (:func:`_pool`):
+holds one process group, and each simulation makes its own), as many as this process may use
+(:func:`~.run.processes`: its cores, or ``HYPER_PARALLEL_PREFLIGHT_PROCESSES``): this one and
+spawned workers. The workers are kept while this process lives (:func:`_pool`):
 a fresh interpreter spends seconds importing torch and the engine, and a caller that
 preflights in rounds (the planner, the shipped-recipes test) would pay that every round.
 """
@@ -16,7 +17,6 @@ import concurrent.futures
 import contextlib
 import gc
 import multiprocessing
-import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -30,6 +30,7 @@ from hyper_parallel.preflight.run import (
     as_pool_worker,
     mark_pool_worker,
     measure_one_role,
+    processes,
     quiet,
     remember,
     role_ranks,
@@ -59,7 +60,7 @@ def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | N
     for index, key in enumerate(keys):
         distinct.setdefault(key, index)
     jobs = list(distinct.values())
-    cores = max(1, workers or os.cpu_count() or 1)
+    cores = max(1, workers or processes())
     level = DEFAULT_IMBALANCE if imbalance is None else imbalance
 
     def whole(index: int) -> tuple:
@@ -202,11 +203,11 @@ _FREEZE_AT_EXIT = False
 
 
 def start_workers(workers: int | None = None) -> None:
-    """Start the pool :func:`preflight_many` will use with ``workers`` (default: every core)
+    """Start the pool :func:`preflight_many` will use with ``workers`` (default: :func:`~.run.processes`)
     now, each worker importing what a simulation imports, while this process does other
     work (the planner builds its space meanwhile): a spawned worker spends seconds on its
     imports before its first simulation."""
-    size = (workers or os.cpu_count() or 1) - 1
+    size = (workers or processes()) - 1
     if size < 1:
         return
     pool = _pool(size)

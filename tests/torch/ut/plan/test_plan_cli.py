@@ -14,6 +14,7 @@ import pytest
 
 from hyper_parallel.plan import search
 from hyper_parallel.plan.__main__ import main
+from hyper_parallel.preflight.run import PROCESSES_ENV
 
 TINY = ["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel_fsdp2",
         "--model.config_overrides={\"flavor\": \"tiny\"}"]
@@ -27,7 +28,7 @@ def planned(tmp_path_factory):
     """One plan of the tiny model on 2 ranks, with --json and --write 2 DIR."""
     folder = tmp_path_factory.mktemp("plans")
     mp = pytest.MonkeyPatch()
-    mp.setattr(search.os, "cpu_count", lambda: 1)  # preflights in this process, one by one
+    mp.setenv(PROCESSES_ENV, "1")  # preflights in this process, one by one
     import contextlib
     import io
 
@@ -290,7 +291,7 @@ def test_the_estimate_is_calibrated_by_a_preflighted_neighbour():
     assert promise(a) == 6.0 + 0.5
 
 
-def test_preflight_workers_outlive_a_call():
+def test_preflight_workers_outlive_a_call(monkeypatch):
     """preflight_many's spawned workers are kept for the next call (a fresh one spends
     seconds importing torch and the engine): the same pool, the same process; and a lone
     simulation's deeper short build (``run._spawn``) runs in that warm worker, not in a
@@ -299,6 +300,8 @@ def test_preflight_workers_outlive_a_call():
     import os
 
     from hyper_parallel.preflight import many, run
+
+    monkeypatch.setenv(PROCESSES_ENV, "2")
 
     try:
         first = many._pool(1)

@@ -120,7 +120,7 @@ def test_the_deeper_build_runs_in_one_kept_helper_process(monkeypatch):
 
     from hyper_parallel.preflight import run
 
-    monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv(run.PROCESSES_ENV, "2")
     monkeypatch.setattr(run, "_POOL_WORKER", False)
     monkeypatch.setattr(run, "_HELPER", None, raising=False)
     try:
@@ -264,3 +264,52 @@ def test_a_problem_an_override_sets_is_located_at_the_override(capsys):
 ])
 def test_micro_batches_in_flight_per_schedule(schedule, n, pp, rank, v, held):
     assert in_flight(schedule, n, pp, rank, v) == held
+
+
+def test_preflight_runs_as_many_processes_as_it_may_use(monkeypatch):
+    """Preflight's processes side by side: the cores this process may run on (its affinity,
+    not the machine's count), or HYPER_PARALLEL_PREFLIGHT_PROCESSES; one means no helper
+    process at all; a value that is not a count is a ConfigError naming the variable."""
+    from hyper_parallel.preflight import run
+    from hyper_parallel.utils.errors import ConfigError
+
+    monkeypatch.delenv(run.PROCESSES_ENV, raising=False)
+    assert run.processes() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv(run.PROCESSES_ENV, "3")
+    assert run.processes() == 3
+    monkeypatch.setenv(run.PROCESSES_ENV, "1")
+    monkeypatch.setattr(run, "_POOL_WORKER", False)
+    assert run._spawn(os.getpid) is None  # the deeper build waits for this process
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(run.PROCESSES_ENV, bad)
+        with pytest.raises(ConfigError) as caught:
+            run.processes()
+        assert caught.value.path == run.PROCESSES_ENV and repr(bad) in str(caught.value)
+
+
+def test_a_simulation_starts_at_the_bottom_of_a_stack_of_its_own():
+    """A role's simulation runs on a thread of its own (its speed must not depend on how deep
+    the caller's stack is: CPython 3.11 maps and unmaps a frame chunk each time a hot loop
+    straddles a chunk's edge), once however nested; its result and its errors are the caller's."""
+    import threading
+
+    from hyper_parallel.preflight import run
+    from hyper_parallel.utils.errors import ConfigError
+
+    @run._at_the_bottom_of_a_stack
+    def where(nested: bool = False):
+        if nested:
+            return where()
+        return threading.current_thread().name, threading.get_ident()
+
+    name, ident = where()
+    assert name == run.SIMULATION_THREAD and ident != threading.get_ident()
+    assert where(nested=True)[0] == run.SIMULATION_THREAD
+
+    @run._at_the_bottom_of_a_stack
+    def refuse():
+        raise ConfigError("no", path="training.seq_len")
+
+    with pytest.raises(ConfigError, match="no"):
+        refuse()
+    assert run.measure_role.__wrapped__ and run._short_role.__wrapped__
