@@ -189,9 +189,10 @@ def _leave_quickly() -> None:
     """Skip the interpreter's last collections when this process exits. A process that
     simulated holds a million objects (fake tensors, their caches, autograd graphs): walked
     at exit, they cost about a second, in each worker (which :func:`_shutdown` waits for)
-    and in this process, a plan's wall time. Frozen (``gc.freeze``, as the last exit
-    handler but those registered before), they are left to the process's end; every exit
-    handler still runs, and what the processes write is closed before they exit."""
+    and in this process: a plan's wall time. An exit handler freezes them (``gc.freeze``)
+    instead, so the collections leave them to the process's end. Every exit handler still
+    runs (this one before those registered earlier), and what the processes write is closed
+    before they exit."""
     global _FREEZE_AT_EXIT
     if not _FREEZE_AT_EXIT:
         _FREEZE_AT_EXIT = True
@@ -203,10 +204,10 @@ _FREEZE_AT_EXIT = False
 
 
 def start_workers(workers: int | None = None) -> None:
-    """Start the pool :func:`preflight_many` will use with ``workers`` (default: :func:`~.run.processes`)
-    now, each worker importing what a simulation imports, while this process does other
-    work (the planner builds its space meanwhile): a spawned worker spends seconds on its
-    imports before its first simulation."""
+    """Start the pool :func:`preflight_many` will use with ``workers`` (default:
+    :func:`~.run.processes`) now, each worker importing what a simulation imports, while this
+    process does other work (the planner builds its space meanwhile): a spawned worker spends
+    seconds on its imports before its first simulation."""
     size = (workers or processes()) - 1
     if size < 1:
         return

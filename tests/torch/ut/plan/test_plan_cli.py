@@ -138,6 +138,13 @@ def test_exit_2_names_the_field(argv, field, capsys):
     assert field in err and err.startswith("error: ")
 
 
+def test_a_process_count_that_is_no_count_is_exit_2_naming_the_variable(monkeypatch, capsys):
+    monkeypatch.setenv(PROCESSES_ENV, "two")
+    assert main([*TINY, *CLUSTER]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {PROCESSES_ENV}: 'two' is not a number of processes"), err
+
+
 def test_hardware_file_replaces_the_datasheet(tmp_path, capsys, monkeypatch):
     """``--hardware FILE`` goes to the profile loader: a bad file is a configuration error
     naming it, a good one prices the plan."""
