@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
-import gc
 import multiprocessing
 import threading
 from collections.abc import Sequence
@@ -172,35 +171,10 @@ def _pool(size: int) -> concurrent.futures.ProcessPoolExecutor:
         _POOL = None
     executor = concurrent.futures.ProcessPoolExecutor(
         max_workers=size, mp_context=multiprocessing.get_context("spawn"),
-        initializer=_start_worker)
+        initializer=mark_pool_worker)
     _POOL = (size, executor)
-    _leave_quickly()
     share_helper(executor)  # a lone simulation's deeper short build runs in a warm worker
     return executor
-
-
-def _start_worker() -> None:
-    """The initializer of a spawned worker."""
-    mark_pool_worker()
-    _leave_quickly()
-
-
-def _leave_quickly() -> None:
-    """Skip the interpreter's last collections when this process exits. A process that
-    simulated holds a million objects (fake tensors, their caches, autograd graphs): walked
-    at exit, they cost about a second, in each worker (which :func:`_shutdown` waits for)
-    and in this process: a plan's wall time. An exit handler freezes them (``gc.freeze``)
-    instead, so the collections leave them to the process's end. Every exit handler still
-    runs (this one before those registered earlier), and what the processes write is closed
-    before they exit."""
-    global _FREEZE_AT_EXIT
-    if not _FREEZE_AT_EXIT:
-        _FREEZE_AT_EXIT = True
-        atexit.register(gc.freeze)
-
-
-#: Whether this process freezes its objects at exit (:func:`_leave_quickly`).
-_FREEZE_AT_EXIT = False
 
 
 def start_workers(workers: int | None = None) -> None:

@@ -305,6 +305,7 @@ def test_a_simulation_starts_at_the_bottom_of_a_stack_of_its_own():
     name, ident = where()
     assert name == run.SIMULATION_THREAD and ident != threading.get_ident()
     assert where(nested=True)[0] == run.SIMULATION_THREAD
+    assert run._FREEZE_AT_EXIT  # a process that simulated skips its last collections at exit
 
     @run._at_the_bottom_of_a_stack
     def refuse():
