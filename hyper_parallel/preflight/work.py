@@ -13,6 +13,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,9 +27,16 @@ from hyper_parallel.preflight.fake_world import device_query
 #: The collective kinds a step can issue (nccl-tests' names).
 KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv", "broadcast")
 #: The mesh dimensions FSDP's collectives run on (its shard axis under the names the mesh
-#: gives it, and HSDP's replicate axis): the ones the engine overlaps with compute.
-FSDP_AXES = ("dp_shard", "dp_shard_cp", "fsdp", "efsdp", "dp", "dp_cp", "dp_replicate",
-             "dp_shard_mod_ep", "dp_shard_in_ep")
+#: gives it -- ``dp_shard_cp`` under context parallelism, ``dp_shard_ep`` for a MoE model's
+#: dense parameters under expert parallelism -- and HSDP's replicate axis): the ones the engine
+#: overlaps with compute. A collective FSDP issues on a group with none of these names (its
+#: shard axis is the context- or expert-parallel ranks alone) is named :data:`FSDP_ISSUED`.
+FSDP_AXES = ("dp_shard", "dp_shard_cp", "dp_shard_ep", "fsdp", "efsdp", "dp", "dp_cp",
+             "dp_replicate", "dp_shard_mod_ep", "dp_shard_in_ep")
+FSDP_ISSUED = "fsdp"
+#: The modules FSDP2 issues its collectives from (its all-gathers, reduce-scatters and HSDP's
+#: all-reduces, in the forward and in its backward hooks).
+_FSDP_MODULES = "torch.distributed.fsdp."
 #: What a collective can overlap with: the phase of the step that issues it ("" = the step's
 #: own bookkeeping, e.g. the token-count all-reduce, on the critical path).
 PHASES = ("forward", "backward", "optimizer", "")
@@ -54,7 +62,11 @@ class Collective:
     axis: str = ""
     """The mesh dimension the group is (``dp_shard_cp``, ``tp``, ``ep``, ``cp``, ``pp``,
     ``dp_replicate``, ...; ``""`` when it is none of the mesh's): who issued it, hence what the
-    engine overlaps it with."""
+    engine overlaps it with. One group can carry several names (under context parallelism
+    FSDP's ``dp_shard_cp`` is the loss's group too; FSDP over ``cp`` alone shares its group
+    with the context-parallel exchanges): a collective FSDP issued is named by the group's FSDP
+    name (:data:`FSDP_AXES`, else :data:`FSDP_ISSUED`), any other by its first name, a base
+    dimension before an alias."""
 
     @property
     def key(self) -> tuple:
@@ -317,7 +329,7 @@ class WorkRecorder(TorchDispatchMode):
     sharded parameters in the clipping and the optimizer, tensor parallelism's every
     operator)."""
 
-    def __init__(self, fake_mode: Any, axes: dict[str, str] | None = None) -> None:
+    def __init__(self, fake_mode: Any, axes: dict[str, tuple[str, ...]] | None = None) -> None:
         super().__init__()
         self.fake_mode = fake_mode
         self.axes = axes or {}
@@ -416,7 +428,14 @@ class WorkRecorder(TorchDispatchMode):
         if kind == "send_recv":
             peer = dist.get_global_rank(group, args[2])
             ranks = (dist.get_rank(), peer)
-        return Collective(kind, nbytes, ranks, 1, phase, self.axes.get(group.group_name, ""))
+        return Collective(kind, nbytes, ranks, 1, phase, self._axis(group.group_name))
+
+    def _axis(self, group_name: str) -> str:
+        """The :attr:`Collective.axis` of a collective on ``group_name`` issued now."""
+        names = self.axes.get(group_name, ())
+        if _issued_by_fsdp():
+            return next((n for n in names if n in FSDP_AXES), FSDP_ISSUED)
+        return names[0] if names else ""
 
     # -- the result
     def work(self, micro_batches: int, stepped_pattern: str = "repeat_last") -> RoleWork:
@@ -524,18 +543,30 @@ def _group_of(func: Any, args: tuple, kwargs: dict) -> Any:
     return _resolve_process_group(name)
 
 
-def mesh_axes(parallel_dims: Any) -> dict[str, str]:
-    """``{process group name: mesh dimension}`` of a build's mesh (base dims and flattened
-    aliases; a base dim wins over an alias of the same ranks)."""
+def _issued_by_fsdp() -> bool:
+    """Whether the collective being dispatched was called by FSDP2 (a frame of its modules
+    is on the stack: the dispatch runs under its Python caller). A step issues a few thousand
+    collectives, so the walk costs nothing beside its operators."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith(_FSDP_MODULES):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def mesh_axes(parallel_dims: Any) -> dict[str, tuple[str, ...]]:
+    """``{process group name: its mesh dimensions}`` of a build's mesh: base dims first, then
+    the flattened aliases of the same ranks (see :attr:`Collective.axis`)."""
     names, sizes = parallel_dims.mesh_dims()
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, ...]] = {}
     candidates = [n for n, s in zip(names, sizes) if s > 1] + list(parallel_dims.alias_dims())
     for name in candidates:
         try:
             group = parallel_dims.get_mesh(name).get_group()
         except (KeyError, RuntimeError, ValueError):
             continue
-        out.setdefault(group.group_name, name)
+        out[group.group_name] = (*out.get(group.group_name, ()), name)
     return out
 
 
@@ -603,6 +634,6 @@ def _counted_chunks(apply: Any) -> Any:
     return counted
 
 
-__all__ = ["FSDP_AXES", "KINDS", "PHASES", "Collective", "RoleWork", "WorkRecorder", "active",
+__all__ = ["FSDP_AXES", "FSDP_ISSUED", "KINDS", "PHASES", "Collective", "RoleWork", "WorkRecorder", "active",
            "dtensor_operators_dispatched", "extrapolate", "merge", "mesh_axes", "pipeline_step_work",
            "recording", "stage_sends"]

@@ -81,6 +81,44 @@ def test_the_tensor_parallel_step_all_reduces_on_its_axis():
     assert all(c.group_ranks == (0, 1) for c in tp)
 
 
+#: Layouts where FSDP's group is another axis's too: under context parallelism FSDP shards over
+#: ``dp_shard_cp``, the loss's group; over ``cp`` alone it shares the group with the
+#: context-parallel exchanges; a MoE model's dense parameters shard over ``dp_shard_ep``, the
+#: loss's group again. name -> (command line, world, FSDP's shards of a dense parameter or
+#: None).
+SHARED_GROUPS = {
+    "fsdp 2 x cp 2": ((*FSDP, "--parallelism.context_parallel_degree=2"), 4, 4),
+    "cp 2": ((*FSDP, "--parallelism.data_parallel_shard_degree=1",
+              "--parallelism.context_parallel_degree=2"), 2, 2),
+    "MoE ep 2 x fsdp 2": (("--module", "qwen3_5_moe", "--config",
+                           "qwen3_5_moe_debugmodel_ep2_fsdp2", *SMALL), 4, None),
+}
+
+
+@pytest.mark.parametrize("name", list(SHARED_GROUPS))
+def test_fsdps_collectives_are_named_fsdps_on_a_group_it_shares(name):
+    """A collective is named by who issued it, so the planner overlaps FSDP's gathers and
+    reductions with compute wherever its group is another axis's too (they were named
+    ``loss`` or ``cp`` and priced as exposed: a CP candidate of the 9B plan 30 % slower
+    than it is). FSDP's forward gathers carry every parameter once a micro-batch; the
+    context-parallel exchanges keep their axis; in the forward and the backward nothing runs
+    on the loss's name (its reductions are the step's bookkeeping and the optimizer's)."""
+    from hyper_parallel.preflight.work import FSDP_AXES, FSDP_ISSUED
+
+    argv, world, shards = SHARED_GROUPS[name]
+    config = _config(*argv)
+    work = preflight(config, GPUS["h100-80gb"], world=world, work=True).roles[0].work
+    in_step = [c for c in work.collectives if c.phase in ("forward", "backward")]
+    fsdp = [c for c in in_step if c.axis in (*FSDP_AXES, FSDP_ISSUED)]
+    assert {c.kind for c in fsdp if c.phase == "backward"} >= {"all_gather", "reduce_scatter"}
+    assert not [c for c in in_step if c.axis == "loss"]
+    if shards is not None:
+        gathered = sum(c.bytes * c.count for c in fsdp
+                       if c.kind == "all_gather" and c.phase == "forward")
+        assert gathered == work.micro_batches * _parameter_bytes(config, shards)
+        assert [c for c in in_step if c.axis == "cp"], "the context-parallel exchanges"
+
+
 def test_without_work_the_report_is_the_same_and_has_none():
     from hyper_parallel.preflight.report import to_json
 
