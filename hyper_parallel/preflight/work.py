@@ -33,6 +33,8 @@ KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv"
 #: shard axis is the context- or expert-parallel ranks alone) is named :data:`FSDP_ISSUED`.
 FSDP_AXES = ("dp_shard", "dp_shard_cp", "dp_shard_ep", "fsdp", "efsdp", "dp", "dp_cp",
              "dp_replicate", "dp_shard_mod_ep", "dp_shard_in_ep")
+#: The axis of a collective FSDP issued on a group none of whose names is in
+#: :data:`FSDP_AXES` (itself one of them, so the planner overlaps it as FSDP's).
 FSDP_ISSUED = "fsdp"
 #: The modules FSDP2 issues its collectives from (its all-gathers, reduce-scatters and HSDP's
 #: all-reduces, in the forward and in its backward hooks).
@@ -634,6 +636,6 @@ def _counted_chunks(apply: Any) -> Any:
     return counted
 
 
-__all__ = ["FSDP_AXES", "FSDP_ISSUED", "KINDS", "PHASES", "Collective", "RoleWork", "WorkRecorder", "active",
-           "dtensor_operators_dispatched", "extrapolate", "merge", "mesh_axes", "pipeline_step_work",
-           "recording", "stage_sends"]
+__all__ = ["FSDP_AXES", "FSDP_ISSUED", "KINDS", "PHASES", "Collective", "RoleWork",
+           "WorkRecorder", "active", "dtensor_operators_dispatched", "extrapolate", "merge",
+           "mesh_axes", "pipeline_step_work", "recording", "stage_sends"]
