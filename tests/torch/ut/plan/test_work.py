@@ -99,8 +99,8 @@ SHARED_GROUPS = {
 def test_fsdps_collectives_are_named_fsdps_on_a_group_it_shares(name):
     """A collective is named by who issued it, so the planner overlaps FSDP's gathers and
     reductions with compute wherever its group is another axis's too (they were named
-    ``loss`` or ``cp`` and priced as exposed: a CP candidate of the 9B plan 30 % slower
-    than it is). FSDP's forward gathers carry every parameter once a micro-batch; the
+    ``loss`` or ``cp`` and priced as exposed: a CP candidate of the 9B plan was predicted at
+    11.3 s a step, 9.47 s once they are FSDP's). FSDP's forward gathers carry every parameter once a micro-batch; the
     context-parallel exchanges keep their axis; in the forward and the backward nothing runs
     on the loss's name (its reductions are the step's bookkeeping and the optimizer's)."""
     from hyper_parallel.preflight.work import FSDP_AXES, FSDP_ISSUED
