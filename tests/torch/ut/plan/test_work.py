@@ -13,6 +13,9 @@ On the debug model (4 layers, 64-token rows) at 2 ranks, preflighted in this pro
   shard count), and every micro-batch of the accumulation gathers them again;
 * the tensor-parallel recipe's step all-reduces on the ``tp`` axis in the forward and the
   backward;
+* FSDP's collectives are named FSDP's where its group is another axis's too (context
+  parallelism, a MoE model's dense parameters under expert parallelism; at 2 and 4 ranks), so
+  the planner overlaps them;
 * the work extrapolated over the depth (4 + 8 layers -> 12) is the whole-depth step's;
 * asking for the work changes nothing else of the report (byte-identical JSON).
 """
@@ -100,9 +103,10 @@ def test_fsdps_collectives_are_named_fsdps_on_a_group_it_shares(name):
     """A collective is named by who issued it, so the planner overlaps FSDP's gathers and
     reductions with compute wherever its group is another axis's too (they were named
     ``loss`` or ``cp`` and priced as exposed: a CP candidate of the 9B plan was predicted at
-    11.3 s a step, 9.47 s once they are FSDP's). FSDP's forward gathers carry every parameter once a micro-batch; the
-    context-parallel exchanges keep their axis; in the forward and the backward nothing runs
-    on the loss's name (its reductions are the step's bookkeeping and the optimizer's)."""
+    11.3 s a step, 9.47 s once they are FSDP's). FSDP's forward gathers carry every parameter
+    once a micro-batch; the context-parallel exchanges keep their axis; in the forward and the
+    backward nothing runs on the loss's name (its reductions are the step's bookkeeping and
+    the optimizer's)."""
     from hyper_parallel.preflight.work import FSDP_AXES, FSDP_ISSUED
 
     argv, world, shards = SHARED_GROUPS[name]
