@@ -8,13 +8,13 @@ paths are dropped (the shipped tokenizer, a fresh model), ``num_hidden_layers: 4
 model becomes the debug flavor, ``train_path`` a small local file, ``max_steps`` 128 becomes 3.
 ``python -m hyper_parallel.codegen --from-yaml`` converts it; the YAML (legacy entry) and its
 recipe train the same run on one rank bit for bit, and the recipe trains on two data-parallel
-ranks (each streaming its share: ``split_dataset_by_node``). One job per world size.
+ranks (each streaming its share: ``split_dataset_by_node``), which read together what the one
+rank reads: the one-rank run within :data:`SPLIT_RTOL`. One job per world size.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +98,13 @@ train:
 """
 
 
+#: The two-rank run against the one-rank run, per step: the same records, the data-parallel
+#: reduction summing in another order (fp32; the weights computed in bf16). Measured on this
+#: machine: the losses bit for bit, the gradient norms 3.4e-6 apart.
+SPLIT_RTOL = 1e-5
+SPLIT_GRAD_NORM_RTOL = 1e-4
+
+
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory) -> Path:
     """The cut-down YAML, its demo data (40 corpus documents) and the recipe converted from it."""
@@ -130,6 +137,11 @@ def test_the_upstream_streaming_yaml_converts_and_trains(converted, layouts):
     assert_same_run(runs["recipe"], runs["yaml"], rtol=0)  # one run through either entry
     two = runs["recipe on 2 ranks"]
     assert two.error is None, two.error
-    assert two.steps == [1, 2, 3] and all(math.isfinite(loss) for loss in two.losses)
-    # Each rank streams its own half of the records: not the one-rank run's batches.
-    assert two.losses != runs["recipe"].losses
+    # Each rank streams its own half of the records (every other one of the shuffled stream: the
+    # file is one shard), so a step's two ranks read together the records the one-rank run
+    # reads in that step: the same run, its gradients summed in another order. Ranks that each
+    # read the whole stream would train the first half of each of its batches twice, another
+    # loss from the first step on.
+    worst = assert_same_run(two, runs["recipe"], rtol=SPLIT_RTOL,
+                            grad_norm_rtol=SPLIT_GRAD_NORM_RTOL)
+    print("recipe on 2 ranks vs 1 rank, worst relative differences:", worst)
