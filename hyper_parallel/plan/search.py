@@ -7,8 +7,9 @@ the search bounds it:
 * **Promise.** Every surviving candidate gets an *estimate* (:func:`estimate`): its compute at
   the profile's matmul rate, the recomputation its checkpointing adds, the pipeline's bubble,
   and the collectives its layout implies (FSDP's gathers and reduce-scatters beyond what the
-  compute hides, the tensor-, expert- and context-parallel exchanges of every layer), priced
-  on the links their groups cross. It orders the preflights and nothing else: the figures the
+  compute hides, the tensor-, expert- and context-parallel exchanges of every layer; context
+  parallelism's by its modes, as the step issues them, with state passing's longer
+  recurrence), priced on the links their groups cross. It orders the preflights and nothing else: the figures the
   plan prints are the preflighted step's (:func:`~hyper_parallel.plan.timing.predict`).
 * **Rounds.** Each round preflights the most promising undecided candidates at once
   (``preflight_many``: one simulation per distinct configuration, on every core), until the
@@ -124,22 +125,21 @@ def estimate_parts(candidate: Candidate, base: Any, facts: ModelFacts, world: in
     bubble a share of it (:class:`Promise` scales both by what a preflight measured)."""
     lay = candidate.layout
     t = base.training
-    dp = lay.dp_replicate * lay.dp_shard
-    rows = t.global_batch_size // dp  # a data-parallel rank's rows a step
-    micro = candidate.pp_microbatches if lay.pp > 1 else rows // candidate.local_batch_size
+    rows, micro = _rows_and_micro_batches(candidate, base)
     compute = facts.flops_per_token * t.global_batch_size * t.seq_len / world
     compute = compute / hardware.matmul_flops * (1 + RECOMPUTE[candidate.activation_checkpoint])
-    bubble = 0.0
-    if lay.pp > 1:
-        bubble = compute * (lay.pp - 1) / (lay.pp_stages_per_rank * micro)
-    mc = facts.model_config
-    layers = facts.num_layers / lay.pp
     first = {axis: (groups[0] if (groups := group_ranks(lay, world, axis)) else ())
              for axis in ("dp_shard", "dp_replicate", "tp", "ep", "cp", "pp")}
 
     def cost(kind: str, nbytes: float, axis: str, count: float) -> float:
         return _seconds(kind, nbytes, first[axis], count, gpus_per_node, hardware)
 
+    compute += _state_passing_seconds(candidate, base, facts, hardware)
+    bubble = 0.0
+    if lay.pp > 1:
+        bubble = compute * (lay.pp - 1) / (lay.pp_stages_per_rank * micro)
+    mc = facts.model_config
+    layers = facts.num_layers / lay.pp
     # FSDP: each unit (a layer; the embedding, the head) gathered in bf16 per micro-batch's
     # forward (and backward, resharded after the forward), its gradients reduce-scattered in
     # fp32; what the compute does not hide is exposed. HSDP all-reduces the shards once.
@@ -159,11 +159,101 @@ def estimate_parts(candidate: Candidate, base: Any, facts: ModelFacts, world: in
     if facts.num_experts:
         exposed += cost("all_to_all", activation * getattr(mc, "num_experts_per_tok", 1), "ep",
                         calls)
-    exposed += cost("all_to_all", 3 * activation, "cp", calls)
+    exposed += sum(cost(kind, nbytes, "cp", calls)
+                   for kind, nbytes, calls in context_parallel_exchanges(candidate, base, facts))
     # The pipeline's activations and their gradients, once per micro-batch and stage.
     exposed += _seconds("send_recv", activation, first["pp"][:2], 2 * micro *
                         lay.pp_stages_per_rank, gpus_per_node, hardware)
     return compute, bubble, exposed
+
+
+def _rows_and_micro_batches(candidate: Candidate, base: Any) -> tuple[int, int]:
+    """A data-parallel rank's rows a step and the micro-batches it steps them in."""
+    lay = candidate.layout
+    rows = base.training.global_batch_size // (lay.dp_replicate * lay.dp_shard)
+    micro = candidate.pp_microbatches if lay.pp > 1 else rows // candidate.local_batch_size
+    return rows, micro
+
+
+def context_parallel_exchanges(candidate: Candidate, base: Any, facts: ModelFacts
+                               ) -> list[tuple[str, float, float]]:
+    """The collectives context parallelism issues in a rank's step, by its modes
+    (``models/qwen3_5/context_parallel.py``), from the model's head counts and sizes:
+    ``[(kind, bytes a call, calls)]``.
+
+    * attention, ``ulysses``: an all-to-all of the queries, keys and values to
+      whole-sequence heads and one of the outputs back, and their gradients' in the backward;
+      ``all_gather``: the keys and the values gathered, one call each (the 2 to 4 key/value
+      heads of Qwen3.5: far fewer bytes), their gradients reduce-scattered;
+    * Gated DeltaNet, ``ulysses``: the same all-to-alls of the projected q / k / v / b / a
+      and the outputs; ``p2p``: the shards' state maps all-gathered (``Dk x (Dv + Dk)`` fp32
+      a head) and the short convolution's ``kernel - 1`` tokens before each shard, their
+      gradients reduce-scattered;
+    * activations move in the compute dtype (``training.mixed_precision_param``); full
+      checkpointing issues each forward exchange again in the recomputation (selective keeps
+      their outputs: ``models/qwen3_5/activation_checkpoint.py``)."""
+    lay = candidate.layout
+    if lay.cp == 1:
+        return []
+    mc = facts.model_config
+    rows, micro = _rows_and_micro_batches(candidate, base)
+    linear = list(getattr(mc, "layer_types", None) or ()).count("linear_attention") / lay.pp
+    full = facts.num_layers / lay.pp - linear
+    tokens = rows * base.training.seq_len / micro / lay.cp  # a micro-batch's, on this rank
+    tp, fp32 = lay.tp, 4
+    size = ACTIVATION_BYTES[getattr(base.training, "mixed_precision_param", None) or "float32"]
+    forwards = 2 if candidate.activation_checkpoint == "full" else 1
+    out: list[tuple[str, float, float]] = []
+    if full:
+        q = mc.num_attention_heads * mc.head_dim / tp
+        kv = mc.num_key_value_heads * mc.head_dim / tp
+        if lay.cp_attention == "ulysses":
+            moved = tokens * (2 * q + 2 * kv) * size
+            out.append(("all_to_all", moved / 2, 2 * (forwards + 1) * full * micro))
+        else:
+            gathered = lay.cp * tokens * kv * size
+            out += [("all_gather", gathered, 2 * forwards * full * micro),
+                    ("reduce_scatter", gathered, 2 * full * micro)]
+    if linear:
+        hk, hv = mc.linear_num_key_heads / tp, mc.linear_num_value_heads / tp
+        dk, dv = mc.linear_key_head_dim, mc.linear_value_head_dim
+        if lay.cp_linear == "ulysses":
+            moved = tokens * (2 * hk * dk + 2 * hv * dv + 2 * hv) * size
+            out.append(("all_to_all", moved / 2, 2 * (forwards + 1) * linear * micro))
+        else:
+            batch = lay.cp * rows / micro
+            maps = batch * hv * dk * (dv + dk) * fp32
+            halo = batch * (mc.linear_conv_kernel_dim - 1) * (2 * hk * dk + hv * dv) * size
+            for nbytes in (maps, halo):
+                out += [("all_gather", nbytes, forwards * linear * micro),
+                        ("reduce_scatter", nbytes, linear * micro)]
+    return out
+
+
+def _state_passing_seconds(candidate: Candidate, base: Any, facts: ModelFacts,
+                           hardware: Any) -> float:
+    """What context parallelism's ``p2p`` state passing adds to a rank's compute: each rank
+    runs the delta rule's recurrence on ``Dk`` more value columns (the identity that carries
+    the incoming state), memory-bound work a FLOP count barely sees, priced as preflight counts
+    the chunk loop (:func:`~hyper_parallel.plan.work.chunk_step_work`; the passes outside the
+    loop are left out: a floor). 0 for every other layout."""
+    from hyper_parallel.models.qwen3_5.delta_rule import DEFAULT_CHUNK_SIZE
+    from hyper_parallel.plan.work import chunk_step_work
+
+    lay = candidate.layout
+    if lay.cp == 1 or lay.cp_linear != "p2p":
+        return 0.0
+    mc = facts.model_config
+    linear = list(getattr(mc, "layer_types", None) or ()).count("linear_attention") / lay.pp
+    rows, _ = _rows_and_micro_batches(candidate, base)
+    tokens = rows * base.training.seq_len / lay.cp  # the step's, on this rank
+    heads = mc.linear_num_value_heads / lay.tp
+    dk, dv, c = mc.linear_key_head_dim, mc.linear_value_head_dim, DEFAULT_CHUNK_SIZE
+    wide, narrow = chunk_step_work(c, dk, dv + dk, 4), chunk_step_work(c, dk, dv, 4)
+    # The forward, a backward of twice its work and the recomputed share, every chunk's.
+    passes = 3 * (1 + RECOMPUTE[candidate.activation_checkpoint]) * tokens / c * heads * linear
+    return passes * ((wide[0] - narrow[0]) / hardware.matmul_flops
+                     + (wide[1] - narrow[1]) / hardware.memory_bytes_per_s)
 
 
 def weight(config: Any, facts: ModelFacts) -> int:
@@ -189,6 +279,8 @@ def base_of_period(config: Any) -> Any:
                            activation_checkpoint=SimpleNamespace(num_layers=None))
 
 
+#: Bytes of an activation element, by the compute dtype (``training.mixed_precision_param``).
+ACTIVATION_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 #: What a checkpointing mode keeps of a layer's activations, relative to none (ordering only:
 #: selective keeps the matmul outputs, full each layer's input; Korthikanti et al. 2022).
 KEPT = {"none": 1.0, "selective": 0.6, "full": 0.15}
@@ -514,5 +606,5 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
     return result
 
 
-__all__ = ["DEFAULT_BUDGET", "MIGHT_BE_BEST", "Evaluated", "PlanResult", "Promise", "estimate",
-           "estimate_parts", "family", "plan"]
+__all__ = ["DEFAULT_BUDGET", "MIGHT_BE_BEST", "Evaluated", "PlanResult", "Promise",
+           "context_parallel_exchanges", "estimate", "estimate_parts", "family", "plan"]

@@ -16,6 +16,7 @@ from hyper_parallel.preflight.work import (
     PHASES,
     Collective,
     RoleWork,
+    chunk_step_work,
     extrapolate,
     merge,
 )
@@ -36,5 +37,5 @@ def crosses_nodes(group_ranks: tuple[int, ...], gpus_per_node: int) -> bool:
     return nodes_spanned(group_ranks, gpus_per_node) > 1
 
 
-__all__ = ["FSDP_AXES", "KINDS", "PHASES", "Collective", "RoleWork", "crosses_nodes", "extrapolate", "merge",
-           "node_of", "nodes_spanned"]
+__all__ = ["FSDP_AXES", "KINDS", "PHASES", "Collective", "RoleWork", "chunk_step_work",
+           "crosses_nodes", "extrapolate", "merge", "node_of", "nodes_spanned"]

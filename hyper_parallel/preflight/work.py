@@ -608,12 +608,22 @@ def recording(build: Any) -> Iterator[WorkRecorder]:
         patches.undo()
 
 
-def _counted_chunks(apply: Any) -> Any:
-    """Preflight's delta rule runs the middle chunks as one operator; each of them is a
-    chunk's four matmuls (``chunk_step``: the state read, the query's read of the state, the
+def chunk_step_work(c: int, dk: int, dv: int, size: int) -> tuple[float, float]:
+    """``(FLOPs, bytes)`` of one forward ``chunk_step`` of the delta rule's chunk loop, for one
+    batch row and head, on ``c`` tokens, ``dk`` key and ``dv`` value columns of ``size``-byte
+    elements: its four matmuls (the state read, the query's read of the state, the
     intra-chunk product and the state's update; ``2 x c x Dk x Dv`` FLOPs each but the
-    intra-chunk ``2 x c x c x Dv``) and four elementwise operators, per batch row and head, and
-    a backward of twice as many (every operand needs its gradient)."""
+    intra-chunk ``2 x c x c x Dv``) and its four elementwise operators. Its backward is twice
+    both (every operand needs its gradient). Every term grows with the value columns: what
+    context parallelism's state passing, which runs the loop on ``Dk`` more of them, adds."""
+    flops = 2.0 * (3 * c * dk * dv + c * c * dv)
+    nbytes = size * 3.0 * (2 * c * dv + 2 * dk * dv)
+    return flops, nbytes
+
+
+def _counted_chunks(apply: Any) -> Any:
+    """Preflight's delta rule runs the middle chunks as one operator: each of them is counted
+    as the :func:`chunk_step_work` of its batch rows and heads."""
 
     @functools.wraps(apply)
     def counted(state, state_read, q_decayed, intra, k_to_end, chunk_decay, middle, kept):
@@ -621,11 +631,9 @@ def _counted_chunks(apply: Any) -> Any:
         outs = apply(state, state_read, q_decayed, intra, k_to_end, chunk_decay, middle, kept)
         if recorder is not None:
             batch, heads, _, c, dk = state_read.shape
-            dv = state.shape[-1]
             rows = batch * heads * middle
-            flops = rows * 2.0 * (3 * c * dk * dv + c * c * dv)
-            size = state.element_size()
-            nbytes = rows * size * 3.0 * (2 * c * dv + 2 * dk * dv)
+            flops, nbytes = chunk_step_work(c, dk, state.shape[-1], state.element_size())
+            flops, nbytes = rows * flops, rows * nbytes
             recorder.add_analytic(flops, nbytes)
             span = outs[0]
             if span.requires_grad:
@@ -637,5 +645,5 @@ def _counted_chunks(apply: Any) -> Any:
 
 
 __all__ = ["FSDP_AXES", "FSDP_ISSUED", "KINDS", "PHASES", "Collective", "RoleWork",
-           "WorkRecorder", "active", "dtensor_operators_dispatched", "extrapolate", "merge",
-           "mesh_axes", "pipeline_step_work", "recording", "stage_sends"]
+           "WorkRecorder", "active", "chunk_step_work", "dtensor_operators_dispatched",
+           "extrapolate", "merge", "mesh_axes", "pipeline_step_work", "recording", "stage_sends"]

@@ -16,6 +16,9 @@ On the debug model (4 layers, 64-token rows) at 2 ranks, preflighted in this pro
 * FSDP's collectives are named FSDP's where its group is another axis's too (context
   parallelism, a MoE model's dense parameters under expert parallelism; at 2 and 4 ranks), so
   the planner overlaps them;
+* the plan's estimate prices context parallelism's exchanges by mode: each kind's bytes over
+  the step are the preflighted step's on the ``cp`` axis (both attention forms, both Gated
+  DeltaNet forms, full checkpointing's second forward), and state passing costs compute;
 * the work extrapolated over the depth (4 + 8 layers -> 12) is the whole-depth step's;
 * asking for the work changes nothing else of the report (byte-identical JSON).
 """
@@ -191,3 +194,53 @@ def _parameter_count(model_config) -> int:
 
     with torch.device("meta"):
         return len(list(Qwen3_5ForCausalLM(model_config).parameters()))
+
+
+#: Context parallelism's modes and checkpointing, on the debug model at CP 2 (2 ranks): every
+#: exchange shape the plan's estimate prices (both attention forms, both Gated DeltaNet forms,
+#: the recomputation's second forward). name -> (attention's mode, its override (a Ulysses
+#: degree of 1 gathers the keys and values), the Gated DeltaNet's, checkpointing).
+CP_MODES = {
+    "ulysses / ulysses, full checkpointing": ("ulysses", (), "ulysses", "full"),
+    "all_gather / p2p": ("all_gather", ("--parallelism.context_parallel_ulysses_degree=1",),
+                         "p2p", "none"),
+}
+
+
+@pytest.mark.parametrize("name", list(CP_MODES))
+def test_the_estimates_context_parallel_exchanges_are_the_preflighted_steps(name):
+    """The planner orders its preflights by an estimate that prices context parallelism's
+    exchanges by mode, from the model's head counts (``plan.search.context_parallel_exchanges``;
+    the modes were one figure, so the 9B plan preflighted the slowest of them): each kind's
+    bytes over the step are the ones the preflighted step issues on the ``cp`` axis, and the
+    state passing's recurrence costs the estimate compute that Ulysses' does not."""
+    from hyper_parallel.plan.hardware import datasheet
+    from hyper_parallel.plan.search import context_parallel_exchanges, estimate_parts
+    from hyper_parallel.plan.space import candidate_of, model_facts
+
+    attention, attention_override, linear, checkpointing = CP_MODES[name]
+    config = _config(*FSDP, "--parallelism.data_parallel_shard_degree=1",
+                     "--parallelism.context_parallel_degree=2", *attention_override,
+                     f"--parallelism.context_parallel_linear_attention_mode={linear}",
+                     f"--activation_checkpoint.mode={checkpointing}")
+    candidate = candidate_of(config, 2)
+    assert (candidate.layout.cp_attention, candidate.layout.cp_linear) == (attention, linear)
+    facts = model_facts(config)
+    estimated: dict[str, float] = {}
+    for kind, nbytes, calls in context_parallel_exchanges(candidate, config, facts):
+        estimated[kind] = estimated.get(kind, 0.0) + nbytes * calls
+    work = preflight(config, GPUS["h100-80gb"], world=2, work=True).roles[0].work
+    recorded: dict[str, float] = {}
+    for c in work.collectives:
+        if c.axis == "cp" and c.phase in ("forward", "backward") and c.kind != "send_recv":
+            recorded[c.kind] = recorded.get(c.kind, 0.0) + c.bytes * c.count
+    assert estimated == pytest.approx(recorded, rel=1e-9), (estimated, recorded)
+    hardware = datasheet("h100-80gb")
+    compute = estimate_parts(candidate, config, facts, 2, 8, hardware)[0]
+    other = candidate_of(_config(*FSDP, "--parallelism.data_parallel_shard_degree=1",
+                                 "--parallelism.context_parallel_degree=2", *attention_override,
+                                 "--parallelism.context_parallel_linear_attention_mode="
+                                 + ("ulysses" if linear == "p2p" else "p2p"),
+                                 f"--activation_checkpoint.mode={checkpointing}"), 2)
+    other_compute = estimate_parts(other, config, facts, 2, 8, hardware)[0]
+    assert (compute > other_compute) == (linear == "p2p"), (compute, other_compute)
