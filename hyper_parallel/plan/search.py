@@ -9,8 +9,9 @@ the search bounds it:
   and the collectives its layout implies (FSDP's gathers and reduce-scatters beyond what the
   compute hides, the tensor-, expert- and context-parallel exchanges of every layer; context
   parallelism's by its modes, as the step issues them, with state passing's longer
-  recurrence), priced on the links their groups cross. It orders the preflights and nothing else: the figures the
-  plan prints are the preflighted step's (:func:`~hyper_parallel.plan.timing.predict`).
+  recurrence), priced on the links their groups cross. It orders the preflights and nothing
+  else: the figures the plan prints are the preflighted step's
+  (:func:`~hyper_parallel.plan.timing.predict`).
 * **Rounds.** Each round preflights the most promising undecided candidates at once
   (``preflight_many``: one simulation per distinct configuration, on every core), until the
   budget of preflights is spent or nothing is left undecided.
