@@ -156,12 +156,13 @@ def estimate_parts(candidate: Candidate, base: Any, facts: ModelFacts, world: in
     tokens = rows * t.seq_len / micro / lay.cp / lay.ep
     activation = tokens * mc.hidden_size * 2
     calls = 4 * layers * micro
-    exposed += cost("all_reduce", activation, "tp", calls)
+    exposed += sum(cost(kind, nbytes, "tp", count)
+                   for kind, nbytes, count in tensor_parallel_exchanges(candidate, base, facts))
     if facts.num_experts:
         exposed += cost("all_to_all", activation * getattr(mc, "num_experts_per_tok", 1), "ep",
                         calls)
-    exposed += sum(cost(kind, nbytes, "cp", calls)
-                   for kind, nbytes, calls in context_parallel_exchanges(candidate, base, facts))
+    exposed += sum(cost(kind, nbytes, "cp", count)
+                   for kind, nbytes, count in context_parallel_exchanges(candidate, base, facts))
     # The pipeline's activations and their gradients, once per micro-batch and stage.
     exposed += _seconds("send_recv", activation, first["pp"][:2], 2 * micro *
                         lay.pp_stages_per_rank, gpus_per_node, hardware)
@@ -174,6 +175,60 @@ def _rows_and_micro_batches(candidate: Candidate, base: Any) -> tuple[int, int]:
     rows = base.training.global_batch_size // (lay.dp_replicate * lay.dp_shard)
     micro = candidate.pp_microbatches if lay.pp > 1 else rows // candidate.local_batch_size
     return rows, micro
+
+
+def tensor_parallel_exchanges(candidate: Candidate, base: Any, facts: ModelFacts
+                              ) -> list[tuple[str, float, float]]:
+    """The collectives tensor parallelism issues in a rank's step
+    (``models/qwen3_5/parallelize.py``'s plan, no sequence parallelism), from the model's
+    sizes: ``[(kind, bytes a call, calls)]``, each on a micro-batch's activations (its tokens
+    x ``hidden_size`` in the compute dtype):
+
+    * the forward all-reduces the output of every row-parallel linear (a layer's mixer and
+      feed-forward: 2 a layer) and the vocabulary-parallel embedding's;
+    * the backward all-reduces the input gradient of every column-parallel linear (a gated
+      attention layer's q / k / v and the feed-forward's gate / up: 5; a Gated DeltaNet's six
+      input projections and the feed-forward's two: 8) and the head's;
+    * full checkpointing recomputes a layer up to the last tensor its backward reads, which
+      issues the mixer's all-reduce again (1 a layer; the feed-forward's output is not read);
+    * the head's logits are all-gathered (``tokens x vocab``).
+
+    The replicated norms' gradient reductions (a few KiB) are left out. A pipeline rank is
+    priced as if it held the embedding and the head."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    from hyper_parallel.models.qwen3_5.parallelize import (
+        ATTENTION_PLAN,
+        GATED_DELTANET_PLAN,
+        MLP_PLAN,
+    )
+
+    lay = candidate.layout
+    if lay.tp == 1:
+        return []
+    mc = facts.model_config
+    rows, micro = _rows_and_micro_batches(candidate, base)
+    linear = list(getattr(mc, "layer_types", None) or ()).count("linear_attention") / lay.pp
+    full = facts.num_layers / lay.pp - linear
+    size = ACTIVATION_BYTES[getattr(base.training, "mixed_precision_param", None) or "float32"]
+    tokens = rows * base.training.seq_len / micro / lay.cp
+
+    def linears(style: type) -> float:
+        """The rank's linears of ``style`` (each issues one all-reduce). Every Qwen3.5
+        feed-forward, the dense one and a mixture's shared expert, is a column-then-row pair
+        (``MLP_PLAN``)."""
+        def of(plan: dict) -> int:
+            return sum(1 for s in plan.values() if s is style)
+
+        return (of(ATTENTION_PLAN) * full + of(GATED_DELTANET_PLAN) * linear
+                + of(MLP_PLAN) * (full + linear))
+
+    forward = linears(RowwiseParallel) + 1  # and the embedding's
+    backward = linears(ColwiseParallel) + 1  # and the head's
+    if candidate.activation_checkpoint == "full":
+        backward += full + linear
+    return [("all_reduce", tokens * mc.hidden_size * size, (forward + backward) * micro),
+            ("all_gather", tokens * mc.vocab_size * size, micro)]
 
 
 def context_parallel_exchanges(candidate: Candidate, base: Any, facts: ModelFacts
@@ -608,4 +663,5 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
 
 
 __all__ = ["DEFAULT_BUDGET", "MIGHT_BE_BEST", "Evaluated", "PlanResult", "Promise",
-           "context_parallel_exchanges", "estimate", "estimate_parts", "family", "plan"]
+           "context_parallel_exchanges", "estimate", "estimate_parts", "family", "plan",
+           "tensor_parallel_exchanges"]

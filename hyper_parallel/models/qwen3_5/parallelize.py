@@ -102,7 +102,10 @@ from hyper_parallel.platform import get_platform
 from hyper_parallel.utils.module_names import strip_wrapper_prefixes
 
 __all__ = [
+    "ATTENTION_PLAN",
     "DEFAULT_DTYPE_MAP",
+    "GATED_DELTANET_PLAN",
+    "MLP_PLAN",
     "SAC_SAVED_OPS",
     "apply_ac",
     "apply_fsdp",
@@ -275,7 +278,9 @@ def validate_tp_degree(config: Any, tp: int) -> None:
         )
 
 
-_ATTN_PLAN = {
+#: A gated attention layer's tensor-parallel plan: its heads split (q / k / v column-parallel),
+#: the output projection row-parallel. (The planner counts its exchanges from it.)
+ATTENTION_PLAN = {
     "self_attn.q_proj": ColwiseParallel,
     "self_attn.k_proj": ColwiseParallel,
     "self_attn.v_proj": ColwiseParallel,
@@ -284,7 +289,8 @@ _ATTN_PLAN = {
     "self_attn.k_norm": _HeadLocalNorm,
 }
 _GDN_DIRECT_PARAMS = ("conv_q_weight", "conv_k_weight", "conv_v_weight", "dt_bias", "A_log")
-_GDN_PLAN = {
+#: A Gated DeltaNet layer's: its six input projections column-parallel, the output row-parallel.
+GATED_DELTANET_PLAN = {
     "linear_attn.in_proj_q": ColwiseParallel,
     "linear_attn.in_proj_k": ColwiseParallel,
     "linear_attn.in_proj_v": ColwiseParallel,
@@ -315,9 +321,9 @@ def _layer_plan(
         k: style() for k, style in {**_NORM_PLAN, **mlp_plan}.items()
     }
     if hasattr(layer, "self_attn"):
-        plan.update({k: style() for k, style in _ATTN_PLAN.items()})
+        plan.update({k: style() for k, style in ATTENTION_PLAN.items()})
     elif hasattr(layer, "linear_attn"):
-        plan.update({k: style() for k, style in _GDN_PLAN.items()})
+        plan.update({k: style() for k, style in GATED_DELTANET_PLAN.items()})
         plan["linear_attn"] = _ShardOwnParams(_GDN_DIRECT_PARAMS)
     else:
         raise RuntimeError(
