@@ -325,3 +325,35 @@ def test_preflight_workers_outlive_a_call(monkeypatch):
     finally:
         many._shutdown()
     assert many._POOL is None and run._HELPER is None
+
+
+def test_the_recomputation_is_priced_at_the_share_the_preflights_measured():
+    """Two preflighted candidates alike but for their checkpointing measure what the
+    recomputation really costs, as a share of the FLOP count (``search.RECOMPUTE``); every
+    estimate then counts its recomputation at that share: a candidate without checkpointing,
+    calibrated by a fully checkpointed one, is no longer priced as if full checkpointing cost
+    its FLOPs (the 9B plan's third round preflighted a CP candidate without checkpointing,
+    7.28 s, over HSDP with selective, 6.88 s). Without such a pair, nothing changes."""
+    from types import SimpleNamespace
+
+    from hyper_parallel.plan.space import Candidate, Layout
+
+    full, selective = (Candidate(Layout(dp_shard=8), 1, activation_checkpoint=mode)
+                       for mode in ("full", "selective"))
+    other = Candidate(Layout(dp_shard=4, cp=2), 1, activation_checkpoint="none")
+    flops = 3.0  # every candidate's compute at the matmul rate, before its recomputation
+    parts = {c: (flops * (1 + search.RECOMPUTE[c.activation_checkpoint]), 0.0, 0.5)
+             for c in (full, selective, other)}
+    promise = search.Promise(parts)
+    # Measured: the recomputation of full checkpointing costs a quarter of its FLOP count.
+    scale = 0.25
+    measured = {c: 2.0 * flops * (1 + scale * search.RECOMPUTE[c.activation_checkpoint])
+                for c in (full, selective)}
+    promise.learn(search.Evaluated(full, None, prediction=SimpleNamespace(compute=measured[full])))
+    assert promise.recompute_scale() == 1.0  # one mode preflighted: the FLOP count
+    assert promise(other) == pytest.approx(measured[full] / parts[full][0] * flops + 0.5)
+    promise.learn(search.Evaluated(selective, None,
+                                   prediction=SimpleNamespace(compute=measured[selective])))
+    assert promise.recompute_scale() == pytest.approx(scale)
+    assert promise(other) == pytest.approx(2.0 * flops + 0.5)  # the ratio without recomputation
+    assert promise(full) == pytest.approx(measured[full] + 0.5)
