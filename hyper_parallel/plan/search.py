@@ -177,6 +177,18 @@ def _rows_and_micro_batches(candidate: Candidate, base: Any) -> tuple[int, int]:
     return rows, micro
 
 
+def _layers_by_kind(facts: ModelFacts, pp: int) -> tuple[float, float]:
+    """A pipeline rank's share of the model's ``(full attention, Gated DeltaNet)`` layers."""
+    kinds = list(getattr(facts.model_config, "layer_types", None) or ())
+    linear = kinds.count("linear_attention") / pp
+    return facts.num_layers / pp - linear, linear
+
+
+def _activation_bytes(base: Any) -> int:
+    """Bytes of an activation element in the run's compute dtype."""
+    return ACTIVATION_BYTES[getattr(base.training, "mixed_precision_param", None) or "float32"]
+
+
 def tensor_parallel_exchanges(candidate: Candidate, base: Any, facts: ModelFacts
                               ) -> list[tuple[str, float, float]]:
     """The collectives tensor parallelism issues in a rank's step
@@ -208,9 +220,8 @@ def tensor_parallel_exchanges(candidate: Candidate, base: Any, facts: ModelFacts
         return []
     mc = facts.model_config
     rows, micro = _rows_and_micro_batches(candidate, base)
-    linear = list(getattr(mc, "layer_types", None) or ()).count("linear_attention") / lay.pp
-    full = facts.num_layers / lay.pp - linear
-    size = ACTIVATION_BYTES[getattr(base.training, "mixed_precision_param", None) or "float32"]
+    full, linear = _layers_by_kind(facts, lay.pp)
+    size = _activation_bytes(base)
     tokens = rows * base.training.seq_len / micro / lay.cp
 
     def linears(style: type) -> float:
@@ -253,11 +264,10 @@ def context_parallel_exchanges(candidate: Candidate, base: Any, facts: ModelFact
         return []
     mc = facts.model_config
     rows, micro = _rows_and_micro_batches(candidate, base)
-    linear = list(getattr(mc, "layer_types", None) or ()).count("linear_attention") / lay.pp
-    full = facts.num_layers / lay.pp - linear
+    full, linear = _layers_by_kind(facts, lay.pp)
     tokens = rows * base.training.seq_len / micro / lay.cp  # a micro-batch's, on this rank
     tp, fp32 = lay.tp, 4
-    size = ACTIVATION_BYTES[getattr(base.training, "mixed_precision_param", None) or "float32"]
+    size = _activation_bytes(base)
     forwards = 2 if candidate.activation_checkpoint == "full" else 1
     out: list[tuple[str, float, float]] = []
     if full:
@@ -300,7 +310,7 @@ def _state_passing_seconds(candidate: Candidate, base: Any, facts: ModelFacts,
     if lay.cp == 1 or lay.cp_linear != "p2p":
         return 0.0
     mc = facts.model_config
-    linear = list(getattr(mc, "layer_types", None) or ()).count("linear_attention") / lay.pp
+    _, linear = _layers_by_kind(facts, lay.pp)
     rows, _ = _rows_and_micro_batches(candidate, base)
     tokens = rows * base.training.seq_len / lay.cp  # the step's, on this rank
     heads = mc.linear_num_value_heads / lay.tp
