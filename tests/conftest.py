@@ -11,6 +11,23 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HYPER_PARALLEL_DISABLE_TQDM", "1")
 
+# Everything the tests and the processes they start put in the temporary folder (torchrun's
+# `torchelastic_*` logs, the workers' run folders, the warm-python servers' sockets) goes to a
+# folder of this process's, removed at exit: a suite run leaves nothing behind in /tmp. The
+# inductor's compile cache stays where it would be without this (kept between runs, as for a
+# user), so that moving the temporary folder costs no compilation.
+if "HP_TESTS_TMPDIR" not in os.environ:
+    import atexit
+    import getpass
+    import shutil
+    import tempfile
+
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(
+        tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}"))
+    _tmp = tempfile.mkdtemp(prefix="hp_tests_tmp_")
+    atexit.register(shutil.rmtree, _tmp, ignore_errors=True)
+    os.environ["TMPDIR"] = os.environ["HP_TESTS_TMPDIR"] = tempfile.tempdir = _tmp
+
 # The `datasets` library caches what it loads (hf_datasets) under ~/.cache/huggingface; tests
 # keep that in a folder of their own, removed at exit, and never reach the network.
 if "HF_HOME" not in os.environ:
