@@ -27,6 +27,10 @@ if "HP_TESTS_TMPDIR" not in os.environ:
     _tmp = tempfile.mkdtemp(prefix="hp_tests_tmp_")
     atexit.register(shutil.rmtree, _tmp, ignore_errors=True)
     os.environ["TMPDIR"] = os.environ["HP_TESTS_TMPDIR"] = tempfile.tempdir = _tmp
+    # Preflight's role measurements are kept for the session (never in the user's cache), in
+    # one folder every worker shares: a recipe the shipped-recipes test simulated, the
+    # preflight and plan commands, launch and the benches' smoke runs read, not simulate again.
+    os.environ["HYPER_PARALLEL_PREFLIGHT_CACHE"] = os.path.join(_tmp, "preflight")
 
 # The `datasets` library caches what it loads (hf_datasets) under ~/.cache/huggingface; tests
 # keep that in a folder of their own, removed at exit, and never reach the network.

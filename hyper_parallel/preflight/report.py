@@ -75,6 +75,7 @@ def to_json(report: Preflight, origin: str = "") -> dict[str, Any]:
                 "measured_depth": role.memory.depth,
                 "tracked_kinds_bytes": role.memory.detail,
                 "seconds": round(role.seconds, 2),
+                "kept": role.kept,
             }
             for role in report.roles
         ],
@@ -110,8 +111,10 @@ def to_text(report: Preflight, origin: str = "") -> str:
     for role in report.roles:
         m = role.memory
         flight = f", {m.in_flight} micro-batches in flight" if m.in_flight > 1 else ""
+        when = ("kept from an earlier preflight (HYPER_PARALLEL_PREFLIGHT_CACHE)" if role.kept
+                else f"{role.seconds:.1f} s")
         lines.append(f"  rank {role.rank}: step measured at {m.depth or 'whole'} depth"
-                     f"{flight}, {m.process_groups} process groups, {role.seconds:.1f} s")
+                     f"{flight}, {m.process_groups} process groups, {when}")
     lines.extend(accumulation_lines(report))
     lines.append(
         f"allowances: CUDA context {CUDA_CONTEXT_BYTES / GIB:g} GiB, NCCL "

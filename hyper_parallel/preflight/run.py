@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyper_parallel.preflight import measurement_cache
 from hyper_parallel.preflight.fake_world import fake_process_group, fake_world
 from hyper_parallel.preflight.flops import flops_per_token
 from hyper_parallel.preflight.gpus import Gpu, overhead_bytes, verdict
@@ -69,6 +70,9 @@ class Role:
     work: RoleWork | None = None
     """The work of the role's optimizer step (:mod:`.work`), when the preflight was asked for
     it (``work=True``); None otherwise."""
+    kept: bool = False
+    """Read from a measurement another process kept (:mod:`.measurement_cache`), not
+    simulated by this one."""
 
 
 @dataclass
@@ -424,47 +428,71 @@ MEASURED_KEPT = 256
 _MEASURED: collections.OrderedDict[tuple, tuple[RoleMemory, float]] = collections.OrderedDict()
 #: The work of the roles this process has measured with ``work=True``, by the same entries.
 _WORK: dict[tuple, RoleWork] = {}
+#: The entries read from :mod:`.measurement_cache` rather than simulated here.
+_KEPT: set[tuple] = set()
 
 
 def _measured(key: str, sim: Any, rank: int, world: int, imbalance: float, work: bool = False
-              ) -> tuple[RoleMemory, float, RoleWork | None]:
+              ) -> tuple[RoleMemory, float, RoleWork | None, bool]:
     """:func:`measure_role` of ``sim``, once per process for each simulation (``key``:
     :func:`~.simulate.simulation_key`): the figures are a function of what is simulated (the
     GPU only judges them), so the same run on another GPU, a suggestion tried again or a
-    planner's repeated candidate is not simulated twice. Each caller gets its own copy.
+    planner's repeated candidate is not simulated twice; nor what another process measured
+    with this code (:mod:`.measurement_cache`; the last of the four it returns says so). Each
+    caller gets its own copy.
     ``work``: also the step's work (a measurement without it is made again, with it)."""
     entry = (key, rank, world, imbalance)
     if entry not in _MEASURED or (work and entry not in _WORK):
+        kept = measurement_cache.load(entry, work)
+        if kept is not None:
+            memory, flops, role_work = kept
+            _keep(entry, (memory, flops), role_work)
+            _KEPT.add(entry)
+            return _copies(entry, work)
+        _KEPT.discard(entry)
         if work:
             recorded: list = []
             _keep(entry, measure_role(sim, rank, world, imbalance, work=recorded), recorded[0])
+            measurement_cache.store(entry, *_MEASURED[entry], recorded[0])
         else:
             _keep(entry, measure_role(sim, rank, world, imbalance), None)
+            measurement_cache.store(entry, *_MEASURED[entry], None)
     _MEASURED.move_to_end(entry)
+    return _copies(entry, work)
+
+
+def _copies(entry: tuple, work: bool) -> tuple[RoleMemory, float, RoleWork | None, bool]:
     memory, flops = _MEASURED[entry]
-    return copy.deepcopy(memory), flops, copy.deepcopy(_WORK[entry]) if work else None
+    return (copy.deepcopy(memory), flops, copy.deepcopy(_WORK[entry]) if work else None,
+            entry in _KEPT)
 
 
 def measure_one_role(config: Any, rank: int, world: int | None, imbalance: float,
-                     work: bool = False) -> tuple[tuple[RoleMemory, float], RoleWork | None]:
+                     work: bool = False
+                     ) -> tuple[tuple[RoleMemory, float], RoleWork | None, bool]:
     """One role of :func:`preflight`'s (``rank``: its representative), measured as preflight
-    measures it: ``((memory, FLOPs per token), work or None)``, for :func:`remember` in
+    measures it: ``((memory, FLOPs per token), work or None, whether it was read from
+    :mod:`.measurement_cache`)``, for :func:`remember` in
     another process (:func:`~.many.preflight_many` measures a pipeline's roles side by side,
     each in a process of its own)."""
     resolved_model_config(config)
     key = simulation_key(config)
-    memory, flops, role_work = _measured(key, simulation_config(config), rank,
-                                         world_size_of(config, world), imbalance, work)
-    return (memory, flops), role_work
+    memory, flops, role_work, kept = _measured(key, simulation_config(config), rank,
+                                               world_size_of(config, world), imbalance, work)
+    return (memory, flops), role_work, kept
 
 
 def remember(config: Any, rank: int, world: int | None, imbalance: float,
-             measured: tuple[RoleMemory, float], role_work: RoleWork | None) -> None:
+             measured: tuple[RoleMemory, float], role_work: RoleWork | None,
+             kept: bool = False) -> None:
     """Keep a role :func:`measure_one_role` measured in another process as if measured here:
     the next :func:`preflight` of ``config`` reads it instead of simulating it. (The entry is
-    made here: a simulation key is the same only within one process.)"""
-    _keep((simulation_key(config), rank, world_size_of(config, world), imbalance), measured,
-          role_work)
+    made here: a key of the process's own, :data:`~.simulate.PROCESS_LOCAL`, is the same only
+    within one process.) ``kept``: it was read from :mod:`.measurement_cache` there."""
+    entry = (simulation_key(config), rank, world_size_of(config, world), imbalance)
+    _keep(entry, measured, role_work)
+    if kept:
+        _KEPT.add(entry)
 
 
 def _keep(entry: tuple, measured: tuple[RoleMemory, float], role_work: RoleWork | None
@@ -476,7 +504,9 @@ def _keep(entry: tuple, measured: tuple[RoleMemory, float], role_work: RoleWork 
     if role_work is not None:
         _WORK[entry] = role_work
     while len(_MEASURED) > MEASURED_KEPT:
-        _WORK.pop(_MEASURED.popitem(last=False)[0], None)
+        oldest = _MEASURED.popitem(last=False)[0]
+        _WORK.pop(oldest, None)
+        _KEPT.discard(oldest)
 
 
 def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
@@ -494,13 +524,14 @@ def preflight(config: Any, gpu: Gpu, *, world: int | None = None,
     key = simulation_key(config)
     for ranks in role_ranks(config, size):
         t = time.perf_counter()
-        memory, report.flops_per_token, role_work = _measured(key, sim, ranks[0], size,
-                                                              imbalance, work)
+        memory, report.flops_per_token, role_work, kept = _measured(key, sim, ranks[0], size,
+                                                                    imbalance, work)
         overheads = overhead_bytes(memory.allocated_bytes, memory.process_groups)
         total = memory.allocated_bytes + sum(overheads.values())
         report.roles.append(Role(ranks=ranks, rank=ranks[0], memory=memory, overheads=overheads,
                                  total_bytes=total, verdict=verdict(total, gpu),
-                                 seconds=time.perf_counter() - t, work=role_work))
+                                 seconds=time.perf_counter() - t, work=role_work,
+                                 kept=kept))
     report.seconds = time.perf_counter() - start
     return report
 

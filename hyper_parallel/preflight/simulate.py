@@ -34,8 +34,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import functools
 import math
+import re
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,11 +203,62 @@ def simulation_config(config: HyperTrainer.Config) -> HyperTrainer.Config:
     )
 
 
+#: How a simulation key that holds a process's own object starts (:func:`simulation_key`):
+#: the key is good within this process only, never kept on disk.
+PROCESS_LOCAL = "process-local: "
+
+
+class _ProcessLocal(Exception):
+    """An object whose text names this process's own memory (``at 0x...``, a local
+    function or class): another process could print another object the same way."""
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|<locals>|<lambda>")
+
+
+def _stable_text(value: Any) -> str:
+    """``value`` as text that is the same in every process for equal values, as its ``repr``
+    reads but for functions and classes, named by where they are imported from; raises
+    :class:`_ProcessLocal` for what has no such name."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes, torch.dtype)):
+        return repr(value)
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__qualname__}.{value.name}"
+    if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+        name = f"{value.__module__}.{value.__qualname__}"
+        if _ADDRESS.search(name):
+            raise _ProcessLocal(name)
+        return name
+    if isinstance(value, functools.partial):
+        return (f"partial({_stable_text(value.func)}, {_stable_text(value.args)}, "
+                f"{_stable_text(value.keywords)})")
+    if dataclasses.is_dataclass(value):
+        fields = ", ".join(f"{f.name}={_stable_text(getattr(value, f.name))}"
+                           for f in dataclasses.fields(value) if f.repr)
+        return f"{_stable_text(type(value))}({fields})"
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__}[{', '.join(_stable_text(v) for v in value)}]"
+    if isinstance(value, (set, frozenset)):
+        return f"{type(value).__name__}{{{', '.join(sorted(_stable_text(v) for v in value))}}}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_stable_text(k)}: {_stable_text(v)}"
+                               for k, v in value.items()) + "}"
+    text = repr(value)
+    if _ADDRESS.search(text):
+        raise _ProcessLocal(text)
+    return f"{_stable_text(type(value))}:{text}"
+
+
 def simulation_key(config: HyperTrainer.Config) -> str:
-    """Equal for two configurations whose simulations are the same (within one process: a
-    model spec's functions print by address). The spec is the one the build resolves, with
-    the model Config it builds: a recipe on a spec and the legacy YAML naming it by
-    ``model.name`` (``recipes/`` and ``examples/yaml``) are one simulation."""
+    """Equal for two configurations whose simulations are the same. The spec is the one the
+    build resolves, with the model Config it builds: a recipe on a spec and the legacy YAML
+    naming it by ``model.name`` (``recipes/`` and ``examples/yaml``) are one simulation.
+
+    The same in every process (a spec's functions named by their import path, not their
+    address), so a measurement can be kept across processes
+    (:mod:`~hyper_parallel.preflight.measurement_cache`); but for a configuration holding an
+    object of the process's own (a lambda, a local function), whose key starts with
+    :data:`PROCESS_LOCAL` and holds within this process only."""
     from hyper_parallel.utils.errors import ConfigError
 
     simulated = simulation_config(config)
@@ -212,10 +266,14 @@ def simulation_key(config: HyperTrainer.Config) -> str:
     probe.config = simulated
     try:
         probe._resolve_spec()
+        whole = dataclasses.replace(simulated, model_spec=dataclasses.replace(
+            probe.spec, model=probe.model_config))
     except ConfigError:
-        return repr(simulated)  # the run's own error, which its preflight reports
-    built = dataclasses.replace(probe.spec, model=probe.model_config)
-    return repr(dataclasses.replace(simulated, model_spec=built))
+        whole = simulated  # the run's own error, which its preflight reports
+    try:
+        return _stable_text(whole)
+    except _ProcessLocal:
+        return PROCESS_LOCAL + repr(whole)
 
 
 # ----------------------------------------------------------------------- held bytes
@@ -812,6 +870,7 @@ def step_added_bytes(memory: RoleMemory) -> int:
 __all__ = [
     "ACTIVATION_KINDS",
     "BUFFER_KINDS",
+    "PROCESS_LOCAL",
     "RoleBuild",
     "RoleMemory",
     "create_optimizer_state",

@@ -166,9 +166,17 @@ def test_fsdps_collectives_are_named_fsdps_on_a_group_it_shares(name):
         assert estimated == pytest.approx(recorded, rel=1e-9), (estimated, recorded)
 
 
-def test_without_work_the_report_is_the_same_and_has_none():
+def test_without_work_the_report_is_the_same_and_has_none(monkeypatch):
+    import collections
+
+    from hyper_parallel.preflight import measurement_cache, run
     from hyper_parallel.preflight.report import to_json
 
+    # Both simulated here: neither read from a measurement this process or another kept (the
+    # plain one would read the recorded one's, and compare it with itself).
+    monkeypatch.setenv(measurement_cache.CACHE_ENV, "off")
+    monkeypatch.setattr(run, "_MEASURED", collections.OrderedDict())
+    monkeypatch.setattr(run, "_WORK", {})
     plain = preflight(_config(*TP, "--training.steps=7"), GPUS["h100-80gb"], world=2)
     assert all(role.work is None for role in plain.roles)
     worked = preflight(_config(*TP, "--training.steps=7"), GPUS["h100-80gb"], world=2,

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from hyper_parallel.config.manager import ConfigManager
-from hyper_parallel.preflight import many, run
+from hyper_parallel.preflight import many, measurement_cache, run
 from hyper_parallel.preflight.gpus import GPUS
 from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
@@ -24,7 +24,7 @@ PIPELINE = ["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel",
 
 def measured_ranks(config) -> list[int]:
     """The representative ranks of ``config`` this process has measured (run in the pool's
-    worker too: a simulation key is the same only within one process)."""
+    worker too)."""
     from hyper_parallel.preflight.simulate import simulation_key
 
     key = simulation_key(config)
@@ -35,7 +35,7 @@ def _figures(report) -> list:
     return [dataclasses.replace(role, seconds=0.0) for role in report.roles]
 
 
-def test_a_pipelines_roles_are_measured_side_by_side_and_put_together():
+def test_a_pipelines_roles_are_measured_side_by_side_and_put_together(monkeypatch):
     config = ConfigManager(root_type=HyperTrainer.Config).parse_args(PIPELINE)
     gpu = GPUS["h100-80gb"]
     if many._POOL is not None and many._POOL[0] > 1:
@@ -49,6 +49,8 @@ def test_a_pipelines_roles_are_measured_side_by_side_and_put_together():
     assert len(elsewhere) == 1 and here == [0, 1], (elsewhere, here)
     run._MEASURED.clear()
     run._WORK.clear()
+    # Simulated again here, not read from what the two processes kept on disk.
+    monkeypatch.setenv(measurement_cache.CACHE_ENV, "off")
     alone = run.preflight(config, gpu, work=True)
     assert len(report.roles) == 2 and report.fits
     assert _figures(report) == _figures(alone)

@@ -80,7 +80,7 @@ def test_a_simulation_is_measured_once_a_process(monkeypatch):
     import dataclasses
 
     from hyper_parallel.config.manager import ConfigManager
-    from hyper_parallel.preflight import run
+    from hyper_parallel.preflight import measurement_cache, run
     from hyper_parallel.preflight.gpus import GPUS
     from hyper_parallel.preflight.simulate import RoleMemory
     from hyper_parallel.trainer.hyper_trainer import HyperTrainer
@@ -93,6 +93,8 @@ def test_a_simulation_is_measured_once_a_process(monkeypatch):
                           activations_bytes=5 * sim.training.seq_len, detail={"ACT": 5}), 6.0
 
     monkeypatch.setattr(run, "measure_role", measure_role)
+    # Neither kept on disk for other tests (these figures are made up) nor read from there.
+    monkeypatch.setenv(measurement_cache.CACHE_ENV, "off")
     # A memory of its own (none before this process measured once a simulation).
     monkeypatch.setattr(run, "_MEASURED", collections.OrderedDict(), raising=False)
     config = ConfigManager(root_type=HyperTrainer.Config).parse_args([*DEBUG])
