@@ -650,6 +650,11 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
         outcomes = preflight_many([configs[i] for i in jobs], gpu, worlds=[world] * len(jobs),
                                   suggest=False, workers=workers, work=True, quiet=True)
         simulated.update({keys[i]: outcome for i, outcome in zip(jobs, outcomes)})
+        read = sum(1 for outcome in outcomes if getattr(outcome, "roles", None)
+                   and all(role.kept for role in outcome.roles))
+        if read:
+            say(f"plan: {read} of them read from earlier preflights of this code "
+                "(HYPER_PARALLEL_PREFLIGHT_CACHE), not simulated again")
         result.preflights += sum(weights[picked[i]] for i in jobs)
         for c, config, key in zip(picked, configs, keys):
             undecided.discard(c)

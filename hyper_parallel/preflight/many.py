@@ -26,6 +26,7 @@ from hyper_parallel.preflight.gpus import Gpu
 from hyper_parallel.preflight.run import (
     DEFAULT_IMBALANCE,
     Preflight,
+    already_measured,
     as_pool_worker,
     mark_pool_worker,
     measure_one_role,
@@ -68,7 +69,11 @@ def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | N
     tasks: list[tuple] = []
     whole_task: dict[int, int] = {}  # task -> the job it preflights whole
     split: list[int] = []  # the jobs measured a role a task, put together afterwards
-    for index in jobs:
+    # Jobs whose every role is measured already (here, or kept on disk by another process)
+    # are put together here, in milliseconds: no worker to wait for.
+    kept = [index for index in jobs
+            if already_measured(configs[index], worlds[index], level, work)]
+    for index in (index for index in jobs if index not in kept):
         ranks = _role_representatives(configs[index], worlds[index]) if cores > 1 else []
         if len(ranks) > 1 and level >= 1:
             split.append(index)
@@ -77,8 +82,9 @@ def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | N
         else:
             whole_task[len(tasks)] = index
             tasks.append(whole(index))
-    results = _run_tasks(tasks, min(cores, len(tasks)))
+    results = _run_tasks(tasks, min(cores, len(tasks))) if tasks else []
     done = {index: results[task] for task, index in whole_task.items()}
+    done.update({index: _one(*whole(index)[1:]) for index in kept})
     for task, measured in enumerate(results):
         if task not in whole_task and measured is not None:
             _, config, world, rank, _, _, _ = tasks[task]

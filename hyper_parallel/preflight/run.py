@@ -467,6 +467,23 @@ def _copies(entry: tuple, work: bool) -> tuple[RoleMemory, float, RoleWork | Non
             entry in _KEPT)
 
 
+def already_measured(config: Any, world: int | None, imbalance: float, work: bool = False
+                     ) -> bool:
+    """Whether every role of ``config``'s preflight at ``world`` is measured already, in this
+    process or kept on disk by another (:mod:`.measurement_cache`): its preflight reads them
+    and simulates nothing. False for a configuration preflight refuses (it reports why)."""
+    from hyper_parallel.utils.errors import ConfigError
+
+    try:
+        resolved_model_config(config)
+        key, size = simulation_key(config), world_size_of(config, world)
+        entries = [(key, ranks[0], size, imbalance) for ranks in role_ranks(config, size)]
+    except ConfigError:
+        return False
+    return all((entry in _MEASURED and (not work or entry in _WORK))
+               or measurement_cache.load(entry, work) is not None for entry in entries)
+
+
 def measure_one_role(config: Any, rank: int, world: int | None, imbalance: float,
                      work: bool = False
                      ) -> tuple[tuple[RoleMemory, float], RoleWork | None, bool]:
@@ -541,6 +558,7 @@ __all__ = [
     "GPUS_PER_NODE",
     "Preflight",
     "Role",
+    "already_measured",
     "measure_one_role",
     "measure_role",
     "preflight",

@@ -93,6 +93,31 @@ def test_a_kept_measurement_is_read_not_simulated(folder, monkeypatch):
     assert "kept from an earlier preflight" in to_text(again)
 
 
+def test_preflight_many_hands_its_workers_only_what_is_not_kept(folder, monkeypatch):
+    """A configuration whose roles are all kept is put together in the calling process (no
+    worker to wait for: a plan run again reads its preflights in milliseconds); the others
+    go to the workers as before."""
+    from hyper_parallel.preflight import many
+
+    asked = _made_up_measurements(monkeypatch)
+    kept, fresh = _config(), _config("--training.seq_len=64")
+    run.preflight(kept, GPUS["h100-80gb"], work=True)
+    monkeypatch.setattr(run, "_MEASURED", collections.OrderedDict())  # as another process
+    monkeypatch.setattr(run, "_WORK", {})
+    handed: list = []
+
+    def run_tasks(tasks, workers):
+        handed.extend(tasks)
+        return [fn(*args) for fn, *args in tasks]
+
+    monkeypatch.setattr(many, "_run_tasks", run_tasks)
+    reports = many.preflight_many([kept, fresh], GPUS["h100-80gb"], workers=2, work=True,
+                                  suggest=False)
+    assert [task[1] for task in handed] == [fresh] and len(asked) == 2
+    assert [report.roles[0].kept for report in reports] == [True, False]
+    assert reports[0].roles[0].work.collectives == reports[1].roles[0].work.collectives
+
+
 def test_what_a_measurement_depends_on_is_measured_again(folder, monkeypatch):
     """Another role, world, imbalance, recipe or code is another entry; a measurement
     without the step's work does not answer one that asks for it."""
