@@ -7,9 +7,10 @@ the search bounds it:
 * **Promise.** Every surviving candidate gets an *estimate* (:func:`estimate`): its compute at
   the profile's matmul rate, the recomputation its checkpointing adds, the pipeline's bubble,
   and the collectives its layout implies (FSDP's gathers and reduce-scatters beyond what the
-  compute hides, the tensor-, expert- and context-parallel exchanges of every layer; context
-  parallelism's by its modes, as the step issues them, with state passing's longer
-  recurrence), priced on the links their groups cross. It orders the preflights and nothing
+  compute hides, the tensor-, expert- and context-parallel exchanges of every layer as the
+  step issues them: context parallelism's by its modes, with state passing's longer
+  recurrence, expert parallelism's on the busiest rank), priced on the links their groups
+  cross. It orders the preflights and nothing
   else: the figures the plan prints are the preflighted step's
   (:func:`~hyper_parallel.plan.timing.predict`).
 * **Rounds.** Each round preflights the most promising undecided candidates at once
@@ -155,14 +156,10 @@ def estimate_parts(candidate: Candidate, base: Any, facts: ModelFacts, world: in
     # Every layer's exchanges of one micro-batch's activations, forward and backward.
     tokens = rows * t.seq_len / micro / lay.cp / lay.ep
     activation = tokens * mc.hidden_size * 2
-    calls = 4 * layers * micro
-    exposed += sum(cost(kind, nbytes, "tp", count)
-                   for kind, nbytes, count in tensor_parallel_exchanges(candidate, base, facts))
-    if facts.num_experts:
-        exposed += cost("all_to_all", activation * getattr(mc, "num_experts_per_tok", 1), "ep",
-                        calls)
-    exposed += sum(cost(kind, nbytes, "cp", count)
-                   for kind, nbytes, count in context_parallel_exchanges(candidate, base, facts))
+    for axis, exchanges in (("tp", tensor_parallel_exchanges), ("ep", expert_parallel_exchanges),
+                            ("cp", context_parallel_exchanges)):
+        exposed += sum(cost(kind, nbytes, axis, count)
+                       for kind, nbytes, count in exchanges(candidate, base, facts))
     # The pipeline's activations and their gradients, once per micro-batch and stage.
     exposed += _seconds("send_recv", activation, first["pp"][:2], 2 * micro *
                         lay.pp_stages_per_rank, gpus_per_node, hardware)
@@ -240,6 +237,41 @@ def tensor_parallel_exchanges(candidate: Candidate, base: Any, facts: ModelFacts
         backward += full + linear
     return [("all_reduce", tokens * mc.hidden_size * size, (forward + backward) * micro),
             ("all_gather", tokens * mc.vocab_size * size, micro)]
+
+
+def expert_parallel_exchanges(candidate: Candidate, base: Any, facts: ModelFacts
+                              ) -> list[tuple[str, float, float]]:
+    """The all-to-alls expert parallelism issues in a rank's step
+    (``models/qwen3_5_moe/expert_parallel.py``), from the model's sizes, on the busiest rank
+    as preflight measures it (it receives :data:`~hyper_parallel.preflight.run.
+    DEFAULT_IMBALANCE` times its share of the routed rows): ``[(kind, bytes a call, calls)]``.
+    Each mixture-of-experts layer, each micro-batch:
+
+    * the forward exchanges the per-expert row counts (``num_experts`` int64), dispatches the
+      rank's routed rows (its tokens x ``num_experts_per_tok``, ``hidden_size`` wide, in the
+      compute dtype) and combines the experts' outputs back (the rows it received);
+    * the backward sends the gradients the other way: the combined rows' (its own routed rows)
+      and the dispatched ones' (the rows it received);
+    * full checkpointing's recomputation issues the forward's three again; selective
+      checkpointing keeps the token all-to-alls' outputs, and exchanges the counts again."""
+    from hyper_parallel.preflight.run import DEFAULT_IMBALANCE
+
+    lay = candidate.layout
+    if lay.ep == 1 or not facts.num_experts:
+        return []
+    mc = facts.model_config
+    rows, micro = _rows_and_micro_batches(candidate, base)
+    # Each expert-parallel rank trains on its 1/ep of a data-parallel rank's rows.
+    tokens = rows / micro / lay.ep * base.training.seq_len / lay.cp
+    routed = round(tokens * mc.num_experts_per_tok)
+    received = round(routed * DEFAULT_IMBALANCE)
+    width = mc.hidden_size * _activation_bytes(base)
+    layers = facts.num_layers / lay.pp
+    again = 1 if candidate.activation_checkpoint == "full" else 0  # the rows, recomputed
+    counts = 2 if candidate.activation_checkpoint in ("full", "selective") else 1
+    return [("all_to_all", facts.num_experts * 8, counts * layers * micro),
+            ("all_to_all", routed * width, (2 + again) * layers * micro),
+            ("all_to_all", received * width, (2 + again) * layers * micro)]
 
 
 def context_parallel_exchanges(candidate: Candidate, base: Any, facts: ModelFacts
@@ -714,5 +746,5 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
 
 
 __all__ = ["DEFAULT_BUDGET", "MIGHT_BE_BEST", "Evaluated", "PlanResult", "Promise",
-           "context_parallel_exchanges", "estimate", "estimate_parts", "family", "plan",
-           "tensor_parallel_exchanges"]
+           "context_parallel_exchanges", "estimate", "estimate_parts", "expert_parallel_exchanges",
+           "family", "plan", "tensor_parallel_exchanges"]

@@ -164,6 +164,11 @@ def test_fsdps_collectives_are_named_fsdps_on_a_group_it_shares(name):
         estimated, recorded = _estimated_and_recorded(context_parallel_exchanges, config, world,
                                                       work, "cp")
         assert estimated == pytest.approx(recorded, rel=1e-9), (estimated, recorded)
+    if name == "MoE ep 2 x fsdp 2":  # without checkpointing: the estimate's all-to-alls
+        from hyper_parallel.plan.search import expert_parallel_exchanges
+
+        assert _exchanges_by_size(expert_parallel_exchanges, config, world) == \
+            _recorded_by_size(work, "ep")
 
 
 def test_without_work_the_report_is_the_same_and_has_none(monkeypatch):
@@ -276,6 +281,58 @@ def test_the_estimates_context_parallel_exchanges_are_the_preflighted_steps():
     ulysses = estimate_parts(candidate_of(cp_config("ulysses"), 2), config, facts, 2, 8,
                              hardware)[0]
     assert state_passing > ulysses, (state_passing, ulysses)
+
+
+def _exchanges_by_size(exchanges, config, world: int) -> dict[tuple[str, int], float]:
+    """The estimate's calls on an axis by ``(kind, bytes a call)``."""
+    from hyper_parallel.plan.space import candidate_of, model_facts
+
+    out: dict[tuple[str, int], float] = {}
+    for kind, nbytes, calls in exchanges(candidate_of(config, world), config,
+                                         model_facts(config)):
+        out[(kind, nbytes)] = out.get((kind, nbytes), 0) + calls
+    return out
+
+
+def _recorded_by_size(work, axis: str) -> dict[tuple[str, int], float]:
+    """The preflighted step's forward and backward calls on ``axis`` by ``(kind, bytes)``."""
+    out: dict[tuple[str, int], float] = {}
+    for c in work.collectives:
+        if c.axis == axis and c.phase in ("forward", "backward"):
+            out[(c.kind, c.bytes)] = out.get((c.kind, c.bytes), 0) + c.count
+    return out
+
+
+#: Expert parallelism beside tensor parallelism in bf16, and the two checkpointing modes,
+#: whose recomputations re-issue different exchanges. name -> (command line, world)
+EXPERT_CASES = {
+    "ep 2 x tp 2 x fsdp 2, bf16, full checkpointing": (
+        ("--parallelism.tensor_parallel_degree=2", "--training.mixed_precision_param=bfloat16",
+         "--activation_checkpoint.mode=full"), 8),
+    "ep 2 x fsdp 2, selective checkpointing": (("--activation_checkpoint.mode=selective",), 4),
+}
+
+
+@pytest.mark.parametrize("name", list(EXPERT_CASES))
+def test_the_estimates_expert_parallel_exchanges_are_the_preflighted_steps(name):
+    """The estimate prices expert parallelism's all-to-alls as the step issues them on the
+    busiest rank (``plan.search.expert_parallel_exchanges``; they were four all-to-alls of
+    the balanced rows a layer in bf16): every call on the ``ep`` axis, by its size, and how
+    many. Each layer and micro-batch exchanges the routed rows' counts, dispatches the rank's
+    rows, combines the rows it received (1.25 times its share on the busiest rank) and sends
+    both gradients back; full checkpointing recomputes all three forward exchanges, selective
+    keeps the rows' and exchanges the counts again (without checkpointing: the shared-group
+    test above)."""
+    from hyper_parallel.plan.search import expert_parallel_exchanges
+
+    extra, world = EXPERT_CASES[name]
+    # Two layers: the exchanges are each layer's alike (every layer is a mixture of experts).
+    config = _config(*SHARED_GROUPS["MoE ep 2 x fsdp 2"][0], "--model.num_hidden_layers=2",
+                     *extra)
+    work = preflight(config, GPUS["h100-80gb"], world=world, work=True).roles[0].work
+    recorded = _recorded_by_size(work, "ep")
+    assert len(recorded) == 3, recorded  # the counts, the dispatched and the received rows
+    assert _exchanges_by_size(expert_parallel_exchanges, config, world) == recorded
 
 
 def test_the_estimates_tensor_parallel_exchanges_are_the_preflighted_steps():
