@@ -216,6 +216,32 @@ class _ProcessLocal(Exception):
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|<locals>|<lambda>")
 
 
+#: Modules whose code the measurement cache's fingerprint already covers (this package's
+#: source, torch's version), or that have no file (built in).
+_COVERED = ("hyper_parallel", "torch", "builtins", "typing", "collections", "functools")
+
+
+@functools.cache
+def _module_digest(module: str) -> str:
+    import hashlib
+    import sys
+
+    path = getattr(sys.modules.get(module), "__file__", None)
+    if not path:
+        raise _ProcessLocal(f"{module} has no source file")
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()[:16]
+
+
+def _source_of(module: str) -> str:
+    """``@<hash of its file>`` for a function or class of a module outside what the cache's
+    fingerprint covers (a user's recipe module with its own ``parallelize_fn``): an edit of
+    that file is another key. Read once per process: a process simulates one version of it."""
+    if module.split(".")[0] in _COVERED:
+        return ""
+    return "@" + _module_digest(module)
+
+
 def _stable_text(value: Any) -> str:
     """``value`` as text that is the same in every process for equal values, as its ``repr``
     reads but for functions and classes, named by where they are imported from; raises
@@ -228,7 +254,7 @@ def _stable_text(value: Any) -> str:
         name = f"{value.__module__}.{value.__qualname__}"
         if _ADDRESS.search(name):
             raise _ProcessLocal(name)
-        return name
+        return name + _source_of(value.__module__)
     if isinstance(value, functools.partial):
         return (f"partial({_stable_text(value.func)}, {_stable_text(value.args)}, "
                 f"{_stable_text(value.keywords)})")

@@ -177,6 +177,34 @@ def test_a_recipe_holding_a_lambda_is_kept_in_this_process_only(folder, monkeypa
     assert len(asked) == 1 and not list(folder.glob("*.json"))
 
 
+def test_a_function_of_a_users_module_is_keyed_by_its_source(tmp_path, monkeypatch):
+    """A recipe may name a function of its own module (a ``parallelize_fn``), which the
+    package's fingerprint does not cover: the key holds its file's hash, so an edit of that
+    file is another measurement, never the old one's figures."""
+    import dataclasses
+    import importlib
+
+    from hyper_parallel.models.spec import resolve_model_spec
+    from hyper_parallel.preflight import simulate
+
+    (tmp_path / "my_recipe.py").write_text(
+        "from hyper_parallel.models.qwen3_5.parallelize_v2 import parallelize_qwen3_5_v2\n"
+        "def parallelize(*args, **kwargs):\n"
+        "    return parallelize_qwen3_5_v2(*args, **kwargs)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("my_recipe")
+    config = _config()
+    spec = resolve_model_spec(config.model.name, config.model_spec)
+    config.model_spec = dataclasses.replace(spec, parallelize_fn=module.parallelize)
+    simulate._module_digest.cache_clear()
+    before = simulation_key(config)
+    assert "my_recipe.parallelize@" in before and not before.startswith(PROCESS_LOCAL)
+    (tmp_path / "my_recipe.py").write_text(
+        (tmp_path / "my_recipe.py").read_text().replace("return", "return  # edited\n    return"))
+    simulate._module_digest.cache_clear()  # as a process that imports the edited file
+    assert simulation_key(config) != before
+
+
 def test_off_keeps_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for value in ("off", "0", "no", "false", "OFF", ""):
