@@ -10,9 +10,8 @@ the search bounds it:
   compute hides, the tensor-, expert- and context-parallel exchanges of every layer as the
   step issues them: context parallelism's by its modes, with state passing's longer
   recurrence, expert parallelism's on the busiest rank), priced on the links their groups
-  cross. It orders the preflights and nothing
-  else: the figures the plan prints are the preflighted step's
-  (:func:`~hyper_parallel.plan.timing.predict`).
+  cross. It orders the preflights and nothing else: the figures the plan prints are the
+  preflighted step's (:func:`~hyper_parallel.plan.timing.predict`).
 * **Rounds.** Each round preflights the most promising undecided candidates at once
   (``preflight_many``: one simulation per distinct configuration, on every core), until the
   budget of preflights is spent or nothing is left undecided.

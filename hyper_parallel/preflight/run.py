@@ -510,6 +510,8 @@ def remember(config: Any, rank: int, world: int | None, imbalance: float,
     _keep(entry, measured, role_work)
     if kept:
         _KEPT.add(entry)
+    else:
+        _KEPT.discard(entry)
 
 
 def _keep(entry: tuple, measured: tuple[RoleMemory, float], role_work: RoleWork | None

@@ -38,6 +38,7 @@ import enum
 import functools
 import math
 import re
+import sys
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -216,15 +217,14 @@ class _ProcessLocal(Exception):
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|<locals>|<lambda>")
 
 
-#: Modules whose code the measurement cache's fingerprint already covers (this package's
-#: source, torch's version), or that have no file (built in).
-_COVERED = ("hyper_parallel", "torch", "builtins", "typing", "collections", "functools")
+#: Packages whose code the measurement cache's fingerprint covers already: this package's
+#: source and torch's version (and Python's: its standard library).
+_COVERED = frozenset({"hyper_parallel", "torch"}) | frozenset(sys.stdlib_module_names)
 
 
 @functools.cache
 def _module_digest(module: str) -> str:
     import hashlib
-    import sys
 
     path = getattr(sys.modules.get(module), "__file__", None)
     if not path:
@@ -249,7 +249,7 @@ def _stable_text(value: Any) -> str:
     if value is None or isinstance(value, (bool, int, float, str, bytes, torch.dtype)):
         return repr(value)
     if isinstance(value, enum.Enum):
-        return f"{type(value).__qualname__}.{value.name}"
+        return f"{_stable_text(type(value))}.{value.name}"
     if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
         name = f"{value.__module__}.{value.__qualname__}"
         if _ADDRESS.search(name):
