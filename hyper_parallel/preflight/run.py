@@ -442,23 +442,33 @@ def _measured(key: str, sim: Any, rank: int, world: int, imbalance: float, work:
     caller gets its own copy.
     ``work``: also the step's work (a measurement without it is made again, with it)."""
     entry = (key, rank, world, imbalance)
-    if entry not in _MEASURED or (work and entry not in _WORK):
-        kept = measurement_cache.load(entry, work)
-        if kept is not None:
-            memory, flops, role_work = kept
-            _keep(entry, (memory, flops), role_work)
-            _KEPT.add(entry)
-            return _copies(entry, work)
+    if not _have(entry, work) and not _recall(entry, work):
         _KEPT.discard(entry)
-        if work:
-            recorded: list = []
-            _keep(entry, measure_role(sim, rank, world, imbalance, work=recorded), recorded[0])
-            measurement_cache.store(entry, *_MEASURED[entry], recorded[0])
-        else:
-            _keep(entry, measure_role(sim, rank, world, imbalance), None)
-            measurement_cache.store(entry, *_MEASURED[entry], None)
+        recorded: list = []
+        measured = (measure_role(sim, rank, world, imbalance, work=recorded) if work
+                    else measure_role(sim, rank, world, imbalance))
+        role_work = recorded[0] if work else None
+        _keep(entry, measured, role_work)
+        measurement_cache.store(entry, *measured, role_work)
     _MEASURED.move_to_end(entry)
     return _copies(entry, work)
+
+
+def _have(entry: tuple, work: bool) -> bool:
+    """Whether this process holds ``entry``'s measurement (with its work when ``work``)."""
+    return entry in _MEASURED and (not work or entry in _WORK)
+
+
+def _recall(entry: tuple, work: bool) -> bool:
+    """Read ``entry``'s measurement from :mod:`.measurement_cache` into this process's, when
+    another process kept it; whether it did."""
+    kept = measurement_cache.load(entry, work)
+    if kept is None:
+        return False
+    memory, flops, role_work = kept
+    _keep(entry, (memory, flops), role_work)
+    _KEPT.add(entry)
+    return True
 
 
 def _copies(entry: tuple, work: bool) -> tuple[RoleMemory, float, RoleWork | None, bool]:
@@ -470,8 +480,9 @@ def _copies(entry: tuple, work: bool) -> tuple[RoleMemory, float, RoleWork | Non
 def already_measured(config: Any, world: int | None, imbalance: float, work: bool = False
                      ) -> bool:
     """Whether every role of ``config``'s preflight at ``world`` is measured already, in this
-    process or kept on disk by another (:mod:`.measurement_cache`): its preflight reads them
-    and simulates nothing. False for a configuration preflight refuses (it reports why)."""
+    process or kept on disk by another (:mod:`.measurement_cache`, read into this process's
+    as it is found): its preflight then simulates nothing. False for a configuration
+    preflight refuses (it reports why)."""
     from hyper_parallel.utils.errors import ConfigError
 
     try:
@@ -480,8 +491,7 @@ def already_measured(config: Any, world: int | None, imbalance: float, work: boo
         entries = [(key, ranks[0], size, imbalance) for ranks in role_ranks(config, size)]
     except ConfigError:
         return False
-    return all((entry in _MEASURED and (not work or entry in _WORK))
-               or measurement_cache.load(entry, work) is not None for entry in entries)
+    return all(_have(entry, work) or _recall(entry, work) for entry in entries)
 
 
 def measure_one_role(config: Any, rank: int, world: int | None, imbalance: float,
