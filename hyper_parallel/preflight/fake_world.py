@@ -187,6 +187,23 @@ def patch_experts_kernel(patches: Patches) -> None:
     patches.set(GroupedExperts, "_grouped_mm_runs", as_on_cuda)
 
 
+def patch_optimizer_kernels(patches: Patches) -> None:
+    """The optimizer step and the gradient clipping choose their kernels as on a GPU. AdamW is
+    fused when the config chooses nothing (:func:`~hyper_parallel.runtime.optim.
+    choose_implementation`'s choice for CUDA parameters; on the host torch would loop over the
+    parameters one by one, with a temporary each and a dozen fake operators each). The norms
+    and the clipping take torch's multi-tensor path, which it takes for a GPU's tensors and
+    DTensors but not for a fake tensor (its type is not on torch's list)."""
+    from torch.utils import _foreach_utils
+
+    from hyper_parallel.runtime import optim
+
+    patches.set(optim, "choose_implementation",
+                functools.partial(optim.choose_implementation, device_type="cuda"))
+    patches.set(_foreach_utils, "_foreach_supported_types",
+                [*_foreach_utils._foreach_supported_types, FakeTensor])
+
+
 def patch_delta_rule(patches: Patches) -> None:
     """The Gated DeltaNet layers' torch path steps preflight's chunked delta rule
     (:mod:`hyper_parallel.preflight.delta_rule`): the model's memory, to the byte, in a fraction
@@ -275,6 +292,7 @@ def fake_world(imbalance: float = 1.0) -> Iterator[FakeTensorMode]:
         patch_stage_cut(patches)
         patch_expert_sizes(patches, imbalance)
         patch_experts_kernel(patches)
+        patch_optimizer_kernels(patches)
         patch_delta_rule(patches)
         patch_cache_keys(patches)
         patch_sharding_propagation(patches)

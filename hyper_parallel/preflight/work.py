@@ -230,6 +230,17 @@ def _bytes(tensors: Any) -> int:
                if isinstance(t, torch.Tensor))
 
 
+def _written(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+    """The bytes an operator writes: its outputs (an in-place one returns what it updates), or,
+    for one that returns nothing -- a multi-tensor or fused kernel updating its lists in place,
+    as the clipping's ``_foreach_mul_`` and fused AdamW do -- the arguments it updates."""
+    if func._schema.returns:
+        return _bytes(out)
+    return sum(_bytes(_argument(func, args, kwargs, argument.name, None))
+               for argument in func._schema.arguments
+               if argument.alias_info is not None and argument.alias_info.is_write)
+
+
 def _grouped_mm_flops(a: torch.Tensor, b: torch.Tensor) -> float:
     """``torch._grouped_mm``'s FLOPs: every row of ``a`` meets one group's matrix of ``b``
     (2-D x 3-D, the experts' forward and input gradient), or the groups split the contraction
@@ -414,7 +425,7 @@ class WorkRecorder(TorchDispatchMode):
             return
         counted = _flops(func, args, kwargs, out)
         if counted is None:
-            bucket.add(None, 0.0, _bytes(args) + _bytes(out), phase)
+            bucket.add(None, 0.0, _bytes(args) + _written(func, args, kwargs, out), phase)
         else:
             cls, flops = counted
             bucket.add(cls, flops, _bytes(args) + _bytes(out) if cls == "other" else 0.0, phase)

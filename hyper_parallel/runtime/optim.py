@@ -71,7 +71,8 @@ def build_optimizer(
 
 
 def choose_implementation(
-    groups: Sequence[dict], *, foreach: bool | None, fused: bool | None
+    groups: Sequence[dict], *, foreach: bool | None, fused: bool | None,
+    device_type: str | None = None,
 ) -> tuple[bool | None, bool | None]:
     """``(foreach, fused)`` for the optimizer over ``groups``.
 
@@ -79,10 +80,13 @@ def choose_implementation(
     floating-point CUDA tensor (FSDP / TP DTensors included), ``fused=True``: one kernel per
     step instead of torch's default multi-tensor (foreach) loop. Anywhere else both stay
     ``None`` -- torch's own choice, so CPU runs are bit-identical to what they always were.
+    ``device_type``: the device the parameters step on when it is not their own (preflight
+    makes the GPU's choice for the fake tensors it holds on the host).
     """
     if foreach is None and fused is None:
         params = [p for group in groups for p in group["params"]]
-        if params and all(p.device.type == "cuda" and p.is_floating_point() for p in params):
+        if params and all((device_type or p.device.type) == "cuda" and p.is_floating_point()
+                          for p in params):
             return None, True
     return foreach, fused
 

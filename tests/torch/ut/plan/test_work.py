@@ -227,26 +227,14 @@ def test_a_pipeline_ranks_flops_are_its_stages_share_of_the_models():
 def test_the_operators_on_dtensors_are_counted():
     """torch dispatches a DTensor operator in C++ straight to its local ones: each still
     costs its sharding propagation on the host, and the step counts them -- FSDP2's sharded
-    parameters in the clipping and the optimizer (after the micro-batches), tensor
+    parameters in the clipping and the optimizer (after the micro-batches; as on a GPU, the
+    norms, the scaling and fused AdamW each one operator over the parameters' list), tensor
     parallelism's layers in the forward and the backward too."""
-    from hyper_parallel.preflight.simulate import resolved_model_config
-
-    config = _config(*FSDP)
-    parameters = _parameter_count(resolved_model_config(config))
-    fsdp = preflight(config, GPUS["h100-80gb"], world=2, work=True).roles[0].work
+    fsdp = preflight(_config(*FSDP), GPUS["h100-80gb"], world=2, work=True).roles[0].work
     tp = preflight(_config(*TP), GPUS["h100-80gb"], world=2, work=True).roles[0].work
-    # AdamW's and the clipping's operators on each sharded parameter, at least one each
-    assert fsdp.dtensor_operators >= parameters
+    # the clipping's norms and scaling and AdamW's fused step, on the sharded parameters
+    assert fsdp.dtensor_operators >= 3
     assert tp.dtensor_operators > fsdp.dtensor_operators
-
-
-def _parameter_count(model_config) -> int:
-    import torch
-
-    from hyper_parallel.models.qwen3_5 import Qwen3_5ForCausalLM
-
-    with torch.device("meta"):
-        return len(list(Qwen3_5ForCausalLM(model_config).parameters()))
 
 
 def test_the_estimates_context_parallel_exchanges_are_the_preflighted_steps():
