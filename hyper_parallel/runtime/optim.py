@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,12 +210,40 @@ def _full_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     runs clip with exactly this norm. (On CPU, float32 sums a large tensor's squares with a
     relative error of a few 1e-6, which is what separates one rank's logged norm from a
     sharded run's; float64 norms of the same gradients agree to 1e-8.)"""
-    total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=None)
-    # Lazy: ``torch.distributed.tensor`` is heavy and the config path imports this module; with
-    # DTensor gradients it is already loaded, so the import is free here.
-    from torch.distributed.tensor import DTensor
+    with _sequential_reductions_meant():
+        total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=None)
+        # Lazy: ``torch.distributed.tensor`` is heavy and the config path imports this module;
+        # with DTensor gradients it is already loaded, so the import is free here.
+        from torch.distributed.tensor import DTensor
 
-    if isinstance(total, DTensor):
-        # Sharded grads give a partial norm: full_tensor() reduces it over the mesh.
-        total = total.full_tensor()
+        if isinstance(total, DTensor):
+            # Sharded grads give a partial norm: full_tensor() reduces it over the mesh.
+            total = total.full_tensor()
     return total
+
+
+class _NoFlattenedMeshAdvice(logging.Filter):
+    """Drops DTensor's advice to flatten the mesh for a reduction it performs as several
+    sequential collectives, the "2 sequential all_reduce operations" of every FSDP x TP rank's
+    first gradient norm (one line per rank: 512 on 512 ranks)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("While redistributing from")
+
+
+@contextlib.contextmanager
+def _sequential_reductions_meant() -> Iterator[None]:
+    """The gradient norm's reductions over a 2-D (or deeper) mesh run one axis at a time, on
+    purpose: one scalar a step, where a flattened mesh would cost every rank one more
+    communicator (an NCCL one holds GPU memory) to save one latency-bound all-reduce. Every
+    rank ends with the same norm either way (each all-reduce hands its whole group one
+    result), so DTensor's advice is left out of the log for this reduction only. (torch
+    advises once per mesh and axes: an advice for the same axes after the first norm is one
+    torch would not have logged either.)"""
+    logger = logging.getLogger("torch.distributed.tensor._redistribute")
+    advice = _NoFlattenedMeshAdvice()
+    logger.addFilter(advice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(advice)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import pytest
@@ -120,6 +121,50 @@ def test_clip_measures_and_clips():
     assert p.grad.tolist() == [3.0, 4.0]  # <= 0 disables clipping
     assert clip_grad_norm_([p], 1.0).item() == pytest.approx(5.0)
     assert p.grad.norm().item() == pytest.approx(1.0, rel=1e-5)
+
+
+def _redistribution_advice(run) -> list[str]:
+    """What DTensor's redistribution logs while ``run(mesh)`` runs on rank 0 of a fake
+    4-rank job with an FSDP 2 x TP 2 mesh (its caches, and what it advised, emptied
+    before)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import _redistribute
+
+    from hyper_parallel.preflight.fake_world import fake_process_group
+
+    _redistribute._warned_flatten_issues.clear()  # torch advises once per mesh and axes
+    logger = logging.getLogger("torch.distributed.tensor._redistribute")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.WARNING)  # whatever the process set for torch's loggers
+    try:
+        with fake_process_group(0, 4):
+            run(init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp_shard", "tp")))
+    finally:
+        logger.setLevel(level)
+        logger.removeHandler(handler)
+    return [r.getMessage() for r in records]
+
+
+def test_the_norm_over_an_fsdp_x_tp_mesh_logs_no_advice_to_flatten_it():
+    """Every FSDP x TP rank's first gradient norm reduces over both axes one after the
+    other, on purpose (one scalar; a flattened mesh would cost a communicator): DTensor's
+    advice to flatten the mesh stays out of the log. It still advises elsewhere."""
+    from torch.distributed.tensor import DTensor, Partial, Shard, distribute_tensor
+
+    def norm(mesh):
+        p = torch.nn.Parameter(distribute_tensor(torch.zeros(8, 8), mesh, [Shard(0), Shard(1)]))
+        p.grad = distribute_tensor(torch.ones(8, 8), mesh, [Shard(0), Shard(1)])
+        assert torch.isfinite(clip_grad_norm_([p], 1.0))
+
+    def elsewhere(mesh):
+        DTensor.from_local(torch.ones(()), mesh, [Partial(), Partial()]).full_tensor()
+
+    assert not [m for m in _redistribution_advice(norm) if "sequential" in m]
+    assert [m for m in _redistribution_advice(elsewhere) if "sequential" in m]
 
 
 def test_shift_and_token_count():
