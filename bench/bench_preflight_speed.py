@@ -8,11 +8,14 @@ one and two layer periods, or the whole depth), in one process, the two ways int
 after round (a stretch of other load falls on both alike), the fastest of the rounds kept:
 
 * **torch's paths**: every ``tensor.device`` of a fake tensor dispatched through the memory
-  tracker and the fake mode, torch's own cache keys, and every micro-batch stepped after the
-  warm-up step;
+  tracker and the fake mode, torch's own cache keys, every micro-batch stepped after the
+  warm-up step, and the optimizer step and the clipping on the host's kernels (one parameter
+  at a time: the fake tensors sit on the CPU and are not on torch's multi-tensor list);
 * **preflight's**: the device read answered above the fake mode (``fake_world.device_query``),
-  the cache keys' short paths (``preflight/cache_keys.py``), and the warm-up standing for the
-  first micro-batch where it can (``simulate.warm_up_is_first_micro_batch``).
+  the cache keys' short paths (``preflight/cache_keys.py``), the warm-up standing for the
+  first micro-batch where it can (``simulate.warm_up_is_first_micro_batch``), and the GPU's
+  optimizer kernels (``fake_world.patch_optimizer_kernels``: fused AdamW, multi-tensor
+  norms and scaling, as the GPU run steps them).
 
 Each row also says whether the two measurements are the same to the byte (the figures a
 report prints), and by how many bytes they differ where not. ``--smoke``: the tiny flavor's
@@ -64,15 +67,16 @@ def torchs_paths() -> Iterator[None]:
     from hyper_parallel.preflight import cache_keys, fake_world, simulate
 
     saved = (fake_world._DEVICE, cache_keys.patch_cache_keys,
-             simulate.warm_up_is_first_micro_batch)
+             simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels)
     fake_world._DEVICE = object()  # no operator is it: every device read goes through
     cache_keys.patch_cache_keys = lambda patches: None
     simulate.warm_up_is_first_micro_batch = lambda build: False
+    fake_world.patch_optimizer_kernels = lambda patches: None
     try:
         yield
     finally:
         (fake_world._DEVICE, cache_keys.patch_cache_keys,
-         simulate.warm_up_is_first_micro_batch) = saved
+         simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels) = saved
 
 
 def _measure(argv: list[str], world: int) -> tuple[float, object]:
