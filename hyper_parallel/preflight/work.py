@@ -231,14 +231,18 @@ def _bytes(tensors: Any) -> int:
 
 
 def _written(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
-    """The bytes an operator writes: its outputs (an in-place one returns what it updates), or,
-    for one that returns nothing -- a multi-tensor or fused kernel updating its lists in place,
-    as the clipping's ``_foreach_mul_`` and fused AdamW do -- the arguments it updates."""
+    """The bytes an operator writes besides its arguments: its outputs (an in-place one
+    returns what it updates), or, for one that returns nothing -- a multi-tensor or fused
+    kernel updating its lists in place, as the clipping's ``_foreach_mul_`` and fused AdamW
+    do -- the arguments it updates, read and then written. Not an ``out=`` argument, which is
+    only written: it is counted once already, among the arguments (FSDP's
+    ``split_with_sizes_copy``)."""
     if func._schema.returns:
         return _bytes(out)
     return sum(_bytes(_argument(func, args, kwargs, argument.name, None))
                for argument in func._schema.arguments
-               if argument.alias_info is not None and argument.alias_info.is_write)
+               if argument.alias_info is not None and argument.alias_info.is_write
+               and not argument.is_out)
 
 
 def _grouped_mm_flops(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -50,7 +50,10 @@ def test_the_simulated_optimizer_and_clipping_take_the_gpus_kernels():
 def test_a_step_fused_adamw_records_its_lists_read_and_written():
     """``_fused_adamw_`` and ``_foreach_mul_`` return nothing: what they write is the lists
     their schema marks as updated (the parameters, the moments; AdamW's schema marks the
-    gradients too), not an output."""
+    gradients too), not an output. An ``out=`` list (FSDP's ``split_with_sizes_copy``, which
+    returns nothing either) is only written: counted once."""
+    import torch.distributed.fsdp  # registers the fsdp:: operators
+
     with fake_world() as mode:
         model = nn.Linear(16, 16, bias=False)
         optimizer = _optimizer(model)
@@ -61,9 +64,12 @@ def test_a_step_fused_adamw_records_its_lists_read_and_written():
         with recorder:
             torch._foreach_mul_([model.weight.grad], 0.5)
             optimizer.step()
+            gathered, shards = torch.ones(32), [torch.empty(16), torch.empty(16)]
+            torch.ops.fsdp.split_with_sizes_copy(gathered, [16, 16], dim=0, out=shards)
     work = recorder.after.result()
     tensor = 16 * 16 * 4
     # _foreach_mul_: the gradient read and written; AdamW: parameter, gradient and both
-    # moments read and written, and its step count (one float) read and advanced
-    assert work.memory_bytes >= 2 * tensor + 8 * tensor
-    assert work.memory_bytes <= 2 * tensor + 8 * tensor + 64
+    # moments read and written, and its step count (one float) read and advanced; the split:
+    # 32 floats read, 32 written
+    expected = 2 * tensor + 8 * tensor + 2 * 32 * 4
+    assert expected <= work.memory_bytes <= expected + 64
