@@ -189,11 +189,12 @@ def patch_experts_kernel(patches: Patches) -> None:
 
 def patch_optimizer_kernels(patches: Patches) -> None:
     """The optimizer step and the gradient clipping choose their kernels as on a GPU. AdamW is
-    fused when the config chooses nothing (:func:`~hyper_parallel.runtime.optim.
-    choose_implementation`'s choice for CUDA parameters; on the host torch would loop over the
-    parameters one by one, with a temporary each and a dozen fake operators each). The norms
-    and the clipping take torch's multi-tensor path, which it takes for a GPU's tensors and
-    DTensors but not for a fake tensor (its type is not on torch's list)."""
+    fused when the config chooses nothing, the choice
+    :func:`~hyper_parallel.runtime.optim.choose_implementation` makes for CUDA parameters (on
+    the host torch would loop over the parameters one by one, with a temporary and a dozen
+    fake operators each). The norms and the clipping take torch's multi-tensor path, which it
+    takes for a GPU's tensors and DTensors but not for a fake tensor (its type is not on
+    torch's list)."""
     from torch.utils import _foreach_utils
 
     from hyper_parallel.runtime import optim
