@@ -234,6 +234,49 @@ def patch_sharding_propagation(patches: Patches) -> None:
     patches.set(ShardingPropagator, "_propagate_tensor_meta_non_cached", in_its_own_mode)
 
 
+def _frozen(value: Any) -> Any:
+    """``value`` with its lists made tuples, so that it hashes."""
+    if isinstance(value, list):
+        return tuple(_frozen(item) for item in value)
+    return value
+
+
+def patch_mesh_expansion(patches: Patches) -> None:
+    """DTensor expands an operator's one-mesh-dimension sharding rules over every dimension of
+    the mesh (``expand_to_full_mesh_op_strategy``: every combination, each priced) -- for a
+    multi-tensor or fused operator once per tensor of its list, anew each time: torch caches
+    the function that expands, not what it returns. The clipping's norms and scaling and the
+    fused optimizer take the whole parameter list, most of whose entries are alike (every
+    layer's same weight, sharded the same way), and on a 2-D mesh this was a quarter of a role's
+    simulation (the MoE debug model on EP 2 x TP 2: 392 expansions, 92 distinct). An expansion is
+    a function of its arguments, so alike ones are expanded once, for the fake world's
+    lifetime: the specs it returns name this simulation's mesh, which dies with its process
+    group. (A GPU run expands them at its first step alone; preflight simulates one step.)"""
+    from torch.distributed.tensor._ops import utils
+
+    expand = utils.expand_to_full_mesh_op_strategy
+    expanded: dict[tuple, Any] = {}
+
+    @functools.wraps(expand)
+    def expanded_once(mesh: Any, op_schema: Any, single_mesh_dim_strategies: list,
+                      **options: Any) -> Any:
+        if options.get("is_valid_strategy_cb") is not None:  # a closure: no key for it
+            return expand(mesh, op_schema, single_mesh_dim_strategies, **options)
+        key = (mesh, op_schema, _frozen(single_mesh_dim_strategies),
+               *sorted((name, _frozen(value)) for name, value in options.items()))
+        try:
+            found = expanded.get(key)
+        except TypeError:  # a symbolic size does not hash: expanded every time, as by torch
+            return expand(mesh, op_schema, single_mesh_dim_strategies, **options)
+        if found is None:
+            found = expanded[key] = expand(mesh, op_schema, single_mesh_dim_strategies,
+                                           **options)
+        return found
+
+    # Looked up on the module at every call (single_dim_strategy imports it in its function).
+    patches.set(utils, "expand_to_full_mesh_op_strategy", expanded_once)
+
+
 def patch_cache_keys(patches: Patches) -> None:
     """The fake mode's cache keys made by :mod:`~hyper_parallel.preflight.cache_keys`' short
     paths: the same keys, a tenth less of a simulation's time."""
@@ -297,6 +340,7 @@ def fake_world(imbalance: float = 1.0) -> Iterator[FakeTensorMode]:
         patch_delta_rule(patches)
         patch_cache_keys(patches)
         patch_sharding_propagation(patches)
+        patch_mesh_expansion(patches)
         with scalar_answers(), mode:
             yield mode
     finally:
