@@ -472,7 +472,8 @@ def _peak_only(tracker_class: type) -> type:
     module's own peak, which walks all modules after every operator (most of a small model's
     preflight time); preflight reads the step's peak alone (the same instant, the same
     composition). A fake tensor's device is answered without the fake mode
-    (:func:`~.fake_world.device_query`)."""
+    (:func:`~.fake_world.device_query`). Its ``recorder``, when set, records every operator
+    the tracker runs (:func:`~.work.recording`'s ``carried``)."""
     from torch.distributed._tools.mem_tracker import _TOTAL_KEY
 
     from hyper_parallel.preflight.fake_world import device_query
@@ -488,18 +489,26 @@ def _peak_only(tracker_class: type) -> type:
         device = device_query(func, args)  # tracks nothing: answered here, at once
         if device is not None:
             return device
+        if self.recorder is not None:
+            return self.recorder.dispatch(func, types, args, kwargs, self._tracked)
+        return tracker_class.__torch_dispatch__(self, func, types, args, kwargs)
+
+    def _tracked(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         return tracker_class.__torch_dispatch__(self, func, types, args, kwargs)
 
     return type(f"PeakOnly{tracker_class.__name__}", (tracker_class,),
-                {"_update_peak_stats": _update_peak_stats,
-                 "__torch_dispatch__": __torch_dispatch__})
+                {"_update_peak_stats": _update_peak_stats, "recorder": None,
+                 "_tracked": _tracked, "__torch_dispatch__": __torch_dispatch__})
 
 
-def memory_tracker(*parts: Any) -> Any:
-    """A tracker of ``parts`` (modules, optimizers) that keeps the peak only."""
+def memory_tracker(*parts: Any, recorder: Any = None) -> Any:
+    """A tracker of ``parts`` (modules, optimizers) that keeps the peak only, carrying
+    ``recorder`` (a :class:`~.work.WorkRecorder` of a ``carried`` :func:`~.work.recording`)
+    when one is given."""
     from torch.distributed._tools.mem_tracker import MemTracker
 
     tracker = _peak_only(MemTracker)()
+    tracker.recorder = recorder
     tracker.track_external(*parts)
     return tracker
 
@@ -514,7 +523,8 @@ def _fsdp_tracked(build: RoleBuild) -> bool:
             and len(_inner_optimizers(build.optimizer)) == 1)
 
 
-def _tracker(build: RoleBuild):
+def _tracker(build: RoleBuild, recorder: Any = None):
+    """The role's memory tracker (FSDP's when :func:`_fsdp_tracked`), carrying ``recorder``."""
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 
     parts = build.model_parts
@@ -522,8 +532,10 @@ def _tracker(build: RoleBuild):
         # FSDP sets up its parameter groups at the first forward; the tracker hooks them on
         # entry, so they must exist by then (as after a warm-up step).
         parts[0]._get_fsdp_state()._lazy_init()
-        return _peak_only(FSDPMemTracker)(parts[0], _inner_optimizers(build.optimizer)[0])
-    return memory_tracker(*parts, *_inner_optimizers(build.optimizer))
+        tracker = _peak_only(FSDPMemTracker)(parts[0], _inner_optimizers(build.optimizer)[0])
+        tracker.recorder = recorder
+        return tracker
+    return memory_tracker(*parts, *_inner_optimizers(build.optimizer), recorder=recorder)
 
 
 def defers_gradient_sync(build: RoleBuild) -> bool:
@@ -679,12 +691,13 @@ def step_peak(build: RoleBuild, work: list | None = None) -> dict[str, int]:
         build.optimizer.zero_grad(set_to_none=True)
     measured = stepped - 1 if first_is_warm_up else stepped
     micro_batch = _micro_batch(build)
-    tracker = _tracker(build)
     build.add_callback(NextMicroBatch(build))
-    with (recording(build) if work is not None else contextlib.nullcontext()) as recorder, \
-            tracker:
-        # One batch object stepped again: its inputs are the host's, not the accelerator's.
-        build.train_step([micro_batch] * measured)
+    with (recording(build, carried=True) if work is not None
+          else contextlib.nullcontext()) as recorder:
+        tracker = _tracker(build, recorder)
+        with tracker:
+            # One batch object stepped again: its inputs are the host's, not the accelerator's.
+            build.train_step([micro_batch] * measured)
     if recorder is not None:
         work.append(recorder.work(build.grad_accum, "repeat_middle"
                                   if defers_gradient_sync(build) else "repeat_last"))
@@ -799,11 +812,12 @@ def stage_peak(build: RoleBuild, work: list | None = None) -> tuple[dict[str, in
         alike.setdefault(stage_shape(part, stage_index, pipeline.num_stages),
                          []).append(stage_index)
     parts = dict(zip(pipeline.stage_indices, pipeline.parts))
-    with recording(build) if work is not None else contextlib.nullcontext() as recorder:
+    with (recording(build, carried=True) if work is not None
+          else contextlib.nullcontext()) as recorder:
         for stage_indices in alike.values():
             stage_index = stage_indices[0]
             first, last = stage_index == 0, stage_index == pipeline.num_stages - 1
-            tracker = memory_tracker(parts[stage_index])
+            tracker = memory_tracker(parts[stage_index], recorder=recorder)
             with tracker:
                 x = ids if first else torch.zeros(
                     ids.shape[0], ids.shape[1], hidden, dtype=dtype, requires_grad=True)
