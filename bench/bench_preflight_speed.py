@@ -10,12 +10,15 @@ after round (a stretch of other load falls on both alike), the fastest of the ro
 * **torch's paths**: every ``tensor.device`` of a fake tensor dispatched through the memory
   tracker and the fake mode, torch's own cache keys, every micro-batch stepped after the
   warm-up step, and the optimizer step and the clipping on the host's kernels (one parameter
-  at a time: the fake tensors sit on the CPU and are not on torch's multi-tensor list);
+  at a time: the fake tensors sit on the CPU and are not on torch's multi-tensor list), and
+  DTensor's sharding rules expanded over the mesh once per tensor of a multi-tensor
+  operator's list;
 * **preflight's**: the device read answered above the fake mode (``fake_world.device_query``),
   the cache keys' short paths (``preflight/cache_keys.py``), the warm-up standing for the
   first micro-batch where it can (``simulate.warm_up_is_first_micro_batch``), and the GPU's
   optimizer kernels (``fake_world.patch_optimizer_kernels``: fused AdamW, multi-tensor
-  norms and scaling, as the GPU run steps them).
+  norms and scaling, as the GPU run steps them), and each distinct tensor of such a list
+  expanded once (``fake_world.patch_mesh_expansion``).
 
 Each row also says whether the two measurements are the same to the byte (the figures a
 report prints), and by how many bytes they differ where not. ``--smoke``: the tiny flavor's
@@ -52,6 +55,8 @@ ROLES = {
     "debug, TP 2": (["--module", "qwen3_5_v2", "--config", "qwen3_5_v2_debugmodel_tp2"], 2),
     "MoE debug, EP 2": (["--module", "qwen3_5_moe", "--config",
                          "qwen3_5_moe_debugmodel_ep2"], 2),
+    "MoE debug, EP 2 x TP 2": (["--module", "qwen3_5_moe", "--config",
+                                "qwen3_5_moe_debugmodel_ep2_tp2"], 4),
     # The smoke run's: the same paths, the smallest flavor.
     "tiny, FSDP 2, 2 micro-batches": (["--module", "qwen3_5_v2", "--config",
                                        "qwen3_5_v2_debugmodel_fsdp2",
@@ -67,16 +72,19 @@ def torchs_paths() -> Iterator[None]:
     from hyper_parallel.preflight import cache_keys, fake_world, simulate
 
     saved = (fake_world._DEVICE, cache_keys.patch_cache_keys,
-             simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels)
+             simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels,
+             fake_world.patch_mesh_expansion)
     fake_world._DEVICE = object()  # no operator is it: every device read goes through
     cache_keys.patch_cache_keys = lambda patches: None
     simulate.warm_up_is_first_micro_batch = lambda build: False
     fake_world.patch_optimizer_kernels = lambda patches: None
+    fake_world.patch_mesh_expansion = lambda patches: None
     try:
         yield
     finally:
         (fake_world._DEVICE, cache_keys.patch_cache_keys,
-         simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels) = saved
+         simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels,
+         fake_world.patch_mesh_expansion) = saved
 
 
 def _measure(argv: list[str], world: int) -> tuple[float, object]:
