@@ -76,7 +76,7 @@ def torchs_paths() -> Iterator[None]:
              fake_world.patch_mesh_expansion)
     fake_world._DEVICE = object()  # no operator is it: every device read goes through
     cache_keys.patch_cache_keys = lambda patches: None
-    simulate.warm_up_is_first_micro_batch = lambda build: False
+    simulate.warm_up_is_first_micro_batch = lambda build, recorded=False: False
     fake_world.patch_optimizer_kernels = lambda patches: None
     fake_world.patch_mesh_expansion = lambda patches: None
     try:

@@ -570,25 +570,35 @@ def micro_batches_to_step(build: RoleBuild) -> int:
     return min(build.grad_accum, 3 if defers_gradient_sync(build) else 2)
 
 
-def warm_up_is_first_micro_batch(build: RoleBuild) -> bool:
+def warm_up_is_first_micro_batch(build: RoleBuild, recorded: bool = False) -> bool:
     """Whether the warm-up step, keeping its gradients, leaves what a step's first micro-batch
-    leaves, so the second is stepped right after it: when the run is one FSDP root that
-    reduce-scatters every micro-batch and steps two. A first micro-batch then leaves only the
-    sharded gradients, FSDP's reduce-scatter outputs, of the same shapes and in the same
-    buffers whatever the rows (activations and temporaries die with it), and the second
-    starts from all of them where the first started from none: at every instant the second
-    holds at least what the first did, so the step's peak is the second's (or the
-    optimizer's) either way, in the same composition. Not when FSDP holds its gradients
-    unsharded (the first micro-batch's state is then FSDP's accumulation buffers, which a
-    step that syncs does not make), nor for gradients autograd accumulates itself (tensor
-    parallelism without FSDP, one rank) or that expert parallelism routes: their layout, and
-    so whether the second micro-batch adds into them in place, can follow the rows that made
-    them (measured: a mixture of experts' backward temporaries moved 0.4 MB under EP 2).
+    leaves, so the second is stepped right after it: when the run steps two micro-batches
+    and the first leaves only gradients of the parameters' own shapes and layouts, whatever
+    its rows -- FSDP's sharded gradients (its reduce-scatter outputs, in the same buffers), or
+    the ``.grad`` autograd accumulates (which its layout contract gives the parameter's
+    strides, a plain tensor's or a DTensor's local shard). Activations and temporaries die
+    with the micro-batch. The second starts from all of the gradients where the first started
+    from none, and holds at every instant at least what the first did (where the first made a
+    gradient, the second adds one of the same bytes into it), so the step's peak is the
+    second's (or the optimizer's) either way, in the same composition: every figure the same
+    to the byte (``tests/torch/ut/preflight/test_warm_up_first.py``, against stepping the
+    first).
+
+    Not when FSDP holds its gradients unsharded (the first micro-batch's state is then FSDP's
+    accumulation buffers, which a step that syncs does not make), nor under expert
+    parallelism, whose routed rows can change the layout of what a micro-batch leaves
+    (measured: a mixture of experts' backward temporaries moved 0.4 MB under EP 2). Nor,
+    ``recorded``, when the step's work is recorded and autograd accumulates the gradients:
+    the first micro-batch's work is the second's without the addition of every gradient
+    (4 % of a one-rank step's bytes), where under FSDP it is one addition of the sharded
+    gradients.
 
     What the step holds for all its micro-batches at once, one 8-byte token count each, is
     then one fewer (it was already fewer than a run of more micro-batches holds)."""
-    return (micro_batches_to_step(build) == 2 and not defers_gradient_sync(build)
-            and _fsdp_tracked(build) and not build.parallel_dims.ep_enabled)
+    if (micro_batches_to_step(build) != 2 or defers_gradient_sync(build)
+            or build.parallel_dims.ep_enabled):
+        return False
+    return not recorded or _fsdp_tracked(build)
 
 
 @contextlib.contextmanager
@@ -684,7 +694,7 @@ def step_peak(build: RoleBuild, work: list | None = None) -> dict[str, int]:
                  else recorder.next_micro_batch)()
 
     stepped = micro_batches_to_step(build)
-    first_is_warm_up = warm_up_is_first_micro_batch(build)
+    first_is_warm_up = warm_up_is_first_micro_batch(build, recorded=work is not None)
     with _gradients_kept(build) if first_is_warm_up else contextlib.nullcontext():
         build.train_step([_micro_batch(build, warm_up=True)])
     if not first_is_warm_up:
