@@ -25,6 +25,10 @@ ROLES = {
 }
 
 
+#: The engine's own decision, spied on by each measurement.
+DECIDE = simulate.warm_up_is_first_micro_batch
+
+
 def _simulation(argv: list[str]):
     from hyper_parallel.config.manager import ConfigManager
     from hyper_parallel.trainer.hyper_trainer import HyperTrainer
@@ -38,10 +42,9 @@ def _measured(argv: list[str], world: int, monkeypatch, work: list | None = None
     """``(the role's RoleMemory, what warm_up_is_first_micro_batch answered)``; ``work``:
     the step's work recorded into it."""
     answers: list[bool] = []
-    decide = simulate.warm_up_is_first_micro_batch
 
     def spied(build, recorded=False):
-        answers.append(decide(build, recorded))
+        answers.append(DECIDE(build, recorded))
         return answers[-1]
 
     monkeypatch.setattr(simulate, "warm_up_is_first_micro_batch", spied)
