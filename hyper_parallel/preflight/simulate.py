@@ -611,6 +611,29 @@ def _gradients_kept(build: RoleBuild) -> Iterator[None]:
         del build.optimizer.zero_grad
 
 
+@contextlib.contextmanager
+def without_recomputation(build: RoleBuild) -> Iterator[None]:
+    """Every checkpointed layer of the role runs its module directly: nothing is dropped in
+    the forward and recomputed in the backward. For the warm-up step, which is stepped for what
+    it leaves -- the optimizer's state, what FSDP allocates once, the gradients when it stands
+    for the first micro-batch -- and not measured: checkpointing changes what a forward keeps
+    for its backward, never the gradients it computes nor their layouts, and the layers end
+    resharded either way. A checkpointed layer's recomputation is a third of the warm-up's
+    operators (``tests/torch/ut/preflight/test_warm_up_first.py`` holds every figure the same,
+    to the byte, against a warm-up that recomputes)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+
+    wrappers = [module for part in build.model_parts for module in part.modules()
+                if isinstance(module, CheckpointWrapper)]
+    for wrapper in wrappers:  # the wrapper's own hooks (FSDP's) still run around it
+        wrapper.forward = wrapper._checkpoint_wrapped_module.__call__
+    try:
+        yield
+    finally:
+        for wrapper in wrappers:
+            del wrapper.forward
+
+
 def _accumulation_dtype(policy: Any, stored: torch.dtype) -> torch.dtype:
     """The dtype FSDP2 holds an unsharded gradient in across micro-batches: its reduce dtype
     when that differs from the compute dtype (it upcasts the gradient to it,
@@ -671,9 +694,10 @@ def _file_held_gradients(build: RoleBuild, tracker: Any) -> None:
 def step_peak(build: RoleBuild, work: list | None = None) -> dict[str, int]:
     """The kinds of live bytes at the peak instant of one steady-state training step, stepped
     with :func:`micro_batches_to_step` of its micro-batches. A warm-up step first, on one
-    short row: it makes the optimizer's state and what FSDP allocates once (its unsharded
-    parameters' storage), at a fraction of a full step's time (one short row per rank that
-    splits the rows); when it can, it is also the step's first micro-batch
+    short row without recomputation (:func:`without_recomputation`): it makes the optimizer's
+    state and what FSDP allocates once (its unsharded parameters' storage), at a fraction of a
+    full step's time (one short row per rank that splits the rows); when it can, it is also
+    the step's first micro-batch
     (:func:`warm_up_is_first_micro_batch`). ``work``: a list the whole optimizer step's
     :class:`~.work.RoleWork` is appended to, recorded from the micro-batches stepped after the
     warm-up (:mod:`.work`; the first stands for any not recorded); None records nothing."""
@@ -695,7 +719,8 @@ def step_peak(build: RoleBuild, work: list | None = None) -> dict[str, int]:
 
     stepped = micro_batches_to_step(build)
     first_is_warm_up = warm_up_is_first_micro_batch(build, recorded=work is not None)
-    with _gradients_kept(build) if first_is_warm_up else contextlib.nullcontext():
+    with (without_recomputation(build),
+          _gradients_kept(build) if first_is_warm_up else contextlib.nullcontext()):
         build.train_step([_micro_batch(build, warm_up=True)])
     if not first_is_warm_up:
         build.optimizer.zero_grad(set_to_none=True)
