@@ -9,13 +9,15 @@ after round (a stretch of other load falls on both alike), the fastest of the ro
 
 * **torch's paths**: every ``tensor.device`` of a fake tensor dispatched through the memory
   tracker and the fake mode, torch's own cache keys, every micro-batch stepped after the
-  warm-up step, and the optimizer step and the clipping on the host's kernels (one parameter
+  warm-up step (its checkpointed layers recomputed in its backward, as in the step), and the
+  optimizer step and the clipping on the host's kernels (one parameter
   at a time: the fake tensors sit on the CPU and are not on torch's multi-tensor list), and
   DTensor's sharding rules expanded over the mesh once per tensor of a multi-tensor
   operator's list;
 * **preflight's**: the device read answered above the fake mode (``fake_world.device_query``),
   the cache keys' short paths (``preflight/cache_keys.py``), the warm-up standing for the
-  first micro-batch where it can (``simulate.warm_up_is_first_micro_batch``), and the GPU's
+  first micro-batch where it can (``simulate.warm_up_is_first_micro_batch``) and stepped
+  without recomputation (``simulate.without_recomputation``), the GPU's
   optimizer kernels (``fake_world.patch_optimizer_kernels``: fused AdamW, multi-tensor
   norms and scaling, as the GPU run steps them), and each distinct tensor of such a list
   expanded once (``fake_world.patch_mesh_expansion``).
@@ -73,18 +75,19 @@ def torchs_paths() -> Iterator[None]:
 
     saved = (fake_world._DEVICE, cache_keys.patch_cache_keys,
              simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels,
-             fake_world.patch_mesh_expansion)
+             fake_world.patch_mesh_expansion, simulate.without_recomputation)
     fake_world._DEVICE = object()  # no operator is it: every device read goes through
     cache_keys.patch_cache_keys = lambda patches: None
     simulate.warm_up_is_first_micro_batch = lambda build, recorded=False: False
     fake_world.patch_optimizer_kernels = lambda patches: None
     fake_world.patch_mesh_expansion = lambda patches: None
+    simulate.without_recomputation = lambda build: contextlib.nullcontext()
     try:
         yield
     finally:
         (fake_world._DEVICE, cache_keys.patch_cache_keys,
          simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels,
-         fake_world.patch_mesh_expansion) = saved
+         fake_world.patch_mesh_expansion, simulate.without_recomputation) = saved
 
 
 def _measure(argv: list[str], world: int) -> tuple[float, object]:
