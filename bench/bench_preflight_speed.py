@@ -8,19 +8,19 @@ one and two layer periods, or the whole depth), in one process, the two ways int
 after round (a stretch of other load falls on both alike), the fastest of the rounds kept:
 
 * **torch's paths**: every ``tensor.device`` of a fake tensor dispatched through the memory
-  tracker and the fake mode, torch's own cache keys, every micro-batch stepped after the
-  warm-up step (its checkpointed layers recomputed in its backward, as in the step), and the
-  optimizer step and the clipping on the host's kernels (one parameter
-  at a time: the fake tensors sit on the CPU and are not on torch's multi-tensor list), and
-  DTensor's sharding rules expanded over the mesh once per tensor of a multi-tensor
-  operator's list;
+  tracker and the fake mode, torch's own cache keys and cache hits, every micro-batch stepped
+  after the warm-up step (its checkpointed layers recomputed in its backward, as in the step),
+  and the optimizer step and the clipping on the host's kernels (one parameter at a time: the
+  fake tensors sit on the CPU and are not on torch's multi-tensor list), and DTensor's sharding
+  rules expanded over the mesh once per tensor of a multi-tensor operator's list;
 * **preflight's**: the device read answered above the fake mode (``fake_world.device_query``),
-  the cache keys' short paths (``preflight/cache_keys.py``), the warm-up standing for the
-  first micro-batch where it can (``simulate.warm_up_is_first_micro_batch``) and stepped
-  without recomputation (``simulate.without_recomputation``), the GPU's
-  optimizer kernels (``fake_world.patch_optimizer_kernels``: fused AdamW, multi-tensor
-  norms and scaling, as the GPU run steps them), and each distinct tensor of such a list
-  expanded once (``fake_world.patch_mesh_expansion``).
+  the cache keys' and the cache hits' short paths (``preflight/cache_keys.py``,
+  ``preflight/cached_outputs.py``), the warm-up standing for the first micro-batch where it
+  can (``simulate.warm_up_is_first_micro_batch``) and stepped without recomputation
+  (``simulate.without_recomputation``), the GPU's optimizer kernels
+  (``fake_world.patch_optimizer_kernels``: fused AdamW, multi-tensor norms and scaling, as the
+  GPU run steps them), and each distinct tensor of such a list expanded once
+  (``fake_world.patch_mesh_expansion``).
 
 Each row also says whether the two measurements are the same to the byte (the figures a
 report prints), and by how many bytes they differ where not. ``--smoke``: the tiny flavor's
@@ -73,11 +73,12 @@ def torchs_paths() -> Iterator[None]:
     """Preflight without its short paths (what it was before them)."""
     from hyper_parallel.preflight import cache_keys, fake_world, simulate
 
-    saved = (fake_world._DEVICE, cache_keys.patch_cache_keys,
+    saved = (fake_world._DEVICE, cache_keys.patch_cache_keys, fake_world.patch_cache_hits,
              simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels,
              fake_world.patch_mesh_expansion, simulate.without_recomputation)
     fake_world._DEVICE = object()  # no operator is it: every device read goes through
     cache_keys.patch_cache_keys = lambda patches: None
+    fake_world.patch_cache_hits = lambda patches: None
     simulate.warm_up_is_first_micro_batch = lambda build, recorded=False: False
     fake_world.patch_optimizer_kernels = lambda patches: None
     fake_world.patch_mesh_expansion = lambda patches: None
@@ -85,7 +86,7 @@ def torchs_paths() -> Iterator[None]:
     try:
         yield
     finally:
-        (fake_world._DEVICE, cache_keys.patch_cache_keys,
+        (fake_world._DEVICE, cache_keys.patch_cache_keys, fake_world.patch_cache_hits,
          simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels,
          fake_world.patch_mesh_expansion, simulate.without_recomputation) = saved
 

@@ -8,8 +8,12 @@ and stride tuples through the generic ``_prep_args_for_hash``). Preflight's tens
 sparse and never symbolic (its fake mode has no shape environment), so both have a short path:
 :func:`tensor_metadata` and :func:`flatten_into` produce exactly the values torch's would,
 appended in the same order, and fall back to torch's own for anything else.
-``tests/torch/ut/preflight/test_cache_keys.py`` holds the two to the same keys over tensors of
-every layout, dtype, stride and flag a key reads.
+The walk over an operator's arguments (``FakeTensorMode._prep_args_for_hash``, called for
+every operator) has one too: :func:`prep_args_for_hash` writes a list or tuple of fake tensors
+and plain scalars without torch's chain of ``isinstance`` checks and the imports it repeats at
+every call, and hands any other argument to torch's. ``tests/torch/ut/preflight/
+test_cache_keys.py`` holds the two to the same keys over tensors of every layout, dtype, stride
+and flag a key reads, and to the same refusals.
 
 This module names torch's private ``TensorMetadata`` fields; under a torch whose fields differ
 :func:`patch_cache_keys` leaves torch's functions in place (the simulation is then only slower).
@@ -22,7 +26,7 @@ from typing import Any
 
 import torch
 from torch._subclasses import fake_tensor
-from torch._subclasses.fake_tensor import TensorMetadata
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, TensorMetadata
 
 #: The fields of torch 2.13's ``TensorMetadata``, in its order (the order the key is made in).
 FIELDS = ("dtype", "shape", "stride", "device", "layout", "memory_format", "storage_offset",
@@ -31,7 +35,11 @@ FIELDS = ("dtype", "shape", "stride", "device", "layout", "memory_format", "stor
 
 _TORCH_EXTRACT = fake_tensor.extract_tensor_metadata
 _TORCH_FLATTEN = TensorMetadata._flatten_into
+_TORCH_PREP = FakeTensorMode._prep_args_for_hash
 _SEQUENCES = (tuple, list, torch.Size)
+#: Arguments a key holds as ``type, value`` (torch's last branch), told apart by their exact type.
+_PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout,
+                    torch.memory_format})
 
 
 def tensor_metadata(t: torch.Tensor) -> TensorMetadata:
@@ -72,6 +80,35 @@ def flatten_into(self: TensorMetadata, result: list, mode: Any, state: Any) -> N
         append(getattr(self, name))
 
 
+def prep_args_for_hash(self: FakeTensorMode, result: list, args: Any, state: Any,
+                       id_hashed_objects: list) -> None:
+    """``FakeTensorMode._prep_args_for_hash``: for a list or a tuple, its type and length, then
+    each argument -- a dense fake tensor of this mode by :func:`tensor_metadata` and
+    :func:`flatten_into`, a plain scalar as its type and value, a list or tuple the same way;
+    anything else (a dict, a ``torch.Size``, a symbolic size, a tensor torch refuses to key)
+    exactly as torch writes it, or refuses it."""
+    kind = type(args)
+    if kind is not list and kind is not tuple:
+        return _TORCH_PREP(self, result, args, state, id_hashed_objects)
+    append = result.append
+    append(kind)
+    append(f"length_{len(args)}")
+    for arg in args:
+        kind = type(arg)
+        if kind is FakeTensor and arg.fake_mode is self and arg.constant is None \
+                and arg.layout is torch.strided:
+            flatten_into(tensor_metadata(arg), result, self, state)
+        elif kind in _PLAIN:
+            append(kind)
+            append(arg)
+        elif kind is list or kind is tuple:
+            prep_args_for_hash(self, result, arg, state, id_hashed_objects)
+        else:  # torch's own, as one argument: its entry without the 1-tuple's type and length
+            one: list = []
+            _TORCH_PREP(self, one, (arg,), state, id_hashed_objects)
+            result.extend(one[2:])
+
+
 def fields_match() -> bool:
     """Whether this torch's ``TensorMetadata`` is the one :data:`FIELDS` names."""
     return tuple(f.name for f in dataclasses.fields(TensorMetadata)) == FIELDS
@@ -84,6 +121,8 @@ def patch_cache_keys(patches: Any) -> None:
         return
     patches.set(fake_tensor, "extract_tensor_metadata", tensor_metadata)
     patches.set(TensorMetadata, "_flatten_into", flatten_into)
+    patches.set(FakeTensorMode, "_prep_args_for_hash", prep_args_for_hash)
 
 
-__all__ = ["FIELDS", "fields_match", "flatten_into", "patch_cache_keys", "tensor_metadata"]
+__all__ = ["FIELDS", "fields_match", "flatten_into", "patch_cache_keys", "prep_args_for_hash",
+           "tensor_metadata"]

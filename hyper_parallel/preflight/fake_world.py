@@ -285,6 +285,15 @@ def patch_cache_keys(patches: Patches) -> None:
     cache_keys.patch_cache_keys(patches)
 
 
+def patch_cache_hits(patches: Patches) -> None:
+    """The fake mode's cache hits answered by :mod:`~hyper_parallel.preflight.cached_outputs`'
+    short path, and its dispatch without the wrappers a simulation never needs: the same
+    tensors."""
+    from hyper_parallel.preflight import cached_outputs
+
+    cached_outputs.patch_cache_hits(patches)
+
+
 @contextlib.contextmanager
 def scalar_answers() -> Iterator[None]:
     """Host reads of fake tensors answered by :func:`host_scalar` until the block ends."""
@@ -339,6 +348,7 @@ def fake_world(imbalance: float = 1.0) -> Iterator[FakeTensorMode]:
         patch_optimizer_kernels(patches)
         patch_delta_rule(patches)
         patch_cache_keys(patches)
+        patch_cache_hits(patches)
         patch_sharding_propagation(patches)
         patch_mesh_expansion(patches)
         with scalar_answers(), mode:

@@ -1,7 +1,9 @@
 """Preflight's short paths to the fake tensors' cache keys (:mod:`hyper_parallel.preflight.
 cache_keys`) make exactly torch's keys: over tensors of every dtype, stride, offset, view and
-flag a key reads, the flattened key is the one torch's own functions write, value for value
-and type for type (1 and 1.0, or a tuple and a torch.Size, hash alike and must not meet)."""
+flag a key reads, among the arguments an operator takes (nested lists and tuples, sizes,
+dtypes, devices, strings, dicts), the flattened key is the one torch's own functions write,
+value for value and type for type (1 and 1.0, or a tuple and a torch.Size, hash alike and must
+not meet); and an argument torch refuses to key is refused alike."""
 
 from __future__ import annotations
 
@@ -12,7 +14,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch._subclasses import fake_tensor
-from torch._subclasses.fake_tensor import FakeTensorMode, TensorMetadata, _CacheKeyState
+from torch._subclasses.fake_tensor import (
+    FakeTensorMode,
+    TensorMetadata,
+    _BypassDispatchCache,
+    _CacheKeyState,
+)
 
 from hyper_parallel.preflight import cache_keys
 from hyper_parallel.preflight.fake_world import Patches
@@ -85,13 +92,35 @@ def _make(dims: list[int], dtype: torch.dtype, ops: list[str]) -> torch.Tensor:
 def test_the_short_paths_make_torchs_keys(drawn, scalars):
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     fakes = [mode.from_tensor(_make(dims, dtype, ops)) for dims, dtype, ops in drawn]
-    args = [*fakes, tuple(scalars), {"k": fakes[0]}]
+    args = [*fakes, tuple(scalars), {"k": fakes[0]}, [fakes[-1], (fakes[0], 2)],
+            fakes[0].shape, fakes[0].dtype, torch.device("cuda", 1), "mean", torch.strided]
     assert _typed(_key(mode, args, patched=True)) == _typed(_key(mode, args, patched=False))
+    for arguments in (tuple(args), (*scalars,), ()):
+        assert (_typed(_key(mode, arguments, patched=True))
+                == _typed(_key(mode, arguments, patched=False)))
     for fake in fakes:
         with mode:
             ours = cache_keys.tensor_metadata(fake)
             torchs = fake_tensor.extract_tensor_metadata(fake)
         assert ours == torchs
+
+
+@pytest.mark.parametrize("refused", ["another mode's", "a real tensor", "a constant", "sparse",
+                                     "a function"])
+def test_what_torch_refuses_to_key_is_refused_alike(refused):
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    arg = {
+        "another mode's": lambda: FakeTensorMode().from_tensor(torch.empty(2)),
+        "a real tensor": lambda: torch.empty(2),
+        "a constant": lambda: mode.from_tensor(torch.tensor(3.0), static_shapes=True),
+        "sparse": lambda: mode.from_tensor(torch.eye(3).to_sparse()),
+        "a function": lambda: (lambda: None),
+    }[refused]()
+    if refused == "a constant":
+        arg.constant = torch.tensor(3.0)
+    for patched in (True, False):
+        with pytest.raises(_BypassDispatchCache):
+            _key(mode, [mode.from_tensor(torch.empty(2)), [arg]], patched=patched)
 
 
 def test_a_sparse_tensor_takes_torchs_path():
