@@ -618,9 +618,9 @@ def without_recomputation(build: RoleBuild) -> Iterator[None]:
     it leaves -- the optimizer's state, what FSDP allocates once, the gradients when it stands
     for the first micro-batch -- and not measured: checkpointing changes what a forward keeps
     for its backward, never the gradients it computes nor their layouts, and the layers end
-    resharded either way. A checkpointed layer's recomputation is a third of the warm-up's
-    operators (``tests/torch/ut/preflight/test_warm_up_first.py`` holds every figure the same,
-    to the byte, against a warm-up that recomputes)."""
+    resharded either way. A checkpointed layer's recomputation is about a third of its
+    operators in the warm-up (``tests/torch/ut/preflight/test_warm_up_first.py`` holds every
+    figure the same, to the byte, against a warm-up that recomputes)."""
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
 
     wrappers = [module for part in build.model_parts for module in part.modules()
