@@ -14,6 +14,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from hyper_parallel.preflight import cached_outputs
 from hyper_parallel.preflight.fake_world import Patches
+from tests.torch.ut.preflight.test_cache_keys import _make
 
 #: name -> an operator a step runs, on one fake tensor (None: it does not apply to that tensor).
 OPERATORS = {
@@ -73,20 +74,8 @@ def tensors(draw):
 
 
 def _maker(mode: FakeTensorMode, dims, dtype, ops):
-    def make():
-        with mode:
-            t = torch.empty(dims, dtype=dtype)
-            for op in ops:
-                if op == "t" and t.dim() >= 2:
-                    t = t.transpose(0, -1)
-                elif op == "slice" and t.dim() and t.shape[0] > 1:
-                    t = t[1:]
-                elif op == "offset" and t.numel() > 1:
-                    t = t.reshape(-1)[1:]
-                elif op == "requires_grad" and t.is_floating_point() and t.is_leaf:
-                    t = t.detach().requires_grad_()
-            return t
-    return make
+    """A maker of fresh fake tensors of one drawn kind (``test_cache_keys``' own construction)."""
+    return lambda: mode.from_tensor(_make(dims, dtype, ops))
 
 
 @settings(max_examples=150, deadline=None)
