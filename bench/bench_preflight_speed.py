@@ -12,15 +12,17 @@ after round (a stretch of other load falls on both alike), the fastest of the ro
   after the warm-up step (its checkpointed layers recomputed in its backward, as in the step),
   and the optimizer step and the clipping on the host's kernels (one parameter at a time: the
   fake tensors sit on the CPU and are not on torch's multi-tensor list), and DTensor's sharding
-  rules expanded over the mesh once per tensor of a multi-tensor operator's list;
+  rules expanded over the mesh once per tensor of a multi-tensor operator's list, and each
+  operator's leaves walked by torch's pytree;
 * **preflight's**: the device read answered above the fake mode (``fake_world.device_query``),
   the cache keys' and the cache hits' short paths (``preflight/cache_keys.py``,
   ``preflight/cached_outputs.py``), the warm-up standing for the first micro-batch where it
   can (``simulate.warm_up_is_first_micro_batch``) and stepped without recomputation
   (``simulate.without_recomputation``), the GPU's optimizer kernels
   (``fake_world.patch_optimizer_kernels``: fused AdamW, multi-tensor norms and scaling, as the
-  GPU run steps them), and each distinct tensor of such a list expanded once
-  (``fake_world.patch_mesh_expansion``).
+  GPU run steps them), each distinct tensor of such a list expanded once
+  (``fake_world.patch_mesh_expansion``), and the leaves walked by ``preflight/lean_pytree.py``
+  for the memory trackers and the work recorder.
 
 Each row also says whether the two measurements are the same to the byte (the figures a
 report prints), and by how many bytes they differ where not. ``--smoke``: the tiny flavor's
@@ -71,11 +73,14 @@ SMOKE_ROLES = ("tiny, FSDP 2, 2 micro-batches",)
 @contextlib.contextmanager
 def torchs_paths() -> Iterator[None]:
     """Preflight without its short paths (what it was before them)."""
-    from hyper_parallel.preflight import cache_keys, fake_world, simulate
+    from torch.utils._pytree import tree_leaves
+
+    from hyper_parallel.preflight import cache_keys, fake_world, simulate, work
 
     saved = (fake_world._DEVICE, cache_keys.patch_cache_keys, fake_world.patch_cache_hits,
              simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels,
-             fake_world.patch_mesh_expansion, simulate.without_recomputation)
+             fake_world.patch_mesh_expansion, simulate.without_recomputation,
+             fake_world.patch_tracker_walks, work.leaves)
     fake_world._DEVICE = object()  # no operator is it: every device read goes through
     cache_keys.patch_cache_keys = lambda patches: None
     fake_world.patch_cache_hits = lambda patches: None
@@ -83,12 +88,15 @@ def torchs_paths() -> Iterator[None]:
     fake_world.patch_optimizer_kernels = lambda patches: None
     fake_world.patch_mesh_expansion = lambda patches: None
     simulate.without_recomputation = lambda build: contextlib.nullcontext()
+    fake_world.patch_tracker_walks = lambda patches: None
+    work.leaves = tree_leaves
     try:
         yield
     finally:
         (fake_world._DEVICE, cache_keys.patch_cache_keys, fake_world.patch_cache_hits,
          simulate.warm_up_is_first_micro_batch, fake_world.patch_optimizer_kernels,
-         fake_world.patch_mesh_expansion, simulate.without_recomputation) = saved
+         fake_world.patch_mesh_expansion, simulate.without_recomputation,
+         fake_world.patch_tracker_walks, work.leaves) = saved
 
 
 def _measure(argv: list[str], world: int) -> tuple[float, object]:

@@ -294,6 +294,14 @@ def patch_cache_hits(patches: Patches) -> None:
     cached_outputs.patch_cache_hits(patches)
 
 
+def patch_tracker_walks(patches: Patches) -> None:
+    """torch's memory trackers walk each operator's outputs by
+    :mod:`~hyper_parallel.preflight.lean_pytree`: the same tensors, in the same order."""
+    from hyper_parallel.preflight import lean_pytree
+
+    lean_pytree.patch_trackers(patches)
+
+
 @contextlib.contextmanager
 def scalar_answers() -> Iterator[None]:
     """Host reads of fake tensors answered by :func:`host_scalar` until the block ends."""
@@ -349,6 +357,7 @@ def fake_world(imbalance: float = 1.0) -> Iterator[FakeTensorMode]:
         patch_delta_rule(patches)
         patch_cache_keys(patches)
         patch_cache_hits(patches)
+        patch_tracker_walks(patches)
         patch_sharding_propagation(patches)
         patch_mesh_expansion(patches)
         with scalar_answers(), mode:

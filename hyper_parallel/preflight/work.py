@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from hyper_parallel.preflight.fake_world import device_query
+from hyper_parallel.preflight.lean_pytree import leaves
 
 #: The collective kinds a step can issue (nccl-tests' names).
 KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv", "broadcast")
@@ -226,7 +226,7 @@ _ATTENTION = ("_scaled_dot_product", "_flash_attention", "_efficient_attention",
 
 
 def _bytes(tensors: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in tree_leaves(tensors)
+    return sum(t.numel() * t.element_size() for t in leaves(tensors)
                if isinstance(t, torch.Tensor))
 
 
@@ -411,13 +411,13 @@ class WorkRecorder(TorchDispatchMode):
         from torch.distributed.tensor import DTensor
 
         kwargs = kwargs or {}
-        leaves = tree_leaves((args, kwargs))
+        inputs = leaves((args, kwargs))
         self.flush_dtensor_operators()
-        if any(isinstance(t, DTensor) for t in leaves):
+        if any(isinstance(t, DTensor) for t in inputs):
             return NotImplemented  # DTensor's dispatch counts it (see the class docstring)
         out = run(func, types, args, kwargs)
         if any(isinstance(t, FakeTensor) and t.fake_mode is not self.fake_mode
-               for t in (*leaves, *tree_leaves(out))):
+               for t in (*inputs, *leaves(out))):
             return out  # DTensor's shape inference on tensors of its own (made ones too)
         self._record(func, args, kwargs, out)
         return out
