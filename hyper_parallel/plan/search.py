@@ -481,11 +481,15 @@ class Promise:
         self.parts = parts
         self.known: list[Evaluated] = []
         self.scale = 1.0
+        # Each candidate's promise, until the next verdict changes them: a round's choice
+        # asks for thousands of them, tens of times each.
+        self._promises: dict[Candidate, float] = {}
 
     def learn(self, item: Evaluated) -> None:
         if item.prediction is not None and item.candidate in self.parts:
             self.known.append(item)
             self.scale = self.recompute_scale()
+            self._promises.clear()
 
     def recompute_scale(self) -> float:
         """The share ``s`` of :data:`RECOMPUTE` the preflights measured: for each pair of
@@ -522,8 +526,12 @@ class Promise:
         return ref.prediction.compute / compute if compute > 0 else 1.0
 
     def __call__(self, c: Candidate) -> float:
-        compute, bubble, exposed = self.parts[c]
-        return self.ratio(c) * self._recomputed(c) * (compute + bubble) + exposed
+        promise = self._promises.get(c)
+        if promise is None:
+            compute, bubble, exposed = self.parts[c]
+            promise = self._promises[c] = (self.ratio(c) * self._recomputed(c)
+                                           * (compute + bubble) + exposed)
+        return promise
 
 
 def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
@@ -546,13 +554,11 @@ def plan(base: Any, *, nodes: int, gpus_per_node: int, gpu: Any, hardware: Any,
     selective = budget is None
     world = nodes * gpus_per_node
     workers = workers or processes()
+    # The pool's imports (seconds) while the model's facts and the space are worked out; a
+    # plan that ends before its first preflight stops them at exit rather than wait.
+    start_workers(workers)
     facts = model_facts(base)
     space = build_space(base, world, gpus_per_node, gpu, facts)
-    if space.candidates:
-        # The pool's imports while the candidates are estimated (not before the space: a
-        # plan that ends at a configuration error or with nothing to preflight would wait
-        # for them at exit).
-        start_workers(workers)
     gbs = base.training.global_batch_size
     result = PlanResult(world, nodes, gpus_per_node, gpu, hardware, gbs,
                         base.training.seq_len, considered=space.considered)

@@ -7,7 +7,9 @@ holds one process group, and each simulation makes its own), as many as this pro
 (:func:`~.run.processes`: its cores, or ``HYPER_PARALLEL_PREFLIGHT_PROCESSES``): this one and
 spawned workers. The workers are kept while this process lives (:func:`_pool`):
 a fresh interpreter spends seconds importing torch and the engine, and a caller that
-preflights in rounds (the planner, the shipped-recipes test) would pay that every round.
+preflights in rounds (the planner, the shipped-recipes test) would pay that every round. A
+caller may start them early (:func:`start_workers`); at exit imports still running are
+stopped, not awaited (:func:`_stop_at_exit`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import concurrent.futures
 import contextlib
 import multiprocessing
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -160,6 +162,9 @@ def _run_tasks(tasks: list[tuple], workers: int) -> list[Any]:
 
 #: The spawned workers, kept across calls (``(size, executor)``; None before the first).
 _POOL: tuple[int, concurrent.futures.ProcessPoolExecutor] | None = None
+#: The workers' imports (:func:`start_workers`) not finished yet: no result waits for them,
+#: so at exit they are stopped (:func:`_stop_at_exit`).
+_IMPORTING: set[concurrent.futures.Future] = set()
 
 
 def _pool(size: int) -> concurrent.futures.ProcessPoolExecutor:
@@ -180,6 +185,7 @@ def _pool(size: int) -> concurrent.futures.ProcessPoolExecutor:
         initializer=mark_pool_worker)
     _POOL = (size, executor)
     share_helper(executor)  # a lone simulation's deeper short build runs in a warm worker
+    _register_stop_at_exit()
     return executor
 
 
@@ -187,13 +193,16 @@ def start_workers(workers: int | None = None) -> None:
     """Start the pool :func:`preflight_many` will use with ``workers`` (default:
     :func:`~.run.processes`) now, each worker importing what a simulation imports, while this
     process does other work (the planner builds its space meanwhile): a spawned worker spends
-    seconds on its imports before its first simulation."""
+    seconds on its imports before its first simulation. A caller that ends before its first
+    preflight (a configuration error) does not wait for them at exit."""
     size = (workers or processes()) - 1
     if size < 1:
         return
     pool = _pool(size)
     for _ in range(size):
-        pool.submit(_import_simulation)
+        future = pool.submit(_import_simulation)
+        _IMPORTING.add(future)
+        future.add_done_callback(_IMPORTING.discard)
 
 
 def _import_simulation() -> None:
@@ -211,6 +220,40 @@ def _shutdown() -> None:
 
 
 atexit.register(_shutdown)
+_STOP_REGISTERED = False
+
+
+def _register_stop_at_exit() -> None:
+    """:func:`_stop_at_exit` among the calls ``threading`` makes at exit, where
+    ``concurrent.futures`` waits for its pools' running tasks (an ``atexit`` call comes after
+    that wait): registered after that module's own, so it runs before it."""
+    global _STOP_REGISTERED
+    register: Callable[[Callable[[], None]], None] | None = getattr(
+        threading, "_register_atexit", None)
+    if not _STOP_REGISTERED and register is not None:
+        with contextlib.suppress(RuntimeError):  # already exiting
+            register(_stop_at_exit)
+            _STOP_REGISTERED = True
+
+
+def _stop_at_exit() -> None:
+    """Stop the pool's workers while their imports still run (a plan that ended at a
+    configuration error): nothing will read what they import, and they would hold the exit
+    for seconds. A pool that has begun real work is left to :func:`_shutdown`."""
+    global _POOL
+    if _POOL is None or not _IMPORTING:
+        return
+    executor = _POOL[1]
+    share_helper(None)
+    _POOL = None
+    _IMPORTING.clear()
+    stop = getattr(executor, "terminate_workers", None)  # Python 3.14
+    if stop is not None:
+        stop()
+        return
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        process.terminate()
+    executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _one(config: Any, world: int | None, gpu: Gpu, imbalance: float | None, suggest: bool,

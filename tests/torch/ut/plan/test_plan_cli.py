@@ -327,6 +327,42 @@ def test_preflight_workers_outlive_a_call(monkeypatch):
     assert many._POOL is None and run._HELPER is None
 
 
+def test_workers_still_importing_are_stopped_at_exit_not_awaited(monkeypatch):
+    """The planner starts its workers' imports before its space (seconds of overlap); a plan
+    that ends first (a configuration error) must not wait seconds at exit for imports nobody
+    will use: its workers are stopped while they import (their exit code is SIGTERM's), by a
+    call ``threading`` makes at exit before ``concurrent.futures`` waits for running tasks
+    (a later-registered exit call runs earlier)."""
+    import signal
+    import subprocess
+    import sys
+
+    from hyper_parallel.preflight import many
+
+    monkeypatch.setenv(PROCESSES_ENV, "2")
+    many._shutdown()  # an earlier test's pool, warm: its imports would be done at once
+    try:
+        many.start_workers()
+        processes = list(many._POOL[1]._processes.values())
+        assert many._IMPORTING  # a spawned interpreter imports torch for seconds
+        many._stop_at_exit()
+        assert many._POOL is None
+        for process in processes:
+            process.join(timeout=60)
+            assert process.exitcode == -signal.SIGTERM
+    finally:
+        many._shutdown()
+
+    child = ("import threading\n"
+             "from hyper_parallel.preflight import many\n"
+             "threading._register_atexit(lambda: print('stopped before the wait:', "
+             "many._POOL is None, flush=True))\n"
+             "many.start_workers()\n")
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "stopped before the wait: True", out.stderr
+
+
 def test_the_recomputation_is_priced_at_the_share_the_preflights_measured():
     """Two preflighted candidates alike but for their checkpointing measure what the
     recomputation really costs, as a share of the FLOP count (``search.RECOMPUTE``); every
