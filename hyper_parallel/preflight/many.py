@@ -239,7 +239,7 @@ def _register_stop_at_exit() -> None:
 def _stop_at_exit() -> None:
     """Stop the pool's workers while their imports still run (a plan that ended at a
     configuration error): nothing will read what they import, and they would hold the exit
-    for seconds. A pool that has begun real work is left to :func:`_shutdown`."""
+    for seconds. A pool whose imports are done is left to :func:`_shutdown`."""
     global _POOL
     if _POOL is None or not _IMPORTING:
         return
