@@ -185,7 +185,6 @@ def _pool(size: int) -> concurrent.futures.ProcessPoolExecutor:
         initializer=mark_pool_worker)
     _POOL = (size, executor)
     share_helper(executor)  # a lone simulation's deeper short build runs in a warm worker
-    _register_stop_at_exit()
     return executor
 
 
@@ -220,20 +219,6 @@ def _shutdown() -> None:
 
 
 atexit.register(_shutdown)
-_STOP_REGISTERED = False
-
-
-def _register_stop_at_exit() -> None:
-    """:func:`_stop_at_exit` among the calls ``threading`` makes at exit, where
-    ``concurrent.futures`` waits for its pools' running tasks (an ``atexit`` call comes after
-    that wait): registered after that module's own, so it runs before it."""
-    global _STOP_REGISTERED
-    register: Callable[[Callable[[], None]], None] | None = getattr(
-        threading, "_register_atexit", None)
-    if not _STOP_REGISTERED and register is not None:
-        with contextlib.suppress(RuntimeError):  # already exiting
-            register(_stop_at_exit)
-            _STOP_REGISTERED = True
 
 
 def _stop_at_exit() -> None:
@@ -254,6 +239,15 @@ def _stop_at_exit() -> None:
     for process in list((getattr(executor, "_processes", None) or {}).values()):
         process.terminate()
     executor.shutdown(wait=False, cancel_futures=True)
+
+
+# Among the calls ``threading`` makes at exit, where ``concurrent.futures`` waits for its pools'
+# running tasks (an ``atexit`` call would come after that wait); registered after that module's
+# own (imported above), so it runs before it.
+_register_atexit: Callable[[Callable[[], None]], None] | None = getattr(
+    threading, "_register_atexit", None)
+if _register_atexit is not None:
+    _register_atexit(_stop_at_exit)
 
 
 def _one(config: Any, world: int | None, gpu: Gpu, imbalance: float | None, suggest: bool,

@@ -353,10 +353,11 @@ def test_workers_still_importing_are_stopped_at_exit_not_awaited(monkeypatch):
     finally:
         many._shutdown()
 
-    child = ("import threading\n"
-             "from hyper_parallel.preflight import many\n"
+    # The child's own exit call is registered first, so it runs after the module's stop.
+    child = ("import sys, threading\n"
              "threading._register_atexit(lambda: print('stopped before the wait:', "
-             "many._POOL is None, flush=True))\n"
+             "sys.modules['hyper_parallel.preflight.many']._POOL is None, flush=True))\n"
+             "from hyper_parallel.preflight import many\n"
              "many.start_workers()\n")
     out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
                          timeout=120, check=True)
