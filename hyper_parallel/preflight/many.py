@@ -30,16 +30,19 @@ from hyper_parallel.preflight.run import (
     Preflight,
     already_measured,
     as_pool_worker,
+    depth_parts,
     mark_pool_worker,
     measure_one_role,
+    measure_part,
     processes,
     quiet,
     remember,
+    remember_parts,
     role_ranks,
     share_helper,
     world_size_of,
 )
-from hyper_parallel.preflight.simulate import simulation_key
+from hyper_parallel.preflight.simulate import resolved_model_config, simulation_key
 from hyper_parallel.utils.errors import ConfigError
 
 
@@ -53,9 +56,11 @@ def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | N
     its step's work (``Role.work``, for the planner). ``quiet``: the engine's and torch's
     warnings while they simulate are not printed (:func:`~.run.quiet`).
 
-    The grain is the rank role: a pipeline's roles (one per stage position, each stepped at
-    its whole depth) are measured side by side, one process each, and its preflight is then
-    put together here from their measurements."""
+    The grain is finer than a configuration, so that the processes end together: a pipeline's
+    roles (one per stage position, each stepped at its whole depth) are measured side by side,
+    one process each; a role extrapolated over its depth in its three parts (stepped two
+    periods deep and one, and its whole build on ``meta``: :func:`~.run.depth_parts`), the
+    dearest first. The preflight is then put together here from their measurements."""
     worlds = list(worlds) + [None] * (len(configs) - len(worlds))
     keys = [(simulation_key(config), world) for config, world in zip(configs, worlds)]
     distinct: dict[tuple[str, int | None], int] = {}
@@ -69,31 +74,61 @@ def preflight_many(configs: Sequence[Any], gpu: Gpu, *, worlds: Sequence[int | N
         return (_one, configs[index], worlds[index], gpu, imbalance, suggest, work, quiet)
 
     tasks: list[tuple] = []
+    layers: list[int] = []  # the layers each task steps, where known (its cost, to order them)
     whole_task: dict[int, int] = {}  # task -> the job it preflights whole
-    split: list[int] = []  # the jobs measured a role a task, put together afterwards
+    split: list[int] = []  # the jobs measured a role or a part a task, put together afterwards
+    parts: dict[int, dict[int, int]] = {}  # job -> its depth parts' layers -> their tasks
     # Jobs whose every role is measured already (here, or kept on disk by another process)
     # are put together here, in milliseconds: no worker to wait for.
     kept = [index for index in jobs
             if already_measured(configs[index], worlds[index], level, work)]
     for index in (index for index in jobs if index not in kept):
-        ranks = _role_representatives(configs[index], worlds[index]) if cores > 1 else []
-        if len(ranks) > 1 and level >= 1:
+        config, world = configs[index], worlds[index]
+        ranks = _role_representatives(config, world) if cores > 1 and level >= 1 else []
+        depth = depth_parts(config) if len(ranks) == 1 else ()
+        if depth:
             split.append(index)
-            tasks += [(_role, configs[index], worlds[index], rank, level, work, quiet)
-                      for rank in ranks]
+            parts[index] = {}
+            for deep in depth:
+                parts[index][deep] = len(tasks)
+                layers.append(deep)
+                tasks.append((_part, config, world, ranks[0], level, deep, work, quiet))
+        elif len(ranks) > 1:
+            split.append(index)
+            depth_of = _depth(config)
+            for rank in ranks:
+                layers.append(depth_of // len(ranks))
+                tasks.append((_role, config, world, rank, level, work, quiet))
         else:
             whole_task[len(tasks)] = index
+            layers.append(_depth(config))
             tasks.append(whole(index))
-    results = _run_tasks(tasks, min(cores, len(tasks))) if tasks else []
+    # The dearest first: the last to start are the short ones, which fill the gaps.
+    order = sorted(range(len(tasks)), key=lambda task: -layers[task])
+    results = _run_tasks(tasks, min(cores, len(tasks)), order) if tasks else []
     done = {index: results[task] for task, index in whole_task.items()}
     done.update({index: _one(*whole(index)[1:]) for index in kept})
     for task, measured in enumerate(results):
-        if task not in whole_task and measured is not None:
+        if task not in whole_task and tasks[task][0] is _role and measured is not None:
             _, config, world, rank, _, _, _ = tasks[task]
             remember(config, rank, world, level, *measured)
+    for index, tasks_of in parts.items():
+        measured = {deep: results[task] for deep, task in tasks_of.items()}
+        if all(part is not None for part in measured.values()):
+            remember_parts(configs[index], tasks[tasks_of[0]][3], worlds[index], level,
+                           measured)
     for index in split:  # every role is measured here now (a failed one: measured again)
         done[index] = _one(*whole(index)[1:])
     return [done[distinct[key]] for key in keys]
+
+
+def _depth(config: Any) -> int:
+    """The layers of ``config``'s model (0 when preflight refuses it: its preflight says why),
+    the cost of stepping it whole, to order the tasks by."""
+    try:
+        return resolved_model_config(config).num_hidden_layers
+    except ConfigError:
+        return 0
 
 
 def _role_representatives(config: Any, world: int | None) -> list[int]:
@@ -116,12 +151,24 @@ def _role(config: Any, world: int | None, rank: int, imbalance: float, work: boo
         return None
 
 
-def _run_tasks(tasks: list[tuple], workers: int) -> list[Any]:
-    """``[fn(*args) for fn, *args in tasks]``, ``workers`` at a time: this process is one of
-    them (it has imported everything already; a spawned worker spends seconds importing torch
-    and the engine), the others a pool of spawned processes, each taking the next task as it
-    ends one."""
-    pending = list(reversed(range(len(tasks))))
+def _part(config: Any, world: int | None, rank: int, imbalance: float, layers: int, work: bool,
+          silent: bool) -> Any:
+    """One of the depth parts of a role (:func:`~.run.measure_part`); None when it fails: the
+    preflight put together from it measures it again and reports why."""
+    try:
+        with quiet() if silent else contextlib.nullcontext():
+            return measure_part(config, rank, world, imbalance, layers, work)
+    except Exception:  # noqa: BLE001 - reported by the preflight that measures it again
+        return None
+
+
+def _run_tasks(tasks: list[tuple], workers: int, order: Sequence[int] | None = None
+               ) -> list[Any]:
+    """``[fn(*args) for fn, *args in tasks]``, ``workers`` at a time, started in ``order``
+    (default: as listed): this process is one of them (it has imported everything already; a
+    spawned worker spends seconds importing torch and the engine), the others a pool of
+    spawned processes, each taking the next task as it ends one."""
+    pending = list(reversed(order if order is not None else range(len(tasks))))
     done: dict[int, Any] = {}
     if workers <= 1:
         return [fn(*args) for fn, *args in tasks]

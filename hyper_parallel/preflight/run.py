@@ -172,75 +172,123 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
     role's optimizer step (:class:`~.work.RoleWork`) is appended to, recorded from the same
     simulated steps and extrapolated over the depth as the memory is."""
     asked = work is not None
-    model_config = resolved_model_config(config)  # the depth the build will have
-    period = layer_period(config, model_config)
-    depth = model_config.num_hidden_layers
-    # The deeper short build runs in a second process while this one builds the whole role
-    # and the shallower one (the two are independent) when a core is spare: not in a pool of
-    # preflights, whose processes take every core already.
-    deeper = (_spawn(_short_role, config, rank, world, imbalance, 2 * period, asked)
-              if extrapolate_depth and period is not None and depth > 2 * period else None)
-    with fake_process_group(rank, world):
-        build = RoleBuild(config)
-        flops = flops_per_token(build.model, build.model_config, config.training.seq_len)
-        depth = build.model_config.num_hidden_layers
-        period = layer_period(config, build.model_config)
-        if extrapolate_depth and period is not None and depth > 2 * period:
-            build.parallelize_on_meta()
-            params, grads = parameter_bytes(build)
-            groups = process_groups(build)
-            stepped = micro_batches_to_step(build)
-        else:
-            period = None
-            with fake_world(imbalance):
-                build.parallelize()
-                groups = process_groups(build)
-                flight = stepped = 1
-                recorded: list | None = [] if asked else None
-                if build.parallel_dims.pp_enabled:
-                    kinds, flight = stage_peak(build, work=recorded)
-                    with recording(build) if asked else contextlib.nullcontext() as recorder:
-                        if recorder is not None:
-                            recorder.finish_micro_batches()
-                        create_optimizer_state(build)
-                    if asked:
-                        work.append(pipeline_step_work(
-                            recorded[0], recorded[1], recorder.after.result(),
-                            build.pipeline.num_microbatches))
-                else:
-                    stepped = micro_batches_to_step(build)
-                    kinds = step_peak(build, work=recorded)
-                    if asked:
-                        work.append(recorded[0])
-                params, grads = parameter_bytes(build)
-                optimizer = optimizer_bytes(build)
-        micro_batches, deferred = build.grad_accum, deferred_gradient_bytes(build)
-        del build
-    how = "whole"
+    period = extrapolated_period(config) if extrapolate_depth else None
     if period is not None:
-        flight = 1
-        periods = depth // period
+        # The deeper short build runs in a second process while this one builds the whole role
+        # and the shallower one (the three are independent) when a core is spare: not in a
+        # pool of preflights, whose processes take every core already.
+        deeper = _spawn(_short_role, config, rank, world, imbalance, 2 * period, asked)
+        frame = _whole_frame(config, rank, world)
         short = _short_role(config, rank, world, imbalance, period, asked)
         double = (deeper.result() if deeper is not None
                   else _short_role(config, rank, world, imbalance, 2 * period, asked))
+        memory, flops, role_work = extrapolate_role(rank, period, frame, short, double)
         if asked:
-            work.append(extrapolate_work(short[2], double[2], periods))
+            work.append(role_work)
+        return memory, flops
+    with fake_process_group(rank, world):
+        build = RoleBuild(config)
+        flops = flops_per_token(build.model, build.model_config, config.training.seq_len)
+        with fake_world(imbalance):
+            build.parallelize()
+            groups = process_groups(build)
+            flight = stepped = 1
+            recorded: list | None = [] if asked else None
+            if build.parallel_dims.pp_enabled:
+                kinds, flight = stage_peak(build, work=recorded)
+                with recording(build) if asked else contextlib.nullcontext() as recorder:
+                    if recorder is not None:
+                        recorder.finish_micro_batches()
+                    create_optimizer_state(build)
+                if asked:
+                    work.append(pipeline_step_work(
+                        recorded[0], recorded[1], recorder.after.result(),
+                        build.pipeline.num_microbatches))
+            else:
+                stepped = micro_batches_to_step(build)
+                kinds = step_peak(build, work=recorded)
+                if asked:
+                    work.append(recorded[0])
+            params, grads = parameter_bytes(build)
+            optimizer = optimizer_bytes(build)
+        micro_batches, deferred = build.grad_accum, deferred_gradient_bytes(build)
+        del build
+    return _role_memory(kinds, params, grads, optimizer, groups, flight, "whole", stepped,
+                        micro_batches, deferred), flops
 
-        def extrapolate(one: int, two: int) -> int:
-            return one + (two - one) * (periods - 1)
 
-        kinds = {k: extrapolate(short[1].get(k, 0), double[1].get(k, 0))
-                 for k in set(short[1]) | set(double[1])}
-        optimizer = extrapolate(short[0][2], double[0][2])
-        # The premise, checked: the parameters the short builds extrapolate to are the whole
-        # build's, to the byte (else a period is not what it seemed).
-        if (extrapolate(short[0][0], double[0][0]), extrapolate(short[0][1], double[0][1])) != (
-                params, grads):
-            raise RuntimeError(
-                f"preflight: the layers of rank {rank} do not repeat every {period} (the "
-                "parameters of 1 and 2 periods do not extrapolate to the whole model's); "
-                "this model needs a whole-depth step")
-        how = f"{period} + {2 * period} layers -> {depth}"
+def extrapolated_period(config: Any) -> int | None:
+    """The layer period ``config``'s roles are stepped at, one and two periods deep, and
+    extrapolated over to the whole depth; None: they are stepped whole (a pipeline, a
+    checkpointing limited to the first layers, a pattern without a period, a model too shallow
+    for two periods to be fewer layers)."""
+    model_config = resolved_model_config(config)  # the depth the build will have
+    period = layer_period(config, model_config)
+    if period is None or model_config.num_hidden_layers <= 2 * period:
+        return None
+    return period
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """What an extrapolated role takes from its whole-depth build, on ``meta`` (built through
+    the real parallelize code, never stepped)."""
+
+    flops_per_token: float
+    depth: int
+    params_bytes: int
+    grads_bytes: int
+    process_groups: int
+    micro_batches_stepped: int
+    micro_batches: int
+    deferred_grads_bytes: int
+
+
+def _whole_frame(config: Any, rank: int, world: int) -> _Frame:
+    with fake_process_group(rank, world):
+        build = RoleBuild(config)
+        flops = flops_per_token(build.model, build.model_config, config.training.seq_len)
+        build.parallelize_on_meta()
+        params, grads = parameter_bytes(build)
+        return _Frame(flops, build.model_config.num_hidden_layers, params, grads,
+                      process_groups(build), micro_batches_to_step(build), build.grad_accum,
+                      deferred_gradient_bytes(build))
+
+
+def extrapolate_role(rank: int, period: int, frame: _Frame, short: tuple, double: tuple
+                     ) -> tuple[RoleMemory, float, RoleWork | None]:
+    """A role's memory, FLOPs per token and work (None unless the short builds recorded it),
+    extrapolated from its builds one and two periods deep (:func:`_short_role`) to the depth
+    of its whole build (``frame``), whose parameters they must extrapolate to, to the byte."""
+    periods = frame.depth // period
+
+    def extrapolate(one: int, two: int) -> int:
+        return one + (two - one) * (periods - 1)
+
+    kinds = {k: extrapolate(short[1].get(k, 0), double[1].get(k, 0))
+             for k in set(short[1]) | set(double[1])}
+    # The premise, checked: the parameters the short builds extrapolate to are the whole
+    # build's, to the byte (else a period is not what it seemed).
+    if (extrapolate(short[0][0], double[0][0]), extrapolate(short[0][1], double[0][1])) != (
+            frame.params_bytes, frame.grads_bytes):
+        raise RuntimeError(
+            f"preflight: the layers of rank {rank} do not repeat every {period} (the "
+            "parameters of 1 and 2 periods do not extrapolate to the whole model's); "
+            "this model needs a whole-depth step")
+    role_work = (extrapolate_work(short[2], double[2], periods)
+                 if short[2] is not None and double[2] is not None else None)
+    memory = _role_memory(kinds, frame.params_bytes, frame.grads_bytes,
+                          extrapolate(short[0][2], double[0][2]), frame.process_groups, 1,
+                          f"{period} + {2 * period} layers -> {frame.depth}",
+                          frame.micro_batches_stepped, frame.micro_batches,
+                          frame.deferred_grads_bytes)
+    return memory, frame.flops_per_token, role_work
+
+
+def _role_memory(kinds: dict[str, int], params: int, grads: int, optimizer: int, groups: int,
+                 flight: int, how: str, stepped: int, micro_batches: int, deferred: int
+                 ) -> RoleMemory:
+    """A role's memory from its step's peak kinds and its build's figures."""
     activations = sum(kinds.get(k, 0) for k in ACTIVATION_KINDS)
     # The tracker files what the optimizer's step allocates under its state: above the state
     # it keeps, that is the step's working memory (foreach AdamW's temporaries), a buffer.
@@ -259,7 +307,7 @@ def measure_role(config: Any, rank: int, world: int, imbalance: float,
         micro_batches=micro_batches,
         micro_batches_stepped=stepped,
         deferred_grads_bytes=deferred,
-    ), flops
+    )
 
 
 def _leave_quickly() -> None:
@@ -509,6 +557,47 @@ def measure_one_role(config: Any, rank: int, world: int | None, imbalance: float
     return (memory, flops), role_work, kept
 
 
+def depth_parts(config: Any) -> tuple[int, ...]:
+    """The parts a role of ``config`` is measured in when it is extrapolated over its depth
+    (:func:`extrapolated_period`), by the layers each builds, dearest first: two periods and
+    one, stepped, and 0, its whole build on ``meta``; none when it is stepped whole (or
+    preflight refuses ``config``: its preflight reports why)."""
+    from hyper_parallel.utils.errors import ConfigError
+
+    try:
+        resolved_model_config(config)  # the run's own checks, before the simulation's defaults
+        period = extrapolated_period(simulation_config(config))
+    except ConfigError:
+        return ()
+    return () if period is None else (2 * period, period, 0)
+
+
+@_at_the_bottom_of_a_stack
+def measure_part(config: Any, rank: int, world: int | None, imbalance: float, layers: int,
+                 work: bool = False) -> Any:
+    """One of :func:`depth_parts` of the role of ``config`` at ``rank``, measured in any
+    process (a pool's worker): the role built ``layers`` deep and stepped, or for 0 its whole
+    build on ``meta``; for :func:`remember_parts` in the process that puts it together."""
+    sim, size = simulation_config(config), world_size_of(config, world)
+    if layers == 0:
+        return _whole_frame(sim, rank, size)
+    return _short_role(sim, rank, size, imbalance, layers, work)
+
+
+def remember_parts(config: Any, rank: int, world: int | None, imbalance: float,
+                   parts: dict[int, Any]) -> None:
+    """Keep the role of ``config`` at ``rank`` put together from its :func:`depth_parts`
+    (``parts``: layers -> what :func:`measure_part` measured) as if measured here, and for
+    other processes as :func:`_measured` keeps what it measures (:mod:`.measurement_cache`)."""
+    period = extrapolated_period(simulation_config(config))
+    memory, flops, role_work = extrapolate_role(rank, period, parts[0], parts[period],
+                                                parts[2 * period])
+    entry = (simulation_key(config), rank, world_size_of(config, world), imbalance)
+    _keep(entry, (memory, flops), role_work)
+    _KEPT.discard(entry)
+    measurement_cache.store(entry, memory, flops, role_work)
+
+
 def remember(config: Any, rank: int, world: int | None, imbalance: float,
              measured: tuple[RoleMemory, float], role_work: RoleWork | None,
              kept: bool = False) -> None:
@@ -571,11 +660,15 @@ __all__ = [
     "Preflight",
     "Role",
     "already_measured",
+    "depth_parts",
+    "extrapolated_period",
     "measure_one_role",
+    "measure_part",
     "measure_role",
     "preflight",
     "quiet",
     "remember",
+    "remember_parts",
     "role_ranks",
     "share_helper",
     "world_size_of",

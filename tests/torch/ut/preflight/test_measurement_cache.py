@@ -106,7 +106,7 @@ def test_preflight_many_hands_its_workers_only_what_is_not_kept(folder, monkeypa
     monkeypatch.setattr(run, "_WORK", {})
     handed: list = []
 
-    def run_tasks(tasks, workers):
+    def run_tasks(tasks, workers, order=None):
         handed.extend(tasks)
         return [fn(*args) for fn, *args in tasks]
 
