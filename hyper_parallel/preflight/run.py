@@ -589,7 +589,7 @@ def remember_parts(config: Any, rank: int, world: int | None, imbalance: float,
     """Keep the role of ``config`` at ``rank`` put together from its :func:`depth_parts`
     (``parts``: layers -> what :func:`measure_part` measured) as if measured here, and for
     other processes as :func:`_measured` keeps what it measures (:mod:`.measurement_cache`)."""
-    period = extrapolated_period(simulation_config(config))
+    period = min(layers for layers in parts if layers)  # the parts: 2 periods, 1, 0 deep
     memory, flops, role_work = extrapolate_role(rank, period, parts[0], parts[period],
                                                 parts[2 * period])
     entry = (simulation_key(config), rank, world_size_of(config, world), imbalance)
