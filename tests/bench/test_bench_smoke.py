@@ -83,11 +83,15 @@ BENCHES = {
     "bench_plan_accuracy": ([r"fsdp2\s+predicted \d+\.\d{3} s\s+measured \d+\.\d{3} s",
                              r"mean \|error\| \d+\.\d%; best predicted \w+, best measured \w+"],
                             ("layouts", "mean_abs_error", "best_predicted_best"), ()),
+    "bench_plan_speed": ([r"pair 1  base\s+\d+\.\d s wall\s+\d+\.\d CPU-s",
+                          r"head / base mean wall \d\.\d{3}; head faster in \d of 1 pairs; "
+                          r"same JSON in both trees: True"],
+                         ("base", "head", "pairs", "head_over_base_mean_wall"), ()),
 }
 
 #: The benches whose figures time a fresh interpreter (``whole process``): the processes they
 #: start are fresh ones.
-FRESH_PROCESSES = {"bench_cli", "bench_codegen"}
+FRESH_PROCESSES = {"bench_cli", "bench_codegen", "bench_plan_speed"}
 
 #: gpu_check.sh's steps the test runs (``STEPS``) and their status in a dry run. Not
 #: fake_pg_fsdp8: the same check's code as fake_pg_ep8 (3 CPU s), its figure a CUDA device's
@@ -133,6 +137,15 @@ def test_bench_smoke_run(bench, tmp_path):
     _assert_figures(proc.stdout, patterns)
     results = json.loads(out.read_text())
     assert set(keys) <= set(results), (bench, sorted(results))
+
+
+def test_the_plan_speed_bench_refuses_a_run_that_imports_another_tree(tmp_path):
+    """Each tree's runs must import that tree: ``python -m`` from one tree's folder imports it
+    whatever ``PYTHONPATH`` says, which once made both columns of a comparison the same tree. A
+    folder without the package, with the repository importable from elsewhere, is refused."""
+    speed = _load("bench_plan_speed")
+    run = speed.run_plan(tmp_path, ["--help"])
+    assert run["exit"] not in (0, 1) and "not the tree under" in run["error"], run
 
 
 # ------------------------------------------------------------------------ the GPU scripts
