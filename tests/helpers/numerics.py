@@ -1,4 +1,4 @@
-"""Pinned CPU numerics: the environment under which a golden loss file holds on any x86-64 CPU.
+"""Pinned CPU numerics: the environment under which a golden loss file holds across x86-64 CPUs.
 
 A float32 training step on the CPU is bit-reproducible on one machine, but not across CPUs:
 ATen, MKL and oneDNN each pick their kernels by the instruction sets the CPU has (AVX-512,
@@ -23,6 +23,11 @@ its first tensor operation):
 
 They make a step about 2x slower, so only the golden runs use them; every comparison made
 within one machine (layouts, entries, resumes) runs at native speed.
+
+They held on every Intel Xeon and AMD EPYC the suite ran on until an Intel Xeon with AVX-512
+and AMX (2026-12-07), where the reported losses of isolated steps differ by an ulp (the
+parameters train the same): a CPU like that has its own recording of each golden, made by the
+golden's own recorder (:mod:`tests.helpers.golden`).
 """
 
 from __future__ import annotations

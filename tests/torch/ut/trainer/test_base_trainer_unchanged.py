@@ -10,11 +10,21 @@ on an AMD EPYC: the pre-refactor trainer drifted with them.) Their contents are 
 they can only be re-recorded deliberately, that way, together with this table; the slow suite
 (``tests/torch/st/qwen3_5/test_legacy_training.py::test_golden_losses_bit_for_bit``) re-runs
 every one of them through the legacy trainer on the same kernel paths and compares bit for bit.
+
+A CPU whose pinned numerics still differ (:mod:`tests.helpers.golden`) gets its own recording
+the same way: a worktree of 70f70f5, its test run there with ``HYPER_PARALLEL_UPDATE_GOLDEN=1``,
+the ``PORTABLE_NUMERICS`` exported and ``PYTHONPATH=<a folder whose sitecustomize.py turns
+oneDNN off when HYPER_PARALLEL_TEST_ONEDNN_OFF=1>:<the worktree>``; its files go to
+``golden/other_cpus/<cpu>/`` with where and by what they were recorded, and their hashes here.
+On the first such CPU (an Intel Xeon with AVX-512 and AMX) the pre-refactor trainer's
+recordings and the current trainer's runs were the same, bit for bit, as on the others.
 """
 
 from __future__ import annotations
 
 import hashlib
+
+from tests.helpers.golden import OTHER_CPUS
 
 from ...st.qwen3_5.test_legacy_training import GOLDEN_DIR, GOLDEN_RUNS
 
@@ -24,6 +34,15 @@ PINNED_SHA256 = {
     "train_qwen3_5_fsdp2": "49b10f76ea3da295da918cce64470c3cea5343ae238e8106057deb0e579e9da2",
     "train_qwen3_5_tp2": "84876192b1ada801f7831294ca29010fdcd4bed9ee472b4000b514f55282ead4",
 }
+#: cpu -> name -> the hash of the pre-refactor trainer's recording on that CPU.
+OTHER_CPUS_SHA256 = {
+    "intel_xeon_avx512_amx": {
+        "train_qwen3_5_debug": "7b8e5c8a31bc3fe76551c1d9a14e7267f4bc83eb40eed32e8a6481a275cbb056",
+        "train_qwen3_5_demo": "2ec2505fd766594c8ec956bebedd4311af991a6625429ec4ecb7542535896161",
+        "train_qwen3_5_fsdp2": "800562c09d85880f9a774190278caba8bb0a2e01ca1b3fea5828fa9264f0e4ce",
+        "train_qwen3_5_tp2": "d7585363989d94a75bebd7e2912009a289593276265e6673cfc2d6ef641fe01e",
+    },
+}
 
 
 def test_golden_files_are_the_pre_refactor_ones():
@@ -31,3 +50,16 @@ def test_golden_files_are_the_pre_refactor_ones():
     for name, digest in PINNED_SHA256.items():
         data = (GOLDEN_DIR / f"{name}.json").read_bytes()
         assert hashlib.sha256(data).hexdigest() == digest, f"{name}.json changed"
+
+
+def test_every_other_cpus_recording_is_the_pre_refactor_trainers():
+    """No legacy golden recording is added or changed but deliberately: every file under
+    ``golden/other_cpus/`` is pinned here, each CPU records every golden run."""
+    on_disk = {(path.parent.name, path.stem)
+               for path in GOLDEN_DIR.glob(f"{OTHER_CPUS}/*/train_*.json")}
+    assert on_disk == {(cpu, name) for cpu, names in OTHER_CPUS_SHA256.items() for name in names}
+    for cpu, names in OTHER_CPUS_SHA256.items():
+        assert sorted(names) == sorted(GOLDEN_RUNS), cpu
+        for name, digest in names.items():
+            data = (GOLDEN_DIR / OTHER_CPUS / cpu / f"{name}.json").read_bytes()
+            assert hashlib.sha256(data).hexdigest() == digest, f"{cpu}/{name}.json changed"
