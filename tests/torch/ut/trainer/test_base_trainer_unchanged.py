@@ -4,7 +4,7 @@ The golden loss files were recorded by the legacy trainer before ``HyperTrainer`
 extraction existed: commit 70f70f5's own ``test_golden_losses_bit_for_bit``, run with
 ``HYPER_PARALLEL_UPDATE_GOLDEN=1`` on the pinned kernel paths of :mod:`tests.helpers.numerics`
 (the variables of ``PORTABLE_NUMERICS`` exported, oneDNN off in each process through a
-``sitecustomize`` on ``PYTHONPATH``), where a float32 run is the same on every x86-64 CPU. (The
+``sitecustomize`` on ``PYTHONPATH``), where a float32 run is the same on most x86-64 CPUs. (The
 recordings on native kernels, then on MKL's AVX2 path, made on an Intel Xeon, drifted by an ulp
 on an AMD EPYC: the pre-refactor trainer drifted with them.) Their contents are pinned here by hash, so
 they can only be re-recorded deliberately, that way, together with this table; the slow suite
