@@ -156,7 +156,7 @@ def _worker(rank: int, world: int, backend: str, init: str, out: str, quick: boo
                 out_t = torch.empty(world * t.numel(), device=device)
                 # nccl-tests' S of an all-gather is its output.
                 seconds = barrier_timed(
-                    lambda out_t=out_t, t=t: dist.all_gather_into_tensor(out_t, t))
+                    lambda out_t=out_t, t=t: dist.all_gather_single(out_t, t))
                 size = world * size
             result["collectives"].setdefault(kind, []).append((size, seconds))
     # Overlap: a 4 MiB all-reduce issued asynchronously under matmuls of the same duration.
@@ -559,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread a rank, as the bench runs
     from hyper_parallel.plan.hardware import from_dict, save
 
+    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     for world in args.ranks:
         if args.backend == "nccl":
             import torch
