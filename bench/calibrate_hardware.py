@@ -28,11 +28,7 @@ share its cores, so a rank's rates depend on how many run: one profile per rank 
 * on a CPU, **the per-operator cost and the memory-bound bandwidth fitted to real steps**
   (:func:`fit_step_costs`): one-rank training steps of the debug model, as many at once as the
   profile has ranks, least squares over their recorded work; these replace the two
-  microbenchmarks' figures (kept under ``_measured``);
-* on a CPU, **the collectives' bandwidth inside a step** (:func:`fit_collective_bandwidth`):
-  a real FSDP training run over all the ranks, and the bandwidth at which the planner's own
-  prediction of its step is what it measured (never above the microbenchmarks' fit): a CPU
-  step's collectives share the cores with the ranks' compute.
+  microbenchmarks' figures (kept under ``_measured``).
 
 Every timed figure is the fastest of its repeats: on a shared machine other jobs only ever add
 time (the median over the fastest of each, the spread, is written under ``_measured``).
@@ -353,89 +349,6 @@ def fit_step_costs(world: int, hardware, quick: bool) -> dict:
             "runs": points}
 
 
-#: The data-parallel run the collectives' in-step bandwidth is fitted from
-#: (:func:`fit_collective_bandwidth`): FSDP over every rank, ``FIT_FSDP_ROWS`` rows of
-#: ``FIT_SEQ_LEN`` tokens a rank in one micro-batch (twice the accuracy bench's rows a rank).
-FIT_FSDP_ROWS = 8
-
-
-def with_bandwidth(hardware, bytes_per_s: float):
-    """``hardware`` with both links' bandwidth ``bytes_per_s`` (one machine: no network)."""
-    import dataclasses
-
-    return dataclasses.replace(hardware, intra_node_bytes_per_s=bytes_per_s,
-                               inter_node_bytes_per_s=bytes_per_s)
-
-
-def solve_bandwidth(step_at, measured: float, idle: float, floor: float = 1e5) -> float:
-    """The bandwidth ``B`` at which ``step_at(B)`` (a predicted step, never longer for a larger
-    ``B``) is ``measured``, searched between ``floor`` and ``idle`` bytes/s (geometric
-    bisection): ``idle`` when even the microbenchmark's bandwidth predicts the step at least as
-    long as measured (a step fit never makes the links faster than they measured idle),
-    ``floor`` when even that predicts it shorter."""
-    if step_at(idle) >= measured:
-        return idle
-    if step_at(floor) <= measured:
-        return floor
-    lo, hi = floor, idle
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        if step_at(mid) > measured:
-            lo = mid
-        else:
-            hi = mid
-    return math.sqrt(lo * hi)
-
-
-def fit_collective_bandwidth(world: int, hardware, quick: bool) -> dict:
-    """The collectives' bandwidth inside a real step: a ``world``-rank FSDP training run of the
-    debug model (:data:`FIT_FSDP_ROWS` rows a rank), its fastest steady step of
-    :data:`FIT_ROUNDS` runs, and the bandwidth at which the planner's own prediction of that
-    step (its preflighted work, ``hardware`` with the fitted compute costs, its overlap)
-    equals it (:func:`solve_bandwidth`).
-
-    Why: on a CPU machine a step's collectives cost more than the same collectives between
-    idle ranks -- the ranks and gloo's threads share the cores, FSDP's copies and waits run
-    on them, and the ranks drift apart between meetings (``docs/plan.md``, "On a later
-    host": on one host 2-4 times the microbenchmarks' figure, on another about the same).
-    The fit carries that into the profile as the one figure the model scales collectives by;
-    the latency stays the measured one."""
-    sys.path.insert(0, str(REPO / "bench"))
-    from _launch import run_trainer
-    from bench_plan_accuracy import DENSE
-
-    from hyper_parallel.config.manager import ConfigManager
-    from hyper_parallel.plan.timing import predict
-    from hyper_parallel.preflight.gpus import GPUS
-    from hyper_parallel.preflight.run import preflight
-    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
-
-    steps = FIT_WARMUP + (2 if quick else FIT_STEPS - FIT_WARMUP)
-    argv = [*DENSE, f"--parallelism.data_parallel_shard_degree={world}",
-            f"--training.global_batch_size={FIT_FSDP_ROWS * world}",
-            f"--training.local_batch_size={FIT_FSDP_ROWS}",
-            f"--training.seq_len={FIT_SEQ_LEN}", f"--training.steps={steps}"]
-    fastest = math.inf
-    for _ in range(1 if quick else FIT_ROUNDS):
-        with tempfile.TemporaryDirectory(prefix="calibrate-fsdp-") as out:
-            run = run_trainer([*argv, "--checkpoint.folder", out, "--dump_folder", out], world,
-                              Path(out) / "metrics.jsonl")
-        if "error" in run:
-            raise RuntimeError(f"the calibration's FSDP {world} run failed: {run['error']}")
-        fastest = min([fastest, *(r["step_time"] for r in run["rows"] if r["step"] > FIT_WARMUP)])
-    config = ConfigManager(root_type=HyperTrainer.Config).parse_args(argv)
-    report = preflight(config, GPUS["h100-80gb"], world=world, work=True)
-
-    def step_at(bandwidth: float) -> float:
-        return predict(config, report, 1, world,
-                       with_bandwidth(hardware, bandwidth)).step_seconds
-
-    idle = hardware.intra_node_bytes_per_s
-    bandwidth = solve_bandwidth(step_at, fastest, idle)
-    return {"bytes_per_s": bandwidth, "idle_bytes_per_s": idle, "step_s": fastest,
-            "predicted_at_idle_s": step_at(idle), "argv": argv}
-
-
 def _nonnegative_fit(points: list[tuple[float, float, float]]) -> tuple[float, float]:
     """Least squares ``y = a x1 + b x2`` (no intercept) with ``a, b >= 0``: the
     unconstrained solution, else the better of the two one-variable fits."""
@@ -519,10 +432,7 @@ def profile(world: int, backend: str, name: str, ranks: list[dict], fit: bool = 
             "every figure: the fastest of its repeats (other work on the machine only adds)",
             ("collectives: all_reduce and all_gather of 4 KiB-16 MiB, least squares of "
              "t = alpha + S f / B (nccl-tests bus factors); alpha: the larger of the fit's and "
-             "a 4 KiB all_reduce's cost between stretches of compute (the ranks' meeting)"
-             + ("; B: the bandwidth at which the planner predicts a real FSDP "
-                f"{world} step of the debug model as measured, when below the fit's (see "
-                "_measured.collective_fit)" if fit else "")),
+             "a 4 KiB all_reduce's cost between stretches of compute (the ranks' meeting)"),
             "inter-node figures: the intra-node ones (one machine, no network)" if backend ==
             "gloo" else "inter-node figures: the intra-node ones until measured across nodes",
         ))
@@ -541,9 +451,6 @@ def profile(world: int, backend: str, name: str, ranks: list[dict], fit: bool = 
             hw, operator_overhead_s=step_fit["operator_overhead_s"],
             # no memory-bound term fitted: the elementwise operators' time is their host cost
             hbm_bytes_per_s=min(step_fit["memory_bytes_per_s"], 1e15))
-        links = fit_collective_bandwidth(world, hw, quick)
-        measured["collective_fit"] = links
-        hw = with_bandwidth(hw, links["bytes_per_s"])
     out = to_dict(hw)
     out["_measured"] = measured
     return out
