@@ -84,8 +84,8 @@ BENCHES = {
                              r"mean \|error\| \d+\.\d%; best predicted \w+, best measured \w+"],
                             ("layouts", "mean_abs_error", "best_predicted_best"), ()),
     "bench_plan_speed": ([r"pair 1  base\s+\d+\.\d s wall\s+\d+\.\d CPU-s",
-                          r"head / base mean wall \d\.\d{3}; head faster in \d of 1 pairs; "
-                          r"same JSON in both trees: True"],
+                          (r"head / base mean wall \d\.\d{3}; head faster in \d of 1 pairs; "
+                           r"same JSON in both trees: True")],
                          ("base", "head", "pairs", "head_over_base_mean_wall"), ()),
 }
 
