@@ -22,9 +22,15 @@ share its cores, so a rank's rates depend on how many run: one profile per rank 
 * **the host's cost of an operator**: a chain of one-element operators forward and backward,
   per operator dispatched (counted as preflight counts a step's), and the extra of one on
   DTensors (their sharding propagation);
-* **overlap**: a collective run asynchronously while the rank multiplies matrices: the share of
-  the shorter of the two that running them at once saved (0: none; on a GPU, NCCL's own stream
-  and SMs make it ~1);
+* **the other kinds' cost**: reduce-scatter and all-to-all timed the same way, each one's time
+  over what the fit above prices it at (``collective_cost_factors``, the median at 1 MiB and
+  more): gloo runs a reduce-scatter as a copy and an all-reduce of the whole input, about twice
+  its price;
+* **overlap**: on a GPU, a collective run asynchronously while the rank multiplies matrices:
+  the share of the shorter of the two that running them at once saved (NCCL's own stream and
+  SMs make it ~1). On a CPU, 0: FSDP2 overlaps its all-gathers and reduce-scatters with compute
+  through the device's streams, and a CPU has none, so each one blocks its rank (the
+  asynchronous figure is kept under ``_measured``);
 * on a CPU, **the per-operator cost and the memory-bound bandwidth fitted to real steps**
   (:func:`fit_step_costs`): one-rank training steps of the debug model, as many at once as the
   profile has ranks, least squares over their recorded work; these replace the two
@@ -60,6 +66,12 @@ SHAPES = ((1024, 1024, 1024), (512, 512, 512), (256, 256, 512), (256, 512, 256),
 #: The shapes the small flavors run (the efficiency's median).
 SMALL_SHAPES = SHAPES[2:]
 SIZES = tuple(4096 << (2 * i) for i in range(6))  # 4 KiB .. 4 MiB ... 16 MiB
+#: The collectives timed: the first two fit the profile's alpha and bandwidth; each other one's
+#: cost over what that fit prices it at is its ``collective_cost_factors`` entry.
+COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+#: The smallest size a kind's factor is read at: below it alpha, the same for every kind,
+#: sets the time.
+FACTOR_MIN_BYTES = 1 << 20
 REPEATS = 5
 #: The shortest timed block (see ``barrier_timed``).
 MIN_BLOCK_S = 0.3
@@ -143,16 +155,29 @@ def _worker(rank: int, world: int, backend: str, init: str, out: str, quick: boo
     seconds = barrier_timed(lambda: torch.add(x, y, out=z))
     result["memory_bytes_per_s"] = 3 * x.numel() * x.element_size() / seconds
     x = y = z = None  # 192 MiB: gone before the collectives
-    for kind in ("all_reduce", "all_gather"):
+    for kind in COLLECTIVE_KINDS:
         for size in SIZES[: 4 if quick else None]:
             t = torch.randn(size // 4, device=device)
             if kind == "all_reduce":
                 seconds = barrier_timed(lambda t=t: dist.all_reduce(t))
-            else:
+            elif kind == "all_gather":
                 out_t = torch.empty(world * t.numel(), device=device)
                 # nccl-tests' S of an all-gather is its output.
                 seconds = barrier_timed(
                     lambda out_t=out_t, t=t: dist.all_gather_single(out_t, t))
+                size = world * size
+            elif kind == "reduce_scatter":
+                # S is its input (nccl-tests', and what preflight records).
+                t = torch.randn(world * (size // 4), device=device)
+                shard = torch.empty(size // 4, device=device)
+                seconds = barrier_timed(
+                    lambda shard=shard, t=t: dist.reduce_scatter_tensor(shard, t))
+                size = world * size
+            else:  # all_to_all: S is what a rank sends
+                t = torch.randn(world * (size // 4), device=device)
+                out_t = torch.empty_like(t)
+                seconds = barrier_timed(
+                    lambda out_t=out_t, t=t: dist.all_to_all_single(out_t, t))
                 size = world * size
             result["collectives"].setdefault(kind, []).append((size, seconds))
     # Overlap: a 4 MiB all-reduce issued asynchronously under matmuls of the same duration.
@@ -404,8 +429,21 @@ def profile(world: int, backend: str, name: str, ranks: list[dict], fit: bool = 
     in_step = statistics.median(r["latency_in_step_s"] for r in ranks)
     alpha = max(idle_alpha, in_step)
     bandwidth = statistics.fmean(b for _, b in fits.values())
+    bus = {"all_reduce": 2 * (world - 1) / world}
+    factors = {}
+    for kind in COLLECTIVE_KINDS[2:]:
+        ratios = [statistics.median(r["collectives"][kind][i][1] for r in ranks)
+                  / (idle_alpha + size * bus.get(kind, (world - 1) / world) / bandwidth)
+                  for i, (size, _) in enumerate(ranks[0]["collectives"].get(kind, ()))
+                  if size >= FACTOR_MIN_BYTES]
+        if ratios:
+            factors[kind] = statistics.median(ratios)
     memory = statistics.median(r["memory_bytes_per_s"] for r in ranks)
-    overlap = statistics.median(r["overlap"] for r in ranks)
+    async_overlap = statistics.median(r["overlap"] for r in ranks)
+    # FSDP2 overlaps its all-gathers and reduce-scatters with compute through the device's
+    # streams (fully_shard's get_all_gather_streams); a CPU has none, so each one blocks its
+    # rank whatever gloo could overlap when asked to (async_overlap, kept under _measured).
+    overlap = async_overlap if backend == "nccl" else 0.0
     op_overhead = statistics.median(r["operator_overhead_s"] for r in ranks)
     dtensor_overhead = statistics.median(r["dtensor_operator_overhead_s"] for r in ranks)
     hw = Hardware(
@@ -413,6 +451,7 @@ def profile(world: int, backend: str, name: str, ranks: list[dict], fit: bool = 
         intra_node_bytes_per_s=bandwidth, intra_node_latency_s=alpha,
         inter_node_bytes_per_s=bandwidth, inter_node_latency_s=alpha,
         matmul_efficiency=min(1.0, small / best), memory_efficiency=1.0, overlap=overlap,
+        collective_cost_factors=factors,
         operator_overhead_s=op_overhead, dtensor_operator_overhead_s=dtensor_overhead,
         sources=(
             f"measured by bench/calibrate_hardware.py, {world} {backend} ranks at once on "
@@ -433,6 +472,12 @@ def profile(world: int, backend: str, name: str, ranks: list[dict], fit: bool = 
             ("collectives: all_reduce and all_gather of 4 KiB-16 MiB, least squares of "
              "t = alpha + S f / B (nccl-tests bus factors); alpha: the larger of the fit's and "
              "a 4 KiB all_reduce's cost between stretches of compute (the ranks' meeting)"),
+            ("collective_cost_factors: reduce_scatter and all_to_all of 1-16 MiB timed the same "
+             "way, the median of each one's time over its price by that fit (idle alpha)"),
+            ("overlap: " + ("an all_reduce run asynchronously under matmuls" if backend == "nccl"
+                            else "0: FSDP2 overlaps through the device's streams, and a CPU "
+                            "has none (each of its collectives blocks the rank); an "
+                            "asynchronous all_reduce under matmuls: _measured.async_overlap")),
             "inter-node figures: the intra-node ones (one machine, no network)" if backend ==
             "gloo" else "inter-node figures: the intra-node ones until measured across nodes",
         ))
@@ -441,6 +486,7 @@ def profile(world: int, backend: str, name: str, ranks: list[dict], fit: bool = 
         "matmul_flops_by_shape": shapes,
         "collective_fits": {k: {"latency_s": a, "bytes_per_s": b} for k, (a, b) in fits.items()},
         "idle_latency_s": idle_alpha, "latency_in_step_s": in_step,
+        "async_overlap": async_overlap,
         "microbenchmark_memory_bytes_per_s": memory,
         "microbenchmark_operator_overhead_s": op_overhead,
         "spread_median_over_min": {"median": statistics.median(spreads), "max": spreads[-1]}}
@@ -488,7 +534,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: matmul {data['bf16_flops'] / 1e9:.1f} GFLOP/s (x{data['matmul_efficiency']:.2f}"
               f" at the small shapes), memory {data['hbm_bytes_per_s'] / 1e9:.1f} GB/s, "
               f"collectives {data['intra_node_latency_s'] * 1e6:.0f} us + "
-              f"{data['intra_node_bytes_per_s'] / 1e9:.2f} GB/s, overlap {data['overlap']:.2f}, "
+              f"{data['intra_node_bytes_per_s'] / 1e9:.2f} GB/s "
+              + "".join(f"({kind} x{factor:.2f}) "
+                        for kind, factor in data["collective_cost_factors"].items())
+              + f"overlap {data['overlap']:.2f}, "
               f"{data['operator_overhead_s'] * 1e6:.0f} us an operator "
               f"(+{data['dtensor_operator_overhead_s'] * 1e6:.0f} on DTensors)"
               f" -> {path}")

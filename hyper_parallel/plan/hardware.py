@@ -29,7 +29,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import MISSING, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
 
 from hyper_parallel.utils.errors import ConfigError
 
@@ -68,9 +69,14 @@ class Hardware:
     memory_efficiency: float = MEMORY_EFFICIENCY
     """Achieved over :attr:`hbm_bytes_per_s` for the memory-bound operators."""
     overlap: float = 1.0
-    """The fraction of a collective's time that compute running at once can hide: 1 on a GPU
-    (NCCL runs on its own stream and SMs); measured on a CPU, where gloo's thread and the
-    compute share the cores."""
+    """The fraction of FSDP's collectives' time that compute running at once can hide: 1 on a
+    GPU (NCCL runs on its own stream and SMs); 0 on a CPU, where FSDP2 has no stream to put
+    them on and each one blocks the rank until it ends (``bench/calibrate_hardware.py``)."""
+    collective_cost_factors: Mapping[str, float] = field(default_factory=dict)
+    """How many times its alpha-beta price a collective of a kind costs on this backend, by
+    kind (``reduce_scatter``, ``all_to_all``, ...; a kind absent: 1). Measured: gloo runs a
+    reduce-scatter as a copy and an all-reduce of the whole input, about twice its price
+    (``bench/calibrate_hardware.py``); the datasheets' NCCL: none."""
     attention_efficiency: float = 0.0
     """Achieved over peak for the attention kernels; 0: :attr:`matmul_efficiency`."""
     operator_overhead_s: float = 0.0
@@ -98,6 +104,21 @@ class Hardware:
                     f != "overlap" and value == 0):
                 raise ConfigError(f"{f} is {value!r}; give a fraction in (0, 1]",
                                   path=f"hardware.{f}")
+        if not isinstance(self.collective_cost_factors, Mapping):
+            raise ConfigError(f"collective_cost_factors is {self.collective_cost_factors!r}; "
+                              "give an object of collective kind -> factor",
+                              path="hardware.collective_cost_factors")
+        if self.collective_cost_factors:  # the kinds' home imports torch: a datasheet needn't
+            from hyper_parallel.preflight.work import KINDS
+        for kind, value in self.collective_cost_factors.items():
+            where = f"hardware.collective_cost_factors.{kind}"
+            if kind not in KINDS:
+                from hyper_parallel.utils.suggest import did_you_mean
+
+                raise ConfigError(f"{kind!r} is no collective kind{did_you_mean(kind, KINDS)}; "
+                                  f"the kinds are {', '.join(KINDS)}", path=where)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"{value!r}; give a positive factor", path=where)
         if not 0 <= self.attention_efficiency <= 1:
             raise ConfigError(f"attention_efficiency is {self.attention_efficiency!r}; give a "
                               "fraction in [0, 1] (0: the matmul efficiency)",
@@ -208,6 +229,7 @@ def to_dict(hardware: Hardware) -> dict:
     """The JSON object of a profile (``--hardware`` reads it back with :func:`load`)."""
     out = {f.name: getattr(hardware, f.name) for f in fields(Hardware)}
     out["sources"] = list(hardware.sources)
+    out["collective_cost_factors"] = dict(hardware.collective_cost_factors)
     return out
 
 

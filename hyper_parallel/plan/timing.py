@@ -13,13 +13,17 @@ counted, the bytes of the memory-bound operators, every collective) is priced wi
 * **collectives**: alpha-beta, ``t = alpha + (S / B) x f`` with nccl-tests' bus factors ``f``
   (all_reduce ``2(n-1)/n``; all_gather, reduce_scatter, all_to_all ``(n-1)/n``; broadcast and
   a send 1), on the link the group crosses: NVLink inside a node, the network when its ranks
-  sit on two or more nodes (global rank ``r`` on node ``r // gpus_per_node``);
+  sit on two or more nodes (global rank ``r`` on node ``r // gpus_per_node``), times the
+  profile's measured factor for a kind its backend runs otherwise (gloo's reduce-scatter is an
+  all-reduce of the whole input: ``Hardware.collective_cost_factors``);
 * **overlap**, as the engine has it: FSDP's all-gathers (prefetched a layer ahead) and its
   backward reduce-scatters (and HSDP's all-reduces) run under the same phase's compute, all but
   the phase's first all-gather and last reduce-scatter of each micro-batch, up to
-  ``hardware.overlap`` of that compute; tensor-parallel, expert all-to-all, context-parallel
-  and pipeline send/recv collectives, the step's own token-count and loss reductions and the
-  optimizer's gradient-norm reduction wait on or are waited for by compute: exposed;
+  ``hardware.overlap`` of that compute (FSDP2 overlaps through the device's streams: on a
+  CPU, which has none, each of them blocks its rank, and the profile's overlap is 0);
+  tensor-parallel, expert all-to-all, context-parallel and pipeline send/recv collectives, the
+  step's own token-count and loss reductions and the optimizer's gradient-norm reduction wait
+  on or are waited for by compute: exposed;
 * **the pipeline's bubble**: each pipeline rank is busy ``T_r`` per micro-batch; the step is
   ``m x max T_r + (sum T_r - max T_r) / v`` for ``m`` micro-batches and ``v`` stages per rank,
   i.e. the bubble fraction ``(p-1)/(m+p-1)`` for 1F1B and GPipe and ``(p-1)/(v m+p-1)`` for the
@@ -79,7 +83,8 @@ def collective_seconds(c: Collective, gpus_per_node: int, hardware: Hardware) ->
         alpha, bandwidth = hardware.inter_node_latency_s, hardware.inter_node_bytes_per_s
     else:
         alpha, bandwidth = hardware.intra_node_latency_s, hardware.intra_node_bytes_per_s
-    return c.count * (alpha + c.bytes / bandwidth * BUS_FACTORS[c.kind](n))
+    factor = hardware.collective_cost_factors.get(c.kind, 1.0)
+    return c.count * (alpha + c.bytes / bandwidth * BUS_FACTORS[c.kind](n)) * factor
 
 
 def _link(c: Collective, gpus_per_node: int) -> str:

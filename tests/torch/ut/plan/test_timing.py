@@ -90,6 +90,22 @@ def test_alpha_beta_with_the_nccl_tests_bus_factor(kind, factor):
 
 
 @settings(max_examples=200, deadline=None)
+@given(st.sampled_from(KINDS), st.sampled_from(KINDS), st.floats(0.1, 10.0),
+       st.integers(1, 1 << 32), st.integers(2, 16), st.integers(1, 64))
+def test_a_kinds_cost_factor_scales_that_kind_alone(kind, other, factor, nbytes, n, count):
+    """A profile's measured factor for a kind (gloo's reduce-scatter, an all-reduce of the
+    whole input) multiplies that kind's whole price, on either link, and no other kind's."""
+    scaled = dataclasses.replace(H100, collective_cost_factors={kind: factor})
+    for ranks in (tuple(range(n)), tuple(range(0, 8 * n, 8))):  # inside a node, across nodes
+        c = Collective(kind, nbytes, ranks, count)
+        assert collective_seconds(c, 8, scaled) == pytest.approx(
+            factor * collective_seconds(c, 8, H100), rel=1e-12)
+        if other != kind:
+            d = Collective(other, nbytes, ranks, count)
+            assert collective_seconds(d, 8, scaled) == collective_seconds(d, 8, H100)
+
+
+@settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(0.01, 10.0), min_size=2, max_size=16), st.integers(1, 64),
        st.integers(1, 64), st.integers(1, 4))
 def test_more_micro_batches_never_a_larger_bubble_fraction(stages, m, more, v):
