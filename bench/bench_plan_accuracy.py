@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_plan_accuracy.py [--steps 6] [--rounds 2] [--seq-len 64]
                                                   [--smoke] [--out bench/results/plan_accuracy.json]
+                                                  [--fake-world N [--gpu NAME] [--hardware FILE]]
 
 On this machine, priced with its own calibrated profiles (``bench/results/
 hardware_cpu-gloo-<n>.json``, one per rank count: the ranks share the cores), each layout of
@@ -16,6 +17,15 @@ parallelism) on synthetic tokens, ``ROWS`` sequences a step -- is
    ``WARMUP`` steps of all its runs: the machine is shared, and other jobs on its cores only
    ever add time. The spread (the median steady step over the fastest, minus 1) says how
    much they added.
+
+``--fake-world N`` (the issue's GPU form; on a CPU, a dry run of it): rank 0 of each layout
+of :func:`fake_world_layouts` -- N ranks of the 0.8b recipe on a GPU, of the debug recipe on a
+CPU -- runs on this one device, the other ranks a fake process group (``_plan_fake_world.py``, a
+process per run), so its collectives cost nothing and a step is the rank's compute and the
+engine's host work around its collectives. The prediction it is held to is the role's
+``compute`` (preflighted at world N with ``work=True``, priced on the ``--gpu``'s datasheet
+profile or ``--hardware FILE``; a CPU's dry run on the 2-rank profile), written to
+``plan_accuracy_fake_world_<N>.json``.
 
 It prints and writes each layout's predicted and measured seconds and the error
 ``predicted / measured - 1``, the mean absolute error, whether the layout predicted fastest is
@@ -78,6 +88,31 @@ LAYOUTS: dict[str, tuple[int, tuple[str, ...], tuple[str, ...]]] = {
                            f"--training.local_batch_size={ROWS}")),
 }
 SMOKE_LAYOUTS = ("fsdp2", "tp2")
+#: ``--fake-world N`` on a GPU: the recipe each layout is built from (the 0.8b flavor, on
+#: synthetic tokens); on the CPU (the dry run) the debug recipe above.
+GPU_RECIPE = ("--module", "qwen3_5_v2", "--config", "qwen3_5_v2_0_8b",
+              "--dataloader.dataset", "dummy")
+
+
+def fake_world_layouts(world: int) -> dict[str, tuple[str, ...]]:
+    """``--fake-world N``'s layouts of ``world`` ranks (name -> overrides), one row a
+    data-parallel rank: FSDP with and without full checkpointing, HSDP, and tensor and context
+    parallelism inside FSDP. Not a pipeline (a fake group's receives return at once, so its
+    bubble would not be there to measure) nor expert parallelism (a dense recipe)."""
+    half = world // 2
+    shard, replicate = "--parallelism.data_parallel_shard_degree", \
+        "--parallelism.data_parallel_replicate_degree"
+    rows = "--training.local_batch_size"
+    return {
+        f"fsdp{world}": (f"{shard}={world}", f"{rows}=1"),
+        f"fsdp{world} ac-full": (f"{shard}={world}", f"{rows}=1",
+                                 "--activation_checkpoint.mode=full"),
+        f"hsdp 2x{half}": (f"{replicate}=2", f"{shard}={half}", f"{rows}=1"),
+        f"fsdp{half} x tp2": (f"{shard}={half}", "--parallelism.tensor_parallel_degree=2",
+                              f"{rows}=2"),
+        f"fsdp{half} x cp2": (f"{shard}={half}", "--parallelism.context_parallel_degree=2",
+                              f"{rows}=2"),
+    }
 
 
 def _argv(recipe: tuple[str, ...], overrides: tuple[str, ...], seq_len: int, steps: int
@@ -126,6 +161,47 @@ def measured(runs: list[dict]) -> dict:
             "process_wall_s": round(sum(run["process_wall_s"] for run in runs), 1)}
 
 
+def predict_fake_world(world: int, argv: list[str], gpu: str, hardware) -> dict:
+    """Rank 0's predicted compute of ``argv`` on ``world`` ranks: what a step under a fake
+    process group costs (its collectives cost nothing there)."""
+    from hyper_parallel.config.manager import ConfigManager
+    from hyper_parallel.plan.timing import predict
+    from hyper_parallel.preflight.gpus import GPUS
+    from hyper_parallel.preflight.run import preflight
+    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
+
+    config = ConfigManager(root_type=HyperTrainer.Config).parse_args(argv)
+    start = time.perf_counter()
+    report = preflight(config, GPUS[gpu], world=world, work=True)
+    p = predict(config, report, 1, world, hardware)
+    return {"predicted_s": p.compute, "compute_s": p.compute,
+            "exposed_comm_s_not_measured": p.exposed_comm, "largest_cost": p.largest_cost,
+            "preflight_s": round(time.perf_counter() - start, 1)}
+
+
+def run_fake_world(world: int, argv: list[str], steps: int) -> dict:
+    """One run of rank 0 of ``argv`` on ``world`` ranks, the others a fake process group
+    (``_plan_fake_world.py``, a process of its own): its steady steps' times."""
+    import json
+    import subprocess
+
+    from _launch import error_line, launch_env
+
+    with tempfile.TemporaryDirectory(prefix="bench-plan-fake-") as out:
+        result = Path(out) / "steps.json"
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).with_name("_plan_fake_world.py")),
+             "--world", str(world), "--steps", str(steps), "--out", str(result), "--", *argv,
+             "--dump_folder", out],
+            cwd=REPO, env=launch_env(), capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not result.exists():
+            return {"error": error_line(proc.stderr + proc.stdout)}
+        run = json.loads(result.read_text())
+    return {"step_times": run["step_times"][WARMUP:], "device": run["device"],
+            "process_wall_s": round(time.perf_counter() - start, 2)}
+
+
 def _spearman(a: list[float], b: list[float]) -> float:
     def ranks(xs):
         order = sorted(range(len(xs)), key=xs.__getitem__)
@@ -167,25 +243,55 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--fake-world", type=int, default=0, metavar="N",
+                        help="rank 0 of layouts of N ranks on this one device (a GPU: the 0.8b "
+                        "recipe), the other ranks a fake process group: each step's compute "
+                        "against the predicted compute (the collectives cost nothing there)")
+    parser.add_argument("--gpu", default="h100-80gb",
+                        help="--fake-world: the GPU preflight and the datasheet profile assume")
+    parser.add_argument("--hardware", default=None,
+                        help="--fake-world: a measured profile instead of the GPU's datasheet")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
     torch.set_num_threads(1)
-    names = SMOKE_LAYOUTS if args.smoke else tuple(LAYOUTS)
     steps = WARMUP + 1 if args.smoke else args.steps
     wall = time.perf_counter()
     load_start = os.getloadavg()  # other work on the cores moves the measured side
     rows, argvs = [], {}
-    for name in names:
-        ranks, recipe, overrides = LAYOUTS[name]
-        argvs[name] = _argv(recipe, overrides, args.seq_len, steps)
-        row = {"layout": name, "ranks": ranks}
-        try:
-            row.update(predict_layout(ranks, argvs[name]))
-        except Exception as exc:  # noqa: BLE001 - reported, the others still run
-            row["error"] = f"predict: {type(exc).__name__}: {exc}"[:300]
-        rows.append(row)
+    if args.fake_world:
+        from hyper_parallel.plan.hardware import datasheet, load
+
+        cuda = torch.cuda.is_available()
+        layouts = fake_world_layouts(args.fake_world)
+        names = tuple(layouts)[:1] if args.smoke else tuple(layouts)
+        # A CPU has no datasheet: its dry run prices with the 2-rank profile (one process
+        # alone on the cores runs faster than that profile's ranks, which shared them).
+        hardware = (load(args.hardware) if args.hardware else datasheet(args.gpu) if cuda
+                    else load(str(RESULTS / "hardware_cpu-gloo-2.json")))
+        recipe = GPU_RECIPE if cuda else DENSE
+        for name in names:
+            argvs[name] = [*recipe, f"--training.global_batch_size={args.fake_world}",
+                           f"--training.steps={steps}", *layouts[name],
+                           *(() if cuda else (f"--training.seq_len={args.seq_len}",))]
+            row = {"layout": name, "ranks": args.fake_world, "fake_world": True}
+            try:
+                row.update(predict_fake_world(args.fake_world, argvs[name], args.gpu, hardware))
+            except Exception as exc:  # noqa: BLE001 - reported, the others still run
+                row["error"] = f"predict: {type(exc).__name__}: {exc}"[:300]
+            rows.append(row)
+    else:
+        names = SMOKE_LAYOUTS if args.smoke else tuple(LAYOUTS)
+        for name in names:
+            ranks, recipe, overrides = LAYOUTS[name]
+            argvs[name] = _argv(recipe, overrides, args.seq_len, steps)
+            row = {"layout": name, "ranks": ranks}
+            try:
+                row.update(predict_layout(ranks, argvs[name]))
+            except Exception as exc:  # noqa: BLE001 - reported, the others still run
+                row["error"] = f"predict: {type(exc).__name__}: {exc}"[:300]
+            rows.append(row)
     # The layouts' runs interleaved, round after round: a stretch of load on the shared cores
     # falls on every layout alike, not on the few that ran during it.
     runs: dict[str, list[dict]] = {name: [] for name in names}
@@ -193,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             if "error" in row:
                 continue
-            run = run_layout(row["ranks"], argvs[row["layout"]])
+            run = (run_fake_world(args.fake_world, argvs[row["layout"]], steps)
+                   if args.fake_world else run_layout(row["ranks"], argvs[row["layout"]]))
             if "error" in run:
                 row["error"] = run["error"]
             else:
@@ -207,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
             f"(spread {row['spread']:.0%})  error {row['error_rel']:+.1%}  "
             f"({row['largest_cost']})" if "error_rel" in row else row["error"]), flush=True)
     good = [r for r in rows if "error_rel" in r]
-    summary: dict = {"layouts": rows, "rows_per_step": ROWS, "seq_len": args.seq_len,
+    summary: dict = {"layouts": rows, "rows_per_step": args.fake_world or ROWS,
+                     "seq_len": args.seq_len, "fake_world": args.fake_world,
                      "steps": steps, "rounds": 1 if args.smoke else args.rounds, "wall_s": round(time.perf_counter() - wall, 1),
                      "cpus": os.cpu_count(), "load_average_start": load_start,
                      "load_average_end": os.getloadavg()}
@@ -227,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
               f"best measured {best_measured}; Spearman {summary['spearman']:.2f}; "
               f"spread of the measured steps (median over fastest - 1): median "
               f"{summary['spread_median']:.0%}, largest {summary['spread_max']:.0%}")
-    out = Path(args.out) if args.out else (None if args.smoke else
-                                           RESULTS / "plan_accuracy.json")
+    default = (f"plan_accuracy_fake_world_{args.fake_world}.json" if args.fake_world
+               else "plan_accuracy.json")
+    out = Path(args.out) if args.out else None if args.smoke else RESULTS / default
     print(write_results(out, summary))
     if out is not None and good:
         figure(good, out.with_suffix(".svg"))

@@ -24,6 +24,11 @@
 #   fake_pg_ep8        (the MoE debug recipe), the other 7 ranks a fake process group: the rank's
 #                      real memory, against preflight's prediction for that rank (within 20 %;
 #                      bench/_check_fake_pg.py)
+#   plan_fake_world  (g) the planner's compute on this GPU: rank 0 of five 8-rank layouts of the
+#                  0.8b recipe (FSDP with and without full checkpointing, HSDP, TP 2 and CP 2
+#                  inside FSDP), the other ranks a fake process group, each step against the
+#                  predicted compute on the GPU's datasheet profile (bench/bench_plan_accuracy.py
+#                  --fake-world 8; figures, no bound: plan_fake_world.json)
 #   packing        (f) block_causal packed rows, bf16: the full attention on torch's varlen
 #                  flash attention, the Gated DeltaNet on fla's cu_seqlens kernels and on the
 #                  torch path, against the documents run alone on the torch path in fp32
@@ -143,6 +148,17 @@ check deterministic 360 deterministic
 check fake_pg_fsdp8 300 fake_pg --layout fsdp8_0_8b
 check fake_pg_ep8 240 fake_pg --layout ep8_moe_debugmodel
 check packing 240 packing
+
+# ---- (g) ------------------------------------------------------------------------------------
+if wanted plan_fake_world; then
+    if [ "$PHASE" = run ]; then
+        step plan_fake_world 420 "$PY" bench/bench_plan_accuracy.py --fake-world 8 --rounds 1 \
+            --out "$OUT/plan_fake_world.json"
+    else
+        step plan_fake_world 180 "$PY" bench/bench_plan_accuracy.py --fake-world 4 --smoke \
+            --out "$OUT/plan_fake_world.json"
+    fi
+fi
 
 # ---- summary --------------------------------------------------------------------------------
 summarize gpu_check "$PHASE"

@@ -98,7 +98,8 @@ FRESH_PROCESSES = {"bench_cli", "bench_codegen", "bench_plan_speed"}
 #: memory (its command line is parsed below).
 GPU_CHECK_DRY = {"env": "pass", "parity": "skipped", "throughput": "skipped",
                  "state_passing": "partial", "grouped_mm": "pass", "compile_fla": "skipped",
-                 "deterministic": "pass", "fake_pg_ep8": "pass", "packing": "partial"}
+                 "deterministic": "pass", "fake_pg_ep8": "pass", "packing": "partial",
+                 "plan_fake_world": "pass"}
 
 
 def _load(name: str):
@@ -179,7 +180,11 @@ def test_gpu_check_dry_run(tmp_path):
     _assert_figures(proc.stdout, [r"debug_gqa torch bf16: p2p_out \d\.\d+e-0\d",
                                   r"grouped_mm_out \d\.\d+e-0\d", r"first_differing_step None",
                                   r"ep8_moe_debugmodel \(rank 0 of 8\): .*param_bytes_rank \d+",
-                                  r"debug_gqa fla: skipped \(no CUDA\)"])
+                                  r"debug_gqa fla: skipped \(no CUDA\)",
+                                  r"fsdp4\s+predicted \d+\.\d{3} s\s+measured \d+\.\d{3} s"])
+    # (g): rank 0 of a 4-rank layout under a fake group, its compute against the prediction.
+    fake = json.loads((tmp_path / "plan_fake_world.json").read_text())
+    assert fake["fake_world"] == 4 and fake["layouts"][0]["measured_s"] > 0, fake
 
 
 @pytest.mark.slow
@@ -204,8 +209,9 @@ def test_every_command_line_of_the_gpu_scripts_parses():
 
     sys.path.insert(0, str(BENCH))  # the modules import their siblings by name
     try:
-        layouts, fake_pg, determinism, train = (_load(n) for n in (
-            "_layout_check", "_check_fake_pg", "_check_determinism", "bench_train"))
+        layouts, fake_pg, determinism, train, accuracy = (_load(n) for n in (
+            "_layout_check", "_check_fake_pg", "_check_determinism", "bench_train",
+            "bench_plan_accuracy"))
     finally:
         sys.path.remove(str(BENCH))
     lines = [[*recipe, *overrides] for recipe, overrides, *_ in layouts.LAYOUTS.values()]
@@ -213,6 +219,9 @@ def test_every_command_line_of_the_gpu_scripts_parses():
               for m, c, o in table.values()]
     lines += [["--module", m, "--config", c, *o, "--debug.deterministic", "true"]
               for m, c, o in determinism.CASES.values()]
+    # The planner's fake-world layouts of the GPU run (its dry run builds one on the CPU).
+    lines += [[*accuracy.GPU_RECIPE, "--training.global_batch_size=8", *overrides]
+              for overrides in accuracy.fake_world_layouts(8).values()]
     # bench_moe's 2-rank layouts (its smoke run trains the 1-rank one).
     lines += [["--module", "bench._moe_recipes", "--config", c] for c in ("moe_ep2", "moe_fsdp2")]
     # bench_train's start-up figure (its smoke test skips it): both entries' command lines.
