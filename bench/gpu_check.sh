@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU checks on one GPU, in one go (an H200: about 10 minutes, and 3-4 more for (g); not yet
-# measured -- see docs/architecture.md, "GPU checks"). Each numbered item is a step (bench/_gpu_steps.sh): its
-# own process and time limit, its log and report under $OUT, pass / fail / skipped / partial in
-# $OUT/summary.json; a failed step does not stop the next ones, it fails the script.
+# measured -- see docs/architecture.md, "GPU checks"). Each numbered item is a step
+# (bench/_gpu_steps.sh): its own process and time limit, its log and report under $OUT,
+# pass / fail / skipped / partial in $OUT/summary.json; a failed step does not stop the next
+# ones, it fails the script.
 #
 #   env            the device, torch, CUDA, fla-core, causal-conv1d (env.txt)
 #   parity         the kernel parity tests, fla vs torch path, forward and backward, fp32 and
