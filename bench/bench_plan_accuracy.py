@@ -266,8 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         cuda = torch.cuda.is_available()
         layouts = fake_world_layouts(args.fake_world)
         names = tuple(layouts)[:1] if args.smoke else tuple(layouts)
-        # A CPU has no datasheet: its dry run prices with the 2-rank profile (one process
-        # alone on the cores runs faster than that profile's ranks, which shared them).
+        # A CPU has no datasheet: its dry run prices with the 2-rank profile, whose ranks
+        # shared the cores where this one process runs alone (its figures prove the path, they
+        # measure no accuracy).
         hardware = (load(args.hardware) if args.hardware else datasheet(args.gpu) if cuda
                     else load(str(RESULTS / "hardware_cpu-gloo-2.json")))
         recipe = GPU_RECIPE if cuda else DENSE
