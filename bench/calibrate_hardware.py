@@ -415,27 +415,25 @@ def profile(world: int, backend: str, name: str, ranks: list[dict], fit: bool = 
     import dataclasses
 
     from hyper_parallel.plan.hardware import Hardware, to_dict
+    from hyper_parallel.plan.timing import BUS_FACTORS
+
+    def timed(kind: str) -> list[tuple[int, float]]:
+        """``(size, the ranks' median seconds)`` of each size ``kind`` was timed at."""
+        return [(s, statistics.median(r["collectives"][kind][i][1] for r in ranks))
+                for i, (s, _) in enumerate(ranks[0]["collectives"].get(kind, ()))]
 
     shapes = {s: statistics.median(r["matmul"][s] for r in ranks) for s in ranks[0]["matmul"]}
     best = max(shapes.values())
     small = statistics.median(shapes[f"{m}x{k}x{n}"] for m, k, n in SMALL_SHAPES)
-    fits = {}
-    for kind, factor in (("all_reduce", 2 * (world - 1) / world),
-                         ("all_gather", (world - 1) / world)):
-        points = [(s, statistics.median(r["collectives"][kind][i][1] for r in ranks))
-                  for i, (s, _) in enumerate(ranks[0]["collectives"][kind])]
-        fits[kind] = _fit(points, factor)
+    fits = {kind: _fit(timed(kind), BUS_FACTORS[kind](world)) for kind in COLLECTIVE_KINDS[:2]}
     idle_alpha = statistics.fmean(a for a, _ in fits.values())
     in_step = statistics.median(r["latency_in_step_s"] for r in ranks)
     alpha = max(idle_alpha, in_step)
     bandwidth = statistics.fmean(b for _, b in fits.values())
-    bus = {"all_reduce": 2 * (world - 1) / world}
     factors = {}
     for kind in COLLECTIVE_KINDS[2:]:
-        ratios = [statistics.median(r["collectives"][kind][i][1] for r in ranks)
-                  / (idle_alpha + size * bus.get(kind, (world - 1) / world) / bandwidth)
-                  for i, (size, _) in enumerate(ranks[0]["collectives"].get(kind, ()))
-                  if size >= FACTOR_MIN_BYTES]
+        ratios = [seconds / (idle_alpha + size * BUS_FACTORS[kind](world) / bandwidth)
+                  for size, seconds in timed(kind) if size >= FACTOR_MIN_BYTES]
         if ratios:
             factors[kind] = statistics.median(ratios)
     memory = statistics.median(r["memory_bytes_per_s"] for r in ranks)
