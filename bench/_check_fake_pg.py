@@ -82,6 +82,23 @@ def _balanced_counts():
         dist.all_to_all_single = original
 
 
+@contextlib.contextmanager
+def fake_world(world: int):
+    """This process as rank 0 of ``world`` ranks, the others a fake process group (every
+    collective returns at once; expert parallelism's counts a balanced exchange's), the group
+    destroyed at the end. A trainer built inside keeps that group."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", rank=0, world_size=world, store=FakeStore())
+    try:
+        with _balanced_counts():
+            yield
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def _memory(device: str) -> dict:
     """The peaks since the last mark (CUDA), or the process's peak RSS (CPU)."""
     import torch
@@ -108,8 +125,6 @@ def _param_bytes(model) -> int:
 
 def check_fake_pg(report: Report, device: str, layout: str | None = None) -> None:
     import torch
-    import torch.distributed as dist
-    from torch.testing._internal.distributed.fake_pg import FakeStore
 
     from hyper_parallel.train import build_trainer
 
@@ -126,9 +141,8 @@ def check_fake_pg(report: Report, device: str, layout: str | None = None) -> Non
             "--checkpoint.interval", "0", "--checkpoint.folder", folder,
             "--metrics.log_freq", "1000000"]
     predicted = _preflight(argv, figures)  # before this process joins the fake group
-    dist.init_process_group("fake", rank=0, world_size=WORLD, store=FakeStore())
     try:
-        with _balanced_counts():
+        with fake_world(WORLD):
             if device == "cuda":
                 torch.cuda.reset_peak_memory_stats()
             trainer = build_trainer(argv)
@@ -155,8 +169,6 @@ def check_fake_pg(report: Report, device: str, layout: str | None = None) -> Non
                            "preflight's prediction", abs(ratio - 1) <= PREFLIGHT_BOUND,
                            f"{measured:.3f} GiB measured, {predicted:.3f} GiB predicted")
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -177,4 +189,4 @@ def _preflight(argv: list[str], figures: dict) -> float:
     return memory.allocated_bytes / GIB
 
 
-__all__ = ["LAYOUTS", "check_fake_pg"]
+__all__ = ["LAYOUTS", "check_fake_pg", "fake_world"]

@@ -8,7 +8,7 @@ before the trainer is built from ``ARGV`` (:func:`hyper_parallel.train.build_tra
 entries' own function; it keeps that group): rank 0 of the layout holds its real shards,
 gathers into its real buffers and computes its real micro-batches, and every collective returns
 at once without moving data (expert parallelism's row counts are a balanced exchange's:
-``_check_fake_pg._balanced_counts``). So a step is the rank's compute and the engine's host work
+``_check_fake_pg.fake_world``). So a step is the rank's compute and the engine's host work
 around its collectives, without the collectives -- what the planner predicts as a role's
 ``compute``. The values are not real (an all-gather's output is whatever its buffer held): the
 losses are never read.
@@ -41,10 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     trainer_argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
 
     import torch
-    import torch.distributed as dist
-    from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    from _check_fake_pg import _balanced_counts  # this directory
+    from _check_fake_pg import fake_world  # this directory
     from hyper_parallel.train import build_trainer
 
     def sync() -> None:
@@ -52,9 +50,8 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.synchronize()
 
     folder = tempfile.mkdtemp(prefix="plan-fake-world-")
-    dist.init_process_group("fake", rank=0, world_size=args.world, store=FakeStore())
     try:
-        with _balanced_counts():
+        with fake_world(args.world):
             trainer = build_trainer([*trainer_argv, "--checkpoint.interval", "0",
                                      "--checkpoint.folder", folder])
             dims = trainer.dist.parallel_dims
@@ -73,8 +70,6 @@ def main(argv: list[str] | None = None) -> int:
             "step_times": times, "layout": dims.summary(),
             "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}))
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
         shutil.rmtree(folder, ignore_errors=True)
     return 0
 

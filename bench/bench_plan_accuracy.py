@@ -121,22 +121,28 @@ def _argv(recipe: tuple[str, ...], overrides: tuple[str, ...], seq_len: int, ste
             f"--training.steps={steps}", *overrides]
 
 
-def predict_layout(ranks: int, argv: list[str]) -> dict:
+def _predict(world: int, argv: list[str], hardware, gpu: str = "h100-80gb"):
+    """``(the prediction of argv's step on world ranks of one node, preflight's seconds)``:
+    preflighted with ``work=True`` and priced on ``hardware``."""
     from hyper_parallel.config.manager import ConfigManager
-    from hyper_parallel.plan.hardware import load
     from hyper_parallel.plan.timing import predict
     from hyper_parallel.preflight.gpus import GPUS
     from hyper_parallel.preflight.run import preflight
     from hyper_parallel.trainer.hyper_trainer import HyperTrainer
 
     config = ConfigManager(root_type=HyperTrainer.Config).parse_args(argv)
-    hardware = load(str(RESULTS / f"hardware_cpu-gloo-{ranks}.json"))
     start = time.perf_counter()
-    report = preflight(config, GPUS["h100-80gb"], world=ranks, work=True)
-    p = predict(config, report, 1, ranks, hardware)
+    report = preflight(config, GPUS[gpu], world=world, work=True)
+    return predict(config, report, 1, world, hardware), round(time.perf_counter() - start, 1)
+
+
+def predict_layout(ranks: int, argv: list[str]) -> dict:
+    from hyper_parallel.plan.hardware import load
+
+    p, seconds = _predict(ranks, argv, load(str(RESULTS / f"hardware_cpu-gloo-{ranks}.json")))
     return {"predicted_s": p.step_seconds, "compute_s": p.compute,
             "exposed_comm_s": p.exposed_comm, "bubble_s": p.bubble,
-            "largest_cost": p.largest_cost, "preflight_s": round(time.perf_counter() - start, 1)}
+            "largest_cost": p.largest_cost, "preflight_s": seconds}
 
 
 def run_layout(ranks: int, argv: list[str]) -> dict:
@@ -164,19 +170,10 @@ def measured(runs: list[dict]) -> dict:
 def predict_fake_world(world: int, argv: list[str], gpu: str, hardware) -> dict:
     """Rank 0's predicted compute of ``argv`` on ``world`` ranks: what a step under a fake
     process group costs (its collectives cost nothing there)."""
-    from hyper_parallel.config.manager import ConfigManager
-    from hyper_parallel.plan.timing import predict
-    from hyper_parallel.preflight.gpus import GPUS
-    from hyper_parallel.preflight.run import preflight
-    from hyper_parallel.trainer.hyper_trainer import HyperTrainer
-
-    config = ConfigManager(root_type=HyperTrainer.Config).parse_args(argv)
-    start = time.perf_counter()
-    report = preflight(config, GPUS[gpu], world=world, work=True)
-    p = predict(config, report, 1, world, hardware)
+    p, seconds = _predict(world, argv, hardware, gpu)
     return {"predicted_s": p.compute, "compute_s": p.compute,
             "exposed_comm_s_not_measured": p.exposed_comm, "largest_cost": p.largest_cost,
-            "preflight_s": round(time.perf_counter() - start, 1)}
+            "preflight_s": seconds}
 
 
 def run_fake_world(world: int, argv: list[str], steps: int) -> dict:
