@@ -21,7 +21,8 @@ its first tensor operation):
 * ``OMP_NUM_THREADS=1``: a reduction split over threads sums in an order set by their count,
   so a machine with more cores would sum differently.
 
-They make a step about 2x slower, so only the golden runs use them; every comparison made
+They make a step about 2x slower, so only the golden runs use them, and only where the machine
+has no native recording of the golden (:mod:`tests.helpers.golden`); every comparison made
 within one machine (layouts, entries, resumes) runs at native speed.
 
 They held on every Intel Xeon and AMD EPYC the suite ran on until an Intel Xeon with AVX-512

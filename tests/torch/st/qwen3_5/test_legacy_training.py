@@ -32,9 +32,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers.golden import assert_matches_a_recording
+from tests.helpers.golden import assert_matches_a_recording, golden_numerics
 from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
-from tests.helpers.numerics import PORTABLE_NUMERICS
 from tests.helpers.packed_rows import PACKED_VS_ALONE_RTOL, packed_workload
 
 from .conftest import EXAMPLES, TRAIN_SCRIPT
@@ -51,9 +50,11 @@ UPDATE_GOLDEN = os.environ.get("HYPER_PARALLEL_UPDATE_GOLDEN") == "1"
 #: proves it; those paths are trained on every step of the YAMLs' own schedules by
 #: test_recipes_from_yaml, on the tiny flavor. The demo's golden file is its first 10 steps (of
 #: a 10-step schedule).
-#: They run on the pinned kernel paths of :mod:`tests.helpers.numerics`; a CPU whose pinned
-#: numerics still differ has its own recording (:mod:`tests.helpers.golden`).
-PINNED = tuple(PORTABLE_NUMERICS.items())
+#: Each runs on the native kernels where this machine has a native recording of it, else on the
+#: pinned kernel paths of :mod:`tests.helpers.numerics` (a CPU whose pinned numerics still
+#: differ has its own pinned recording): :mod:`tests.helpers.golden`.
+def _numerics(name: str) -> tuple[tuple[str, str], ...]:
+    return golden_numerics(GOLDEN_DIR / f"{name}.json")
 #: The legacy trainer held FSDP's unsharded gradients across a step's micro-batches and
 #: reduce-scattered once; the engine reduce-scatters every micro-batch unless
 #: ``parallelism.fsdp_defer_gradient_sync`` (new-only: a legacy YAML cannot ask for it). The
@@ -80,18 +81,19 @@ FSDP2_TINY = {
                                           "--model.config_overrides={flavor: tiny}",
                                           LEGACY_ACCUMULATION[-1]), Layout(dp_shard=2), True),
 }
-#: The pinned 2-rank runs are the suite's longest: two jobs (:attr:`Case.job`), which two xdist
-#: workers make side by side.
+#: The 2-rank golden runs are the suite's longest (on the pinned paths, twice as long): two
+#: jobs (:attr:`Case.job`), which two xdist workers make side by side.
 GOLDEN_RUNS = {
     "train_qwen3_5_debug": Case((str(EXAMPLES / "train_qwen3_5_debug.yaml"),), ONE_RANK, True,
-                                env=PINNED),
-    "train_qwen3_5_fsdp2": Case(LEGACY_ACCUMULATION, Layout(dp_shard=2), True, env=PINNED,
-                                job="golden a"),
+                                env=_numerics("train_qwen3_5_debug")),
+    "train_qwen3_5_fsdp2": Case(LEGACY_ACCUMULATION, Layout(dp_shard=2), True,
+                                env=_numerics("train_qwen3_5_fsdp2"), job="golden a"),
     "train_qwen3_5_tp2": Case((str(EXAMPLES / "train_qwen3_5_tp2.yaml"),), Layout(tp=2), True,
-                              env=PINNED, job="golden b"),
+                              env=_numerics("train_qwen3_5_tp2"), job="golden b"),
     "train_qwen3_5_demo": Case((str(EXAMPLES / "train_qwen3_5_demo.yaml"),
                                 "--train.max_steps=10", "--train.checkpoint.save_steps=0"),
-                               Layout(dp_shard=2), True, env=PINNED, job="golden b"),
+                               Layout(dp_shard=2), True, env=_numerics("train_qwen3_5_demo"),
+                               job="golden b"),
 }
 
 #: The layout workload: the debug YAML on the tiny flavor (both layer kinds), 6 steps of 4
@@ -139,7 +141,7 @@ MIXED = "--model.config_overrides={flavor: tiny, attn_mask_type: causal}"
 
 @pytest.fixture(scope="module")
 def runs(layouts, run_once) -> dict:
-    """The golden and layout runs: one job per world size (1, 2 and 4 ranks; the pinned runs
+    """The golden and layout runs: one job per world size (1, 2 and 4 ranks; the golden runs
     in jobs of their own). Only the layout runs gather their final parameters: the golden
     tests compare losses."""
     cases = {**GOLDEN_RUNS, **FSDP2_TINY}

@@ -18,13 +18,21 @@ oneDNN off when HYPER_PARALLEL_TEST_ONEDNN_OFF=1>:<the worktree>``; its files go
 ``golden/other_cpus/<cpu>/`` with where and by what they were recorded, and their hashes here.
 On the first such CPU (an Intel Xeon with AVX-512 and AMX) the pre-refactor trainer's
 recordings and the current trainer's runs were the same, bit for bit, as on the others.
+
+A machine may also have native recordings (``golden/native/<cpu key>/``), on which its golden
+runs train at native speed: the same worktree's test run with ``HYPER_PARALLEL_UPDATE_GOLDEN=1``
+and only ``OMP_NUM_THREADS=1`` exported, then ``python -m tests.helpers.golden --record-native
+<the worktree's golden folder> --recorded-by "..."`` on the same machine, which files them
+under its key with its fingerprint; their hashes go here too.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from tests.helpers.golden import OTHER_CPUS
+import json
+
+from tests.helpers.golden import NATIVE, OTHER_CPUS, cpu_key
 
 from ...st.qwen3_5.test_legacy_training import GOLDEN_DIR, GOLDEN_RUNS
 
@@ -44,6 +52,30 @@ OTHER_CPUS_SHA256 = {
     },
 }
 
+#: cpu key -> name -> the hash of the pre-refactor trainer's recording on that machine's native
+#: kernels.
+NATIVE_SHA256 = {
+    "GenuineIntel-6-167-e45ae37c4096": {
+        "train_qwen3_5_debug": "c42618e0d1a16728af9781c9cdef3706182a325efdf93c8377945f638fced0f5",
+        "train_qwen3_5_demo": "942b978f588af1398cb7b05bdbde2ebbd19a1b81e265ca9244ac03ea01399c36",
+        "train_qwen3_5_fsdp2": "71ebeb5c24d6b3a95d05f817ba71eab26cf7a85224fa66030425aec169e531c1",
+        "train_qwen3_5_tp2": "0d3f1f3cc292783940f30d68236749ad1f6b33258bc6deeb799b464bf2f38be3",
+    },
+}
+
+
+def _pinned_by_hash(folder_name: str, table: dict) -> None:
+    """Every legacy recording under ``golden/<folder_name>/`` is in ``table``, each machine
+    records every golden run, and each file has its hash."""
+    on_disk = {(path.parent.name, path.stem)
+               for path in GOLDEN_DIR.glob(f"{folder_name}/*/train_*.json")}
+    assert on_disk == {(where, name) for where, names in table.items() for name in names}
+    for where, names in table.items():
+        assert sorted(names) == sorted(GOLDEN_RUNS), where
+        for name, digest in names.items():
+            data = (GOLDEN_DIR / folder_name / where / f"{name}.json").read_bytes()
+            assert hashlib.sha256(data).hexdigest() == digest, f"{where}/{name}.json changed"
+
 
 def test_golden_files_are_the_pre_refactor_ones():
     assert sorted(GOLDEN_RUNS) == sorted(PINNED_SHA256)
@@ -55,11 +87,12 @@ def test_golden_files_are_the_pre_refactor_ones():
 def test_every_other_cpus_recording_is_the_pre_refactor_trainers():
     """No legacy golden recording is added or changed but deliberately: every file under
     ``golden/other_cpus/`` is pinned here, each CPU records every golden run."""
-    on_disk = {(path.parent.name, path.stem)
-               for path in GOLDEN_DIR.glob(f"{OTHER_CPUS}/*/train_*.json")}
-    assert on_disk == {(cpu, name) for cpu, names in OTHER_CPUS_SHA256.items() for name in names}
-    for cpu, names in OTHER_CPUS_SHA256.items():
-        assert sorted(names) == sorted(GOLDEN_RUNS), cpu
-        for name, digest in names.items():
-            data = (GOLDEN_DIR / OTHER_CPUS / cpu / f"{name}.json").read_bytes()
-            assert hashlib.sha256(data).hexdigest() == digest, f"{cpu}/{name}.json changed"
+    _pinned_by_hash(OTHER_CPUS, OTHER_CPUS_SHA256)
+
+
+def test_every_native_recording_is_the_pre_refactor_trainers_on_the_machine_it_names():
+    """The same for ``golden/native/``; and each file's fingerprint is the one its folder's key
+    is made from, so a recording is only ever held against the machine it was made on."""
+    _pinned_by_hash(NATIVE, NATIVE_SHA256)
+    for path in GOLDEN_DIR.glob(f"{NATIVE}/*/*.json"):
+        assert cpu_key(json.loads(path.read_text())["fingerprint"]) == path.parent.name, path
