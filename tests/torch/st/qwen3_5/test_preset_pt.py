@@ -9,7 +9,8 @@ shuffling, clipping effectively off, its accelerator keys written out) trains on
 * on 1 rank and on 2 FSDP ranks, with losses within the layout tolerance of
   test_legacy_training.py;
 * the 1-rank losses are pinned bit for bit in ``golden/preset_pt.json`` (on the pinned kernel
-  paths of :mod:`tests.helpers.numerics`).
+  paths of :mod:`tests.helpers.numerics`, or the native kernels where this machine has a native
+  recording: :mod:`tests.helpers.golden`).
 
 The upstream MoE alignment YAML (mindspore-ai/hyper-parallel
 ``examples/qwen3_5_35b_a3b_base/train.yaml``), every key it writes, on the debug MoE sizes
@@ -22,7 +23,7 @@ The upstream MoE alignment YAML (mindspore-ai/hyper-parallel
 * through its recipe ``--from-yaml`` on 1 rank, bit-identically to the YAML.
 
 The seven runs go through the layout harness in one plan: one job per world size (and one for
-the pinned golden run).
+the golden run).
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.golden import assert_matches_a_recording
+from tests.helpers.golden import assert_matches_a_recording, golden_numerics
 from tests.helpers.layout import Case, Layout
 from tests.helpers.torchrun import REPO
 
-from .test_legacy_training import LAYOUT_RTOL, PINNED
+from .test_legacy_training import LAYOUT_RTOL
 
 pytestmark = pytest.mark.slow
 
@@ -244,8 +245,8 @@ def runs(run_once, layouts) -> dict:
         # dp_shard: -1 in the YAML: inferred from the world size.
         "legacy 1 rank": Case((files["yaml"],), Layout(), argv_sets_layout=True),
         "legacy FSDP 2": Case((files["yaml"],), Layout(dp_shard=2), argv_sets_layout=True),
-        "legacy 1 rank pinned": Case((files["yaml"],), Layout(), argv_sets_layout=True,
-                                     env=PINNED),
+        "legacy 1 rank golden": Case((files["yaml"],), Layout(), argv_sets_layout=True,
+                                     env=golden_numerics(GOLDEN)),
         "recipe 1 rank": Case(("--module", "align", "--config", "align"), Layout(),
                               argv_sets_layout=True, pythonpath=(files["recipe folder"],)),
         # The MoE YAML's dp_shard: -1 as well.
@@ -277,9 +278,9 @@ def test_one_rank_and_two_fsdp_ranks_agree(runs):
 
 
 def test_golden_losses(runs):
-    """On the pinned kernel paths (:mod:`tests.helpers.numerics`): the file, or this CPU's
-    recording of it (:mod:`tests.helpers.golden`)."""
-    losses = runs["legacy 1 rank pinned"]
+    """On the golden's numerics: the file, or a CPU's recording of it, or this machine's
+    native recording (:mod:`tests.helpers.golden`)."""
+    losses = runs["legacy 1 rank golden"]
     if UPDATE_GOLDEN or not GOLDEN.exists():
         if not UPDATE_GOLDEN:
             pytest.fail(f"{GOLDEN} is missing; record it with HYPER_PARALLEL_UPDATE_GOLDEN=1")
