@@ -55,6 +55,8 @@ import torch.distributed as dist
 from torch._subclasses import fake_impls, fake_tensor
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
+from hyper_parallel.preflight.cache_keys import patch_cache_keys
+from hyper_parallel.preflight.cached_outputs import patch_cache_hits
 from hyper_parallel.preflight.fake_world import (
     Patches,
     host_scalar,
@@ -539,6 +541,10 @@ def fake_cuda_rank(
         patch_expert_sizes(patches, imbalance=1.0)  # balanced routing
         _patch_model_build(patches)
         _patch_data_loading(patches)
+        # Preflight's short paths through the fake mode's dispatch cache: the same keys and
+        # the same tensors in fewer Python steps (this mode has no shape environment either).
+        patch_cache_keys(patches)
+        patch_cache_hits(patches)
         for op in scalar_ops:
             fake_impls.op_implementations_dict[op] = host_scalar
         with mode:
