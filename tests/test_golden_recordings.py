@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers.golden import (
-    FORCE_PINNED,
+    FORCE_NUMERICS,
     NATIVE,
     NATIVE_ENV,
     OTHER_CPUS,
@@ -22,6 +22,7 @@ from tests.helpers.golden import (
     cpu_key,
     golden_numerics,
     record_native,
+    record_native_figures,
     recordings,
 )
 
@@ -71,7 +72,7 @@ def _native(folder, key, losses):
 
 
 def test_this_machines_native_recording_replaces_the_pinned_ones(tmp_path, monkeypatch):
-    monkeypatch.delenv(FORCE_PINNED, raising=False)
+    monkeypatch.delenv(FORCE_NUMERICS, raising=False)
     golden = _write(tmp_path, [1.0, 2.0], {"cpu_a": [1.0, 2.5]})
     assert golden_numerics(golden) == PINNED_ENV  # no native recording: the pinned paths
     _native(tmp_path, cpu_key() + "x", [3.0, 4.0])  # another machine's: not this one's
@@ -85,7 +86,7 @@ def test_this_machines_native_recording_replaces_the_pinned_ones(tmp_path, monke
         with pytest.raises(AssertionError, match=f"{NATIVE}/{cpu_key()}: differs at steps"):
             assert_matches_a_recording(pinned_losses, golden)
     # Forced back onto the pinned paths: the pinned recordings again.
-    monkeypatch.setenv(FORCE_PINNED, "pinned")
+    monkeypatch.setenv(FORCE_NUMERICS, "pinned")
     assert golden_numerics(golden) == PINNED_ENV
     assert_matches_a_recording([1.0, 2.5], golden)
 
@@ -102,7 +103,7 @@ def test_the_key_covers_what_picks_a_kernel():
 
 
 def test_record_native_files_the_recorders_runs_under_this_machines_key(tmp_path, monkeypatch):
-    monkeypatch.delenv(FORCE_PINNED, raising=False)
+    monkeypatch.delenv(FORCE_NUMERICS, raising=False)
     (tmp_path / "golden").mkdir()
     golden = _write(tmp_path / "golden", [1.0], {})
     source = tmp_path / "recorder"
@@ -116,3 +117,22 @@ def test_record_native_files_the_recorders_runs_under_this_machines_key(tmp_path
     assert cpu_key(data["fingerprint"]) == cpu_key()
     assert sorted(p.name for p in written[0].parent.iterdir()) == ["run.json"]  # no temp file
     assert recordings(golden) == {f"{NATIVE}/{cpu_key()}": [7.0]}
+
+
+def test_figures_measured_natively_switch_this_machine_to_the_native_kernels(tmp_path,
+                                                                            monkeypatch):
+    """A bounded comparison (no pinned file of its own) runs on the pinned paths until this
+    machine's native figures are recorded; ``native`` forces the native kernels to make them."""
+    monkeypatch.delenv(FORCE_NUMERICS, raising=False)
+    bound = tmp_path / "golden" / "bounded_runs.json"
+    assert golden_numerics(bound) == PINNED_ENV
+    monkeypatch.setenv(FORCE_NUMERICS, "native")
+    assert golden_numerics(bound) == NATIVE_ENV
+    monkeypatch.delenv(FORCE_NUMERICS)
+    written = record_native_figures(bound, {"CP 2": {"loss": 6e-8}}, "a test")
+    assert written == bound.parent / NATIVE / cpu_key() / bound.name
+    data = json.loads(written.read_text())
+    assert data["figures"] == {"CP 2": {"loss": 6e-8}} and cpu_key(data["fingerprint"]) == cpu_key()
+    assert golden_numerics(bound) == NATIVE_ENV
+    monkeypatch.setenv(FORCE_NUMERICS, "pinned")
+    assert golden_numerics(bound) == PINNED_ENV

@@ -25,7 +25,15 @@ pinned paths and must equal one pinned recording. Either way the run is held bit
 what the same recorder made under the same numerics, and a change to the numerics fails. A CPU
 that matches no pinned recording fails until its recording is added the same way -- never by
 the code under test recording itself. ``HYPER_PARALLEL_GOLDEN_NUMERICS=pinned`` runs the pinned
-paths even where a native recording exists (to check those recordings on this CPU).
+paths even where a native recording exists (to check those recordings on this CPU), ``native``
+the native kernels even where none does (to make one).
+
+The same choice serves runs held to a tight bound rather than to recorded losses (context
+parallelism against one rank): they run on the pinned paths, where the differences measure the
+same on every CPU, except on a machine where they were measured on its native kernels, under
+the same bound, by the test itself (``golden/native/<cpu key>/<name>.json``: the figures, the
+fingerprint; :func:`record_native_figures`). There the test holds the native runs to the same
+bound, run after run the same figures (one machine's kernels are deterministic).
 
 ``python -m tests.helpers.golden`` prints this machine's key, and with ``--record-native SRC``
 copies the recorder's fresh files from ``SRC`` (the recorder's ``golden/`` folder, recorded with
@@ -47,8 +55,9 @@ from tests.helpers.numerics import PORTABLE_NUMERICS
 
 OTHER_CPUS = "other_cpus"
 NATIVE = "native"
-#: ``pinned``: golden runs on the pinned paths even where a native recording exists.
-FORCE_PINNED = "HYPER_PARALLEL_GOLDEN_NUMERICS"
+#: ``pinned``: golden runs on the pinned paths even where a native recording exists;
+#: ``native``: on the native kernels even where none does.
+FORCE_NUMERICS = "HYPER_PARALLEL_GOLDEN_NUMERICS"
 #: A golden run's job environment on each kind of numerics: one thread either way (a reduction
 #: split over threads sums in an order set by their count).
 PINNED_ENV = tuple(PORTABLE_NUMERICS.items())
@@ -104,7 +113,7 @@ def cpu_key(fingerprint: dict | None = None) -> str:
 def native_recording(golden: Path) -> Path | None:
     """This machine's native recording of ``golden``, if it has one and the pinned paths are
     not forced."""
-    if os.environ.get(FORCE_PINNED) == "pinned" or not (golden.parent / NATIVE).is_dir():
+    if os.environ.get(FORCE_NUMERICS) == "pinned" or not (golden.parent / NATIVE).is_dir():
         return None  # (no fingerprint to take: it imports torch)
     path = golden.parent / NATIVE / cpu_key() / golden.name
     return path if path.is_file() else None
@@ -112,8 +121,25 @@ def native_recording(golden: Path) -> Path | None:
 
 def golden_numerics(golden: Path) -> tuple[tuple[str, str], ...]:
     """The environment ``golden``'s run trains under here: the native kernels where this
-    machine has a native recording of it, else the pinned paths."""
+    machine has a native recording of it (or they are forced), else the pinned paths."""
+    if os.environ.get(FORCE_NUMERICS) == "native":
+        return NATIVE_ENV
     return NATIVE_ENV if native_recording(golden) is not None else PINNED_ENV
+
+
+def record_native_figures(golden: Path, figures: dict, recorded_by: str) -> Path:
+    """Write ``figures`` (what a bounded comparison measured on this machine's native kernels)
+    as this machine's native record of ``golden``, with the fingerprint: from then on its runs
+    train natively here (:func:`golden_numerics`)."""
+    fingerprint = cpu_fingerprint()
+    target = golden.parent / NATIVE / cpu_key(fingerprint) / golden.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.tmp")
+    partial.write_text(json.dumps({"cpu": fingerprint["model_name"], "fingerprint": fingerprint,
+                                   "recorded_by": recorded_by, "figures": figures},
+                                  indent=1, sort_keys=True) + "\n")
+    os.replace(partial, target)
+    return target
 
 
 def recordings(golden: Path) -> dict[str, list[float]]:
@@ -188,9 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["FORCE_PINNED", "NATIVE", "NATIVE_ENV", "OTHER_CPUS", "PINNED_ENV",
+__all__ = ["FORCE_NUMERICS", "NATIVE", "NATIVE_ENV", "OTHER_CPUS", "PINNED_ENV",
            "assert_matches_a_recording", "cpu_fingerprint", "cpu_key", "golden_numerics",
-           "native_recording", "record_native", "recordings"]
+           "native_recording", "record_native", "record_native_figures", "recordings"]
 
 
 if __name__ == "__main__":
