@@ -131,15 +131,19 @@ def record_native_figures(golden: Path, figures: dict, recorded_by: str) -> Path
     """Write ``figures`` (what a bounded comparison measured on this machine's native kernels)
     as this machine's native record of ``golden``, with the fingerprint: from then on its runs
     train natively here (:func:`golden_numerics`)."""
+    target = golden.parent / NATIVE / cpu_key() / golden.name
+    _write_record(target, recorded_by, {"figures": figures})
+    return target
+
+
+def _write_record(target: Path, recorded_by: str, data: dict) -> None:
+    """``data`` as a native record at ``target``, with the fingerprint, written atomically."""
     fingerprint = cpu_fingerprint()
-    target = golden.parent / NATIVE / cpu_key(fingerprint) / golden.name
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.tmp")
     partial.write_text(json.dumps({"cpu": fingerprint["model_name"], "fingerprint": fingerprint,
-                                   "recorded_by": recorded_by, "figures": figures},
-                                  indent=1, sort_keys=True) + "\n")
+                                   "recorded_by": recorded_by, **data}, indent=1) + "\n")
     os.replace(partial, target)
-    return target
 
 
 def recordings(golden: Path) -> dict[str, list[float]]:
@@ -169,28 +173,22 @@ def assert_matches_a_recording(losses: list[float], golden: Path) -> None:
     lines.append(f"  this run: {losses}")
     lines.append("A numerics change fails here on every CPU. On a CPU none was recorded on, record "
                  f"it under golden/{OTHER_CPUS}/<cpu>/ as tests/helpers/golden.py says.")
+    if any(where.startswith(NATIVE) for where in found):
+        lines.append(f"This ran on the native kernels; {FORCE_NUMERICS}=pinned checks the pinned "
+                     "recordings instead.")
     raise AssertionError("\n".join(lines))
 
 
 def record_native(source: Path, golden_dir: Path, recorded_by: str) -> list[Path]:
     """Copy the recorder's files ``source/<name>.json`` of the goldens in ``golden_dir`` into
     this machine's native folder, each with the fingerprint and ``recorded_by``."""
-    fingerprint = cpu_fingerprint()
-    folder = golden_dir / NATIVE / cpu_key(fingerprint)
-    folder.mkdir(parents=True, exist_ok=True)
     written = []
     for golden in sorted(golden_dir.glob("*.json")):
         recorded = source / golden.name
-        if not recorded.is_file():
-            continue
-        data = json.loads(recorded.read_text())
-        out = {"cpu": fingerprint["model_name"], "fingerprint": fingerprint,
-               "recorded_by": recorded_by, **data}
-        target = folder / golden.name
-        partial = target.with_name(f".{target.name}.tmp")
-        partial.write_text(json.dumps(out, indent=1) + "\n")
-        os.replace(partial, target)
-        written.append(target)
+        if recorded.is_file():
+            target = golden_dir / NATIVE / cpu_key() / golden.name
+            _write_record(target, recorded_by, json.loads(recorded.read_text()))
+            written.append(target)
     return written
 
 
