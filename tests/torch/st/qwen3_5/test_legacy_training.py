@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers.golden import assert_matches_a_recording, golden_numerics
+from tests.helpers.golden import PINNED_ENV, assert_matches_a_recording, golden_numerics
 from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
 from tests.helpers.packed_rows import PACKED_VS_ALONE_RTOL, packed_workload
 
@@ -43,18 +43,23 @@ pytestmark = pytest.mark.slow
 GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE_GOLDEN = os.environ.get("HYPER_PARALLEL_UPDATE_GOLDEN") == "1"
 
-#: The CPU-sized example YAMLs whose training losses are pinned bit for bit, as shipped (each
-#: states its own layout), on the debug model: the golden files test_base_trainer_unchanged
-#: holds to the pre-refactor ones. The fsdp2 and demo runs leave out their evaluations and
-#: checkpoints, which must not move a training loss -- matching the files, written with them,
-#: proves it; those paths are trained on every step of the YAMLs' own schedules by
-#: test_recipes_from_yaml, on the tiny flavor. The demo's golden file is its first 10 steps (of
-#: a 10-step schedule).
-#: Each runs on the native kernels where this machine has a native recording of it, else on the
-#: pinned kernel paths of :mod:`tests.helpers.numerics` (a CPU whose pinned numerics still
-#: differ has its own pinned recording): :mod:`tests.helpers.golden`.
+# The CPU-sized example YAMLs whose training losses are pinned bit for bit, as shipped (each
+# states its own layout), on the debug model: the golden files test_base_trainer_unchanged
+# holds to the pre-refactor ones. The fsdp2 and demo runs leave out their evaluations and
+# checkpoints, which must not move a training loss -- matching the files, written with them,
+# proves it; those paths are trained on every step of the YAMLs' own schedules by
+# test_recipes_from_yaml, on the tiny flavor. The demo's golden file is its first 10 steps (of
+# a 10-step schedule).
+# Each runs on the native kernels where this machine has a native recording of it, else on the
+# pinned kernel paths of :mod:`tests.helpers.numerics` (a CPU whose pinned numerics still
+# differ has its own pinned recording): :func:`_numerics`.
+
+
 def _numerics(name: str) -> tuple[tuple[str, str], ...]:
+    """Golden ``name``'s job environment here (:func:`tests.helpers.golden.golden_numerics`)."""
     return golden_numerics(GOLDEN_DIR / f"{name}.json")
+
+
 #: The legacy trainer held FSDP's unsharded gradients across a step's micro-batches and
 #: reduce-scattered once; the engine reduce-scatters every micro-batch unless
 #: ``parallelism.fsdp_defer_gradient_sync`` (new-only: a legacy YAML cannot ask for it). The
@@ -184,6 +189,10 @@ def test_golden_losses_bit_for_bit(name, runs):
     if UPDATE_GOLDEN or not golden.exists():
         if not UPDATE_GOLDEN:
             pytest.fail(f"{golden} is missing; record it with HYPER_PARALLEL_UPDATE_GOLDEN=1")
+        if GOLDEN_RUNS[name].env != PINNED_ENV:
+            pytest.fail(f"{name} ran on this machine's native kernels: its pinned file is not "
+                        "re-recorded from them (HYPER_PARALLEL_GOLDEN_NUMERICS=pinned; a native "
+                        "recording is made by the pre-refactor trainer, tests/helpers/golden.py)")
         golden.parent.mkdir(parents=True, exist_ok=True)
         case = GOLDEN_RUNS[name]
         golden.write_text(json.dumps({"yaml": f"{name}.yaml",
