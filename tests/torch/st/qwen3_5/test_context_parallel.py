@@ -48,8 +48,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
 from tests.helpers.golden import NATIVE_ENV, PINNED_ENV, golden_numerics, record_native_figures
+from tests.helpers.layout import ONE_RANK, Case, Layout, assert_same_run
 from tests.helpers.torchrun import spawn_ranks
 
 pytestmark = pytest.mark.slow

@@ -29,7 +29,6 @@ under its key with its fingerprint; their hashes go here too.
 from __future__ import annotations
 
 import hashlib
-
 import json
 
 from tests.helpers.golden import NATIVE, OTHER_CPUS, cpu_key
