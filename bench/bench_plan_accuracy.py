@@ -39,11 +39,13 @@ written with the figures).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -256,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     steps = WARMUP + 1 if args.smoke else args.steps
     wall = time.perf_counter()
     load_start = os.getloadavg()  # other work on the cores moves the measured side
-    rows, argvs = [], {}
+    argvs: dict[str, list[str]] = {}
+    predictions: dict[str, tuple[dict, Callable[[], dict]]] = {}  # name -> (row, its prediction)
     if args.fake_world:
         from hyper_parallel.plan.hardware import datasheet, load
 
@@ -273,23 +276,24 @@ def main(argv: list[str] | None = None) -> int:
             argvs[name] = [*recipe, f"--training.global_batch_size={args.fake_world}",
                            f"--training.steps={steps}", *layouts[name],
                            *(() if cuda else (f"--training.seq_len={args.seq_len}",))]
-            row = {"layout": name, "ranks": args.fake_world, "fake_world": True}
-            try:
-                row.update(predict_fake_world(args.fake_world, argvs[name], args.gpu, hardware))
-            except Exception as exc:  # noqa: BLE001 - reported, the others still run
-                row["error"] = f"predict: {type(exc).__name__}: {exc}"[:300]
-            rows.append(row)
+            predictions[name] = (
+                {"layout": name, "ranks": args.fake_world, "fake_world": True},
+                functools.partial(predict_fake_world, args.fake_world, argvs[name], args.gpu,
+                                  hardware))
     else:
         names = SMOKE_LAYOUTS if args.smoke else tuple(LAYOUTS)
         for name in names:
             ranks, recipe, overrides = LAYOUTS[name]
             argvs[name] = _argv(recipe, overrides, args.seq_len, steps)
-            row = {"layout": name, "ranks": ranks}
-            try:
-                row.update(predict_layout(ranks, argvs[name]))
-            except Exception as exc:  # noqa: BLE001 - reported, the others still run
-                row["error"] = f"predict: {type(exc).__name__}: {exc}"[:300]
-            rows.append(row)
+            predictions[name] = ({"layout": name, "ranks": ranks},
+                                 functools.partial(predict_layout, ranks, argvs[name]))
+    rows = []
+    for row, prediction in predictions.values():
+        try:
+            row.update(prediction())
+        except Exception as exc:  # noqa: BLE001 - reported, the others still run
+            row["error"] = f"predict: {type(exc).__name__}: {exc}"[:300]
+        rows.append(row)
     # The layouts' runs interleaved, round after round: a stretch of load on the shared cores
     # falls on every layout alike, not on the few that ran during it.
     runs: dict[str, list[dict]] = {name: [] for name in names}
